@@ -1,0 +1,291 @@
+"""Every configuration key of circle-reid, with its default and a one-line comment.
+
+This file is the single source of truth for the configuration schema: YAML files and
+command-line overrides may only set keys that exist here, with values of the same type.
+`docs/configs.md` is generated from this file (``python tools/gen_config_docs.py``).
+
+Conventions
+-----------
+* A scale or margin of ``-1`` means "the head's published default" (see HEAD_DEFAULTS in
+  ``reid/modeling/heads``), so that switching ``MODEL.HEADS.NAME`` never silently keeps a
+  margin tuned for another head.
+* Sizes are ``[height, width]`` in pixels.
+* Epoch-based schedule keys count whole passes over the training set.
+"""
+from yacs.config import CfgNode as CN
+
+_C = CN()
+
+# ---------------------------------------------------------------------------- #
+# Top level
+# ---------------------------------------------------------------------------- #
+# Seed for Python, NumPy and torch RNGs and for the samplers; makes a run repeatable.
+_C.SEED = 0
+# Folder that receives everything a run writes: config.yaml, log.txt, metrics.jsonl, checkpoints.
+_C.OUTPUT_DIR = "output"
+# Use deterministic torch kernels where they exist (slower; for exact repeatability).
+_C.CUDNN_DETERMINISTIC = False
+
+# ---------------------------------------------------------------------------- #
+# Model
+# ---------------------------------------------------------------------------- #
+_C.MODEL = CN()
+# Meta architecture: "baseline" (global feature + BNNeck) or "mgn" (multi-granularity parts).
+_C.MODEL.META_ARCHITECTURE = "baseline"
+# Where to run: "auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N".
+_C.MODEL.DEVICE = "auto"
+# Checkpoint (.pth) to load before training or testing; empty = none.
+_C.MODEL.WEIGHTS = ""
+# Per-channel RGB mean subtracted inside the model; inputs are raw pixels in 0-255.
+_C.MODEL.PIXEL_MEAN = [123.675, 116.28, 103.53]
+# Per-channel RGB std dividing inside the model (ImageNet statistics scaled to 0-255).
+_C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
+# Convert BatchNorm to SyncBatchNorm when training with several processes.
+_C.MODEL.SYNC_BN = False
+
+_C.MODEL.BACKBONE = CN()
+# Backbone: "resnet18", "resnet34", "resnet50", "resnet101" or "resnet152" (torchvision).
+_C.MODEL.BACKBONE.NAME = "resnet50"
+# Stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN.
+_C.MODEL.BACKBONE.LAST_STRIDE = 1
+# Start from ImageNet weights (torchvision download, or PRETRAINED_PATH when set).
+_C.MODEL.BACKBONE.PRETRAINED = True
+# Local file with ImageNet weights (a torchvision state dict); used instead of downloading.
+_C.MODEL.BACKBONE.PRETRAINED_PATH = ""
+
+_C.MODEL.HEADS = CN()
+# Identity head: "linear", "normface", "amsoftmax", "arcface", "circle" or "curricularface".
+_C.MODEL.HEADS.NAME = "circle"
+# Number of training identities; set automatically from the training data (0 = no identity head).
+_C.MODEL.HEADS.NUM_CLASSES = 0
+# Logit scale s (gamma for Circle); -1 = the head's published default (circle 128, others 64).
+_C.MODEL.HEADS.SCALE = -1.0
+# Margin m; -1 = the head's published default (circle 0.25, amsoftmax 0.35, arcface 0.5, ...).
+_C.MODEL.HEADS.MARGIN = -1.0
+# ArcFace/CurricularFace: use the "easy margin" variant (no margin when cos theta < 0).
+_C.MODEL.HEADS.EASY_MARGIN = False
+# CurricularFace: momentum of the moving average t of the mean positive cosine.
+_C.MODEL.HEADS.CURRICULAR_MOMENTUM = 0.99
+# Global pooling of the last feature map: "avg", "max" or "gem".
+_C.MODEL.HEADS.POOLING = "avg"
+# GeM pooling exponent p (learnable, initial value).
+_C.MODEL.HEADS.GEM_P = 3.0
+# Neck between pooling and head: "bnneck" (BatchNorm with frozen bias) or "none".
+_C.MODEL.HEADS.NECK = "bnneck"
+# Feature returned in eval mode: "after" the BNNeck (post-BN) or "before" it (pre-BN).
+_C.MODEL.HEADS.NECK_FEAT = "after"
+
+_C.MODEL.MGN = CN()
+# Width of each of the 8 reduced MGN features (1x1 conv + BN + ReLU).
+_C.MODEL.MGN.REDUCTION_DIM = 256
+# Whether the global branch down-samples in conv5 (stride 2) as in the MGN paper.
+_C.MODEL.MGN.GLOBAL_DOWNSAMPLE = True
+# Loss layout: "concat" (Circle paper: one head on all 8 features concatenated) or
+# "per_branch" (original MGN: a head on each of the 8 features + triplet on the 3 globals).
+_C.MODEL.MGN.LOSS_LAYOUT = "concat"
+
+_C.MODEL.LOSSES = CN()
+# Losses to optimise: any of "identity" (the head), "triplet", "pair_circle".
+_C.MODEL.LOSSES.NAMES = ["identity"]
+
+_C.MODEL.LOSSES.ID = CN()
+# Weight of the identity (head) cross-entropy loss.
+_C.MODEL.LOSSES.ID.WEIGHT = 1.0
+# Label smoothing epsilon; 0 = off (keep off for margin heads: it changes their objective).
+_C.MODEL.LOSSES.ID.LABEL_SMOOTH = 0.0
+
+_C.MODEL.LOSSES.TRIPLET = CN()
+# Weight of the batch-hard triplet loss.
+_C.MODEL.LOSSES.TRIPLET.WEIGHT = 1.0
+# Triplet margin; ignored when SOFT_MARGIN is on.
+_C.MODEL.LOSSES.TRIPLET.MARGIN = 0.3
+# Use the soft-margin form log(1 + exp(d_ap - d_an)) instead of a hinge.
+_C.MODEL.LOSSES.TRIPLET.SOFT_MARGIN = False
+# Distance for mining and loss: "euclidean" or "cosine".
+_C.MODEL.LOSSES.TRIPLET.METRIC = "euclidean"
+# Feature the triplet loss sees: "before" (pre-BN, as in BoT) or "after" the BNNeck.
+_C.MODEL.LOSSES.TRIPLET.FEAT = "before"
+
+_C.MODEL.LOSSES.PAIR_CIRCLE = CN()
+# Weight of the pair-wise Circle loss.
+_C.MODEL.LOSSES.PAIR_CIRCLE.WEIGHT = 1.0
+# Pair-wise Circle scale gamma (paper's pair-wise setting: 80).
+_C.MODEL.LOSSES.PAIR_CIRCLE.GAMMA = 80.0
+# Pair-wise Circle relaxation margin m (paper's pair-wise setting: 0.4).
+_C.MODEL.LOSSES.PAIR_CIRCLE.MARGIN = 0.4
+# Feature the pair-wise Circle loss sees: "before" or "after" the BNNeck.
+_C.MODEL.LOSSES.PAIR_CIRCLE.FEAT = "after"
+
+# ---------------------------------------------------------------------------- #
+# Input
+# ---------------------------------------------------------------------------- #
+_C.INPUT = CN()
+# Training image size [height, width].
+_C.INPUT.SIZE_TRAIN = [256, 128]
+# Test image size [height, width].
+_C.INPUT.SIZE_TEST = [256, 128]
+# Probability of a random horizontal flip during training.
+_C.INPUT.FLIP_PROB = 0.5
+# Zero-padding (pixels) before the random crop back to SIZE_TRAIN; 0 = no pad/crop.
+_C.INPUT.PADDING = 10
+
+_C.INPUT.REA = CN()
+# Random erasing (Zhong et al. 2020) on or off.
+_C.INPUT.REA.ENABLED = True
+# Probability of erasing one rectangle in an image.
+_C.INPUT.REA.PROB = 0.5
+# Range of the erased area as a fraction of the image area.
+_C.INPUT.REA.AREA = [0.02, 0.4]
+# Minimum aspect ratio of the erased rectangle (the maximum is its inverse).
+_C.INPUT.REA.MIN_RATIO = 0.3
+
+_C.INPUT.CJ = CN()
+# Colour jitter on or off (off by default: clothing colour is identity evidence).
+_C.INPUT.CJ.ENABLED = False
+# Probability of applying colour jitter to an image.
+_C.INPUT.CJ.PROB = 0.5
+# Maximum relative brightness change.
+_C.INPUT.CJ.BRIGHTNESS = 0.15
+# Maximum relative contrast change.
+_C.INPUT.CJ.CONTRAST = 0.15
+# Maximum relative saturation change.
+_C.INPUT.CJ.SATURATION = 0.1
+# Maximum hue shift (fraction of the hue circle).
+_C.INPUT.CJ.HUE = 0.1
+
+# ---------------------------------------------------------------------------- #
+# Datasets
+# ---------------------------------------------------------------------------- #
+_C.DATASETS = CN()
+# Training datasets (their identities are combined and relabelled 0..C-1).
+_C.DATASETS.NAMES = ["market1501"]
+# Test datasets, each evaluated on its own query/gallery split.
+_C.DATASETS.TESTS = ["market1501"]
+# Root folder that holds the dataset folders (see datasets/README.md).
+_C.DATASETS.ROOT = "datasets"
+# On a corrupt or unreadable image: False = stop with an error naming the file, True = skip and count it.
+_C.DATASETS.SKIP_CORRUPT = False
+# MSMT17: train on list_train + list_val (32,621 images, the usual protocol) instead of list_train only.
+_C.DATASETS.MSMT17_COMBINE_VAL = True
+
+_C.DATASETS.CUSTOM = CN()
+# Custom dataset: text/CSV list "path pid camid" for training (paths relative to the list's folder).
+_C.DATASETS.CUSTOM.TRAIN_LIST = ""
+# Custom dataset: list file of query images.
+_C.DATASETS.CUSTOM.QUERY_LIST = ""
+# Custom dataset: list file of gallery images.
+_C.DATASETS.CUSTOM.GALLERY_LIST = ""
+
+_C.DATASETS.SYNTHETIC = CN()
+# Synthetic dataset: number of training identities.
+_C.DATASETS.SYNTHETIC.NUM_TRAIN_IDS = 100
+# Synthetic dataset: number of test identities (query + gallery).
+_C.DATASETS.SYNTHETIC.NUM_TEST_IDS = 100
+# Synthetic dataset: number of cameras.
+_C.DATASETS.SYNTHETIC.NUM_CAMERAS = 6
+# Synthetic dataset: images drawn per identity per camera it appears in.
+_C.DATASETS.SYNTHETIC.IMAGES_PER_CAMERA = 4
+# Synthetic dataset: seed of the generator (a different seed gives a different dataset).
+_C.DATASETS.SYNTHETIC.SEED = 0
+# Synthetic dataset: drawn image size [height, width].
+_C.DATASETS.SYNTHETIC.IMAGE_SIZE = [128, 64]
+
+# ---------------------------------------------------------------------------- #
+# Data loading
+# ---------------------------------------------------------------------------- #
+_C.DATALOADER = CN()
+# Training sampler: "identity" (P identities x K images per batch) or "random" (plain shuffle).
+_C.DATALOADER.SAMPLER = "identity"
+# K: images per identity in a batch for the identity sampler (P = IMS_PER_BATCH / K).
+_C.DATALOADER.NUM_INSTANCE = 4
+# Data-loading worker processes; 0 loads in the main process.
+_C.DATALOADER.NUM_WORKERS = 4
+
+# ---------------------------------------------------------------------------- #
+# Solver
+# ---------------------------------------------------------------------------- #
+_C.SOLVER = CN()
+# Optimizer: "SGD", "Adam" or "AdamW".
+_C.SOLVER.OPTIMIZER = "Adam"
+# Base learning rate.
+_C.SOLVER.BASE_LR = 3.5e-4
+# SGD momentum (also Adam's beta1).
+_C.SOLVER.MOMENTUM = 0.9
+# SGD: use Nesterov momentum.
+_C.SOLVER.NESTEROV = False
+# Weight decay of ordinary weights.
+_C.SOLVER.WEIGHT_DECAY = 5e-4
+# Weight decay of normalisation-layer parameters (BN weight/bias, GeM p).
+_C.SOLVER.WEIGHT_DECAY_NORM = 5e-4
+# Weight decay of bias parameters.
+_C.SOLVER.WEIGHT_DECAY_BIAS = 5e-4
+# Learning-rate multiplier for bias parameters.
+_C.SOLVER.BIAS_LR_FACTOR = 1.0
+# Learning-rate multiplier for identity-head parameters (class weights).
+_C.SOLVER.HEADS_LR_FACTOR = 1.0
+# Training length in epochs.
+_C.SOLVER.MAX_EPOCH = 120
+# Total batch size (over all processes); P x K with the identity sampler.
+_C.SOLVER.IMS_PER_BATCH = 64
+# LR schedule after warmup: "multistep" or "cosine".
+_C.SOLVER.SCHED = "multistep"
+# Multistep: epochs at which the LR is multiplied by GAMMA.
+_C.SOLVER.STEPS = [40, 90]
+# Multistep: LR decay factor.
+_C.SOLVER.GAMMA = 0.1
+# Cosine: final LR as a fraction of BASE_LR.
+_C.SOLVER.MIN_LR_FACTOR = 0.0
+# Warmup length in iterations (linear ramp from WARMUP_FACTOR x BASE_LR); 0 = none.
+_C.SOLVER.WARMUP_ITERS = 2000
+# LR factor at the first warmup iteration.
+_C.SOLVER.WARMUP_FACTOR = 0.1
+# Freeze the backbone (train neck and head only) for this many first iterations.
+_C.SOLVER.FREEZE_ITERS = 0
+# Clip the global gradient norm to this value; 0 = no clipping.
+_C.SOLVER.CLIP_GRAD_NORM = 0.0
+# Save a checkpoint every this many epochs (the last epoch is always saved).
+_C.SOLVER.CHECKPOINT_PERIOD = 10
+# Print and record training metrics every this many iterations.
+_C.SOLVER.LOG_PERIOD = 20
+# Mixed precision: "off", "bf16" (CPU and GPU autocast) or "fp16" (CUDA, with a gradient scaler).
+_C.SOLVER.AMP = "off"
+# Use channels_last memory format on CUDA (faster convolutions with AMP).
+_C.SOLVER.CHANNELS_LAST = True
+
+# ---------------------------------------------------------------------------- #
+# Testing
+# ---------------------------------------------------------------------------- #
+_C.TEST = CN()
+# Evaluate every this many epochs during training (and after the last); 0 = only after training.
+_C.TEST.EVAL_PERIOD = 20
+# Batch size for feature extraction.
+_C.TEST.IMS_PER_BATCH = 128
+# Distance between features: "cosine" (1 - cos) or "euclidean".
+_C.TEST.METRIC = "cosine"
+# Average each feature with that of the horizontally flipped image.
+_C.TEST.FLIP = False
+# Mixed precision for feature extraction: "off", "bf16" or "fp16" (CUDA).
+_C.TEST.AMP = "off"
+# Highest rank reported in the CMC curve.
+_C.TEST.MAX_RANK = 50
+# Hold out this many training identities as a validation split for choosing the best epoch;
+# 0 = no validation split, the last checkpoint is the result (never select on the test split).
+_C.TEST.VAL_IDS = 0
+
+_C.TEST.RERANK = CN()
+# Apply k-reciprocal re-ranking (Zhong et al. 2017) to the test distances.
+_C.TEST.RERANK.ENABLED = False
+# Re-ranking k1 (size of the k-reciprocal neighbourhood).
+_C.TEST.RERANK.K1 = 20
+# Re-ranking k2 (local query expansion).
+_C.TEST.RERANK.K2 = 6
+# Re-ranking lambda: weight of the original distance in the final distance.
+_C.TEST.RERANK.LAMBDA = 0.3
+
+_C.TEST.AQE = CN()
+# Alpha query expansion (top-k neighbours of each query) before computing distances.
+_C.TEST.AQE.ENABLED = False
+# AQE: number of gallery neighbours averaged into each query.
+_C.TEST.AQE.QE_K = 5
+# AQE: exponent alpha of the similarity weights.
+_C.TEST.AQE.ALPHA = 3.0
