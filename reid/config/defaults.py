@@ -138,6 +138,8 @@ _C.INPUT.REA.PROB = 0.5
 _C.INPUT.REA.AREA = [0.02, 0.4]
 # Minimum aspect ratio of the erased rectangle (the maximum is its inverse).
 _C.INPUT.REA.MIN_RATIO = 0.3
+# Fill of the erased rectangle: "random" (uniform uint8 noise per pixel) or "mean" (MODEL.PIXEL_MEAN).
+_C.INPUT.REA.FILL = "random"
 
 _C.INPUT.CJ = CN()
 # Colour jitter on or off (off by default: clothing colour is identity evidence).
@@ -185,6 +187,8 @@ _C.DATASETS.SYNTHETIC.NUM_TEST_IDS = 100
 _C.DATASETS.SYNTHETIC.NUM_CAMERAS = 6
 # Synthetic dataset: images drawn per identity per camera it appears in.
 _C.DATASETS.SYNTHETIC.IMAGES_PER_CAMERA = 4
+# Synthetic dataset: single images of other people (pid 0) added to the gallery; -1 = NUM_TEST_IDS.
+_C.DATASETS.SYNTHETIC.NUM_DISTRACTORS = -1
 # Synthetic dataset: seed of the generator (a different seed gives a different dataset).
 _C.DATASETS.SYNTHETIC.SEED = 0
 # Synthetic dataset: drawn image size [height, width].
@@ -245,6 +249,8 @@ _C.SOLVER.FREEZE_ITERS = 0
 _C.SOLVER.CLIP_GRAD_NORM = 0.0
 # Save a checkpoint every this many epochs (the last epoch is always saved).
 _C.SOLVER.CHECKPOINT_PERIOD = 10
+# Periodic checkpoints (model_XXXX.pth) kept on disk, newest first; 0 = keep all.
+_C.SOLVER.CHECKPOINT_KEEP = 2
 # Print and record training metrics every this many iterations.
 _C.SOLVER.LOG_PERIOD = 20
 # Mixed precision: "off", "bf16" (CPU and GPU autocast) or "fp16" (CUDA, with a gradient scaler).

@@ -16,6 +16,10 @@ def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp creates 0600 files; give the result the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

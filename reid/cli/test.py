@@ -1,0 +1,100 @@
+"""``tools/test.py``: evaluate trained weights, print R-1/R-5/R-10/mAP/mINP, save what was computed."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Optional, Sequence
+
+import numpy as np
+
+from reid.data import build_test_data
+from reid.engine.checkpoint import CheckpointError, load_checkpoint
+from reid.evaluation import save_features
+from reid.evaluation.evaluator import evaluate_model, format_table
+from reid.modeling import build_model, model_summary
+from reid.utils.file_io import atomic_write_text
+from reid.utils.misc import resolve_device, seed_everything
+from reid.visualization import visualize_from_features
+
+from .common import base_parser, load_cfg_from_args, parse_args, setup_run
+
+EPILOG = """examples:
+  python tools/test.py --config-file output/demo/config.yaml MODEL.WEIGHTS output/demo/model_final.pth
+  python tools/test.py --config-file output/demo/config.yaml MODEL.WEIGHTS output/demo/model_final.pth --rerank --flip --visualize 5
+  python tools/test.py --config-file configs/Market1501/mgn_circle.yml MODEL.WEIGHTS mgn.pth DATASETS.ROOT /data --save-features mgn_market.npz
+
+Writes OUTPUT_DIR/test/metrics.json (or --output-dir), ranked-result pictures with --visualize,
+and features with --save-features (redraw pictures later with tools/visualize.py)."""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = base_parser("Evaluate a trained re-ID model on the test sets of DATASETS.TESTS.", EPILOG)
+    parser.add_argument("--rerank", action="store_true", help="also report k-reciprocal re-ranking (TEST.RERANK.*)")
+    parser.add_argument("--flip", action="store_true", help="average features of each image and its mirror")
+    parser.add_argument("--visualize", type=int, default=0, metavar="K", help="draw ranked results of K queries")
+    parser.add_argument("--vis-mode", default="worst", choices=["worst", "best", "random"], help="which queries to draw")
+    parser.add_argument("--vis-topk", type=int, default=10, help="gallery images per ranked row")
+    parser.add_argument("--save-features", default="", metavar="FILE", help="save query/gallery features (.npz)")
+    parser.add_argument("--output-dir", default="", help="where results go (default OUTPUT_DIR/test)")
+    args = parse_args(parser, argv)
+    # Testing needs no identity head; NUM_CLASSES 0 builds the model without it.
+    cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", "0"])
+    out = args.output_dir or os.path.join(str(cfg.OUTPUT_DIR), "test")
+    logger, _ = setup_run(cfg, output_dir=out)
+    seed_everything(int(cfg.SEED))
+    return run_test(cfg, args, out, logger)
+
+
+def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
+    """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
+    if not cfg.MODEL.WEIGHTS:
+        raise CheckpointError(
+            "No weights to test: pass MODEL.WEIGHTS path/to/model_final.pth after the flags."
+        )
+    device = resolve_device(str(cfg.MODEL.DEVICE))
+    model = build_model(cfg)
+    load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)
+    model.to(device)
+    logger.info("Model: %s; weights %s; device %s", model_summary(model), cfg.MODEL.WEIGHTS, device)
+    report = {"weights": str(cfg.MODEL.WEIGHTS), "flip": bool(args.flip or cfg.TEST.FLIP), "results": {}}
+    for name in cfg.DATASETS.TESTS:
+        query, gallery = build_test_data(cfg, name)
+        res = evaluate_model(
+            cfg, model, query, gallery, device=device,
+            rerank=bool(args.rerank or cfg.TEST.RERANK.ENABLED), flip=bool(args.flip or cfg.TEST.FLIP),
+            keep_distmat=args.visualize > 0,
+        )
+        print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
+        report["results"][name] = {
+            row: {**metrics, "num_valid_queries": int(np.isfinite(res.all_ap[row]).sum()),
+                  "cmc": [round(float(v), 6) for v in res.cmc[row]]}
+            for row, metrics in res.metrics.items()
+        }
+        if args.save_features:
+            path = args.save_features
+            if len(cfg.DATASETS.TESTS) > 1:
+                stem, ext = os.path.splitext(path)
+                path = f"{stem}_{name}{ext or '.npz'}"
+            save_features(path, res.query, res.gallery)
+            logger.info("Saved features to %s", path)
+        if args.visualize > 0:
+            vis_dir = os.path.join(out, "ranked", name)
+            rerank_dist = res.distmats.get("rerank")
+            visualize_from_features(
+                res.query.feats, res.gallery.feats, res.query, res.gallery, vis_dir,
+                topk=args.vis_topk, num_queries=args.visualize, mode=args.vis_mode,
+                metric=str(cfg.TEST.METRIC), distmat=res.distmats["plain"], rerank_distmat=rerank_dist,
+                both_rows=rerank_dist is not None, all_AP=res.all_ap["plain"],
+                rerank_all_AP=res.all_ap.get("rerank"), seed=int(cfg.SEED),
+            )
+            logger.info("Ranked results of %d queries: %s", args.visualize, os.path.join(vis_dir, "index.html"))
+    path = os.path.join(out, "metrics.json")
+    atomic_write_text(path, json.dumps(report, indent=2))
+    logger.info("Wrote %s", path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

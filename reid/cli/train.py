@@ -1,0 +1,126 @@
+"""``tools/train.py``: data -> model -> trainer, with periodic evaluation wired in.
+
+This is the one place that joins the engine and the evaluator (the engine takes an
+``eval_fn`` callback so that it never imports evaluation).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from reid.data import build_test_data, build_train_data, build_train_loader
+from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
+from reid.engine.distributed import cleanup_distributed, init_distributed
+from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
+from reid.evaluation.evaluator import evaluate_model, format_table
+from reid.modeling import build_model, model_summary
+from reid.utils.misc import resolve_device, seed_everything
+
+from .common import base_parser, load_cfg_from_args, parse_args, setup_run
+
+EPILOG = """examples:
+  python tools/train.py --config-file configs/Demo/resnet18_circle.yml
+  python tools/train.py --config-file configs/Market1501/resnet50_circle.yml DATASETS.ROOT /data SOLVER.AMP bf16
+  python tools/train.py --config-file configs/Market1501/resnet50_circle.yml --resume
+  python tools/train.py --config-file output/demo/config.yaml --eval-only MODEL.WEIGHTS output/demo/model_final.pth
+  torchrun --nproc_per_node 4 tools/train.py --config-file configs/MSMT17/mgn_circle.yml MODEL.SYNC_BN True
+
+exit codes: 0 done, 1 error (NaN/inf loss, bad input), 130 interrupted by Ctrl-C, 143 by SIGTERM
+(both after saving a checkpoint that --resume continues from)."""
+
+
+def make_eval_fn(cfg, val_query: list, val_gallery: list, logger: logging.Logger):
+    """``eval_fn(model, epoch)`` for the trainer: the validation split (if any), then each test set.
+
+    Test sets are loaded once, on first use. Only validation records select a model.
+    """
+    test_sets: Dict[str, Tuple[list, list]] = {}
+
+    def eval_fn(model, epoch: int) -> List[dict]:
+        records = []
+        if val_query:
+            res = evaluate_model(cfg, model, val_query, val_gallery, rerank=False)
+            records.append({"split": "val", "dataset": "val", **res.metrics["plain"]})
+        for name in cfg.DATASETS.TESTS:
+            if name not in test_sets:
+                test_sets[name] = build_test_data(cfg, name)
+            query, gallery = test_sets[name]
+            res = evaluate_model(cfg, model, query, gallery)
+            for row, metrics in res.metrics.items():
+                label = name if row == "plain" else f"{name}+{row}"
+                records.append({"split": "test", "dataset": label, **metrics})
+            logger.info("\n%s", format_table(res.metrics, title=f"{name} after epoch {epoch}:"))
+        return records
+
+    return eval_fn
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = base_parser("Train a re-ID model.", EPILOG)
+    parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR's last checkpoint")
+    parser.add_argument("--eval-only", action="store_true", help="only evaluate MODEL.WEIGHTS (or the last checkpoint)")
+    parser.add_argument(
+        "--drop-head", action="store_true",
+        help="load MODEL.WEIGHTS without the identity head (fine-tuning on other identities)",
+    )
+    args = parse_args(parser, argv)
+    cfg = load_cfg_from_args(args)
+    dist_info = init_distributed(str(cfg.MODEL.DEVICE))
+    logger, out = setup_run(cfg, rank=dist_info.rank)
+    try:
+        return _run(cfg, args, dist_info, logger)
+    finally:
+        cleanup_distributed()
+
+
+def _run(cfg, args, dist_info, logger: logging.Logger) -> int:
+    if dist_info.rank == 0:
+        logger.info("Command: %s", " ".join(sys.argv))
+        logger.info("Config file: %s", args.config_file or "(defaults only)")
+    seed_everything(int(cfg.SEED), dist_info.rank)
+    data = build_train_data(cfg)
+    if dist_info.rank == 0:
+        for ds in data.datasets:
+            logger.info("Dataset %s:\n%s", ds.name, ds.summary())
+        if data.val_query:
+            logger.info(
+                "Validation split: %d held-out identities, %d query / %d gallery images",
+                int(cfg.TEST.VAL_IDS), len(data.val_query), len(data.val_gallery),
+            )
+    cfg.defrost()
+    cfg.MODEL.HEADS.NUM_CLASSES = int(data.num_classes)
+    cfg.freeze()
+    model = build_model(cfg)
+    if dist_info.rank == 0:
+        logger.info("Model: %s", model_summary(model))
+    eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, logger)
+
+    if args.eval_only:
+        weights = str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))
+        if not weights:
+            raise CheckpointError(
+                f"--eval-only needs weights: set MODEL.WEIGHTS, or train first so that "
+                f"{cfg.OUTPUT_DIR} has a checkpoint."
+            )
+        load_checkpoint(weights, model=model)
+        model.to(resolve_device(str(cfg.MODEL.DEVICE)))
+        eval_fn(model, 0)
+        return 0
+
+    loader = build_train_loader(cfg, data.items)
+    trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger)
+    trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head)
+    try:
+        trainer.train()
+    except TrainingInterrupted as e:
+        logger.warning("%s", e)
+        return e.exit_code  # 130 for SIGINT, 143 for SIGTERM
+    except NonFiniteLossError as e:
+        logger.error("%s", e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

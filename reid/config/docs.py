@@ -1,0 +1,64 @@
+"""Render docs/configs.md from defaults.py, so the key reference cannot drift from the code.
+
+The comment line(s) directly above each ``_C.KEY = value`` assignment are its documentation;
+``get_cfg()`` supplies the default value.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, List
+
+from .config import get_cfg
+
+_ASSIGN = re.compile(r"^_C\.([A-Z0-9_.]+) = (.*)$")
+HEADER = (
+    "# Configuration keys\n\n"
+    "Generated from `reid/config/defaults.py` by `python tools/gen_config_docs.py`; "
+    "do not edit by hand (a test checks that this file is current).\n\n"
+    "Set keys in a YAML file (`_BASE_: other.yml` inherits, paths relative to the file) or on "
+    "the command line after the flags: `python tools/train.py --config-file F KEY VALUE ...`.\n"
+)
+
+
+def key_comments(defaults_path: str) -> Dict[str, str]:
+    """Map every key (e.g. "SOLVER.BASE_LR") to the comment lines written above it."""
+    comments: Dict[str, str] = {}
+    pending: List[str] = []
+    with open(defaults_path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            stripped = line.strip()
+            if stripped.startswith("#") and not stripped.startswith("# ---"):
+                pending.append(stripped.lstrip("#").strip())
+                continue
+            m = _ASSIGN.match(line)
+            if m and not m.group(2).startswith("CN("):
+                comments[m.group(1)] = " ".join(pending)
+            pending = []
+    return comments
+
+
+def _value(cfg, key: str):
+    node = cfg
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def render_config_docs(defaults_path: str = None) -> str:
+    """The Markdown text of docs/configs.md: one table per top-level section."""
+    if defaults_path is None:
+        defaults_path = os.path.join(os.path.dirname(__file__), "defaults.py")
+    cfg = get_cfg()
+    sections: Dict[str, List[str]] = {}
+    for key, doc in key_comments(defaults_path).items():
+        section = key.split(".")[0] if "." in key else "(top level)"
+        value = _value(cfg, key)
+        shown = repr(value) if isinstance(value, str) else str(value)
+        cell = doc.replace("|", "\\|")
+        sections.setdefault(section, []).append(f"| `{key}` | `{shown}` | {cell} |")
+    parts = [HEADER]
+    for section, rows in sections.items():
+        parts.append(f"\n## {section}\n\n| key | default | meaning |\n|---|---|---|\n" + "\n".join(rows) + "\n")
+    return "".join(parts)

@@ -1,0 +1,30 @@
+"""Data: datasets, transforms, samplers and loaders (imports nothing above reid.config)."""
+from .build import (
+    TrainData,
+    build_test_data,
+    build_test_loader,
+    build_train_data,
+    build_train_loader,
+    dataset_kwargs,
+)
+from .datasets import DATASET_REGISTRY, ReIDDataset, build_dataset
+from .image_io import CorruptImageError, read_image
+from .samplers import IdentitySampler, ShuffleSampler
+from .transforms import build_transforms
+
+__all__ = [
+    "DATASET_REGISTRY",
+    "CorruptImageError",
+    "IdentitySampler",
+    "ReIDDataset",
+    "ShuffleSampler",
+    "TrainData",
+    "build_dataset",
+    "build_test_data",
+    "build_test_loader",
+    "build_train_data",
+    "build_train_loader",
+    "build_transforms",
+    "dataset_kwargs",
+    "read_image",
+]

@@ -1,0 +1,217 @@
+"""Datasets and loaders from a config: training data (with an optional validation split),
+the train loader and the test loader."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from .dataset_wrappers import ImageDataset, collate_batch
+from .datasets import build_dataset
+from .datasets.base import Item, ReIDDataset, relabel_pids
+from .image_io import filter_readable
+from .samplers import IdentitySampler, ShuffleSampler
+from .transforms import build_transforms
+
+logger = logging.getLogger(__name__)
+
+SAMPLERS = ("identity", "random")
+
+
+@dataclass
+class TrainData:
+    """Training items (pids 0..num_classes-1) and the held-out validation split.
+
+    ``val_query``/``val_gallery`` are empty when TEST.VAL_IDS is 0; their pids are the
+    combined (offset) pids, never reused by ``items``.
+    """
+
+    items: List[Item]
+    num_classes: int
+    val_query: List[Item] = field(default_factory=list)
+    val_gallery: List[Item] = field(default_factory=list)
+    datasets: List[ReIDDataset] = field(default_factory=list)
+
+
+def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
+    """Constructor kwargs of dataset `name` taken from the config (empty for folder datasets)."""
+    name = name.lower()
+    d = cfg.DATASETS
+    if name == "msmt17":
+        return {"combine_val": bool(d.MSMT17_COMBINE_VAL)}
+    if name == "custom":
+        c = d.CUSTOM
+        return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
+    if name == "synthetic":
+        s = d.SYNTHETIC
+        return {
+            "num_train_ids": s.NUM_TRAIN_IDS,
+            "num_test_ids": s.NUM_TEST_IDS,
+            "num_cameras": s.NUM_CAMERAS,
+            "images_per_camera": s.IMAGES_PER_CAMERA,
+            "num_distractors": s.NUM_DISTRACTORS,
+            "seed": s.SEED,
+            "image_size": tuple(s.IMAGE_SIZE),
+        }
+    return {}
+
+
+def _load(cfg, name: str) -> ReIDDataset:
+    ds = build_dataset(name, cfg.DATASETS.ROOT, **dataset_kwargs(cfg, name))
+    logger.info("\n%s", ds.summary())
+    return ds
+
+
+def _hold_out(items: List[Item], num_val: int, seed: int) -> Tuple[List[Item], List[Item], List[Item]]:
+    """Move `num_val` random identities out of `items` into a validation query/gallery split.
+
+    Identities seen by two or more cameras are preferred (then any with two or more images),
+    so every validation query has a cross-camera match when the data allows. Per held-out
+    identity one random image becomes the query and the rest the gallery.
+    """
+    pids = np.array([it[1] for it in items], dtype=np.int64)
+    cams = np.array([it[2] for it in items], dtype=np.int64)
+    uniq, inv, counts = np.unique(pids, return_inverse=True, return_counts=True)
+    if num_val >= len(uniq):
+        raise ValueError(
+            f"TEST.VAL_IDS={num_val} would hold out all {len(uniq)} training identities; "
+            f"use a value below {len(uniq)} (or 0 for no validation split)."
+        )
+    pair = np.unique(np.stack([inv, cams], 1), axis=0)
+    ncams = np.bincount(pair[:, 0], minlength=len(uniq))
+    rng = np.random.default_rng([seed, 7919])
+    # Sort key: camera-rich identities first, then multi-image ones, random within each tier.
+    tier = np.where(ncams >= 2, 0, np.where(counts >= 2, 1, 2))
+    chosen = np.lexsort((rng.random(len(uniq)), tier))[:num_val]
+    held = np.zeros(len(uniq), dtype=bool)
+    held[chosen] = True
+    is_val = held[inv]
+    val_idx = np.flatnonzero(is_val)
+    # One random query image per held-out identity.
+    order = val_idx[np.lexsort((rng.random(len(val_idx)), inv[val_idx]))]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = inv[order][1:] != inv[order][:-1]
+    query = [items[i] for i in order[first]]
+    gallery = [items[i] for i in order[~first]]
+    train = [items[i] for i in np.flatnonzero(~is_val)]
+    return train, query, gallery
+
+
+def build_train_data(cfg) -> TrainData:
+    """Combine the train splits of DATASETS.NAMES, hold out TEST.VAL_IDS identities, relabel.
+
+    Pids are offset per dataset so identities never collide; camera ids stay as each dataset
+    numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported) here.
+    """
+    datasets, items, offset = [], [], 0
+    for name in cfg.DATASETS.NAMES:
+        ds = _load(cfg, name)
+        datasets.append(ds)
+        items.extend((p, pid + offset, cam) for p, pid, cam in ds.train)
+        offset += ds.num_train_pids
+    if not items:
+        raise ValueError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has no training images.")
+    if cfg.DATASETS.SKIP_CORRUPT:
+        items, _ = filter_readable(items, "training images")
+    val_query: List[Item] = []
+    val_gallery: List[Item] = []
+    if cfg.TEST.VAL_IDS > 0:
+        items, val_query, val_gallery = _hold_out(items, int(cfg.TEST.VAL_IDS), int(cfg.SEED))
+        logger.info(
+            "Validation split: %d identities held out (%d query, %d gallery images)",
+            len(val_query), len(val_query), len(val_gallery),
+        )
+    items, mapping = relabel_pids(items)
+    return TrainData(items, len(mapping), val_query, val_gallery, datasets)
+
+
+def build_test_data(cfg, name: str) -> Tuple[List[Item], List[Item]]:
+    """(query, gallery) of test dataset `name` (unreadable images dropped with SKIP_CORRUPT)."""
+    ds = _load(cfg, name)
+    query, gallery = ds.query, ds.gallery
+    if not query or not gallery:
+        raise ValueError(
+            f"Test dataset {name!r} has {len(query)} query and {len(gallery)} gallery images; both are "
+            f"needed for evaluation. Check DATASETS.TESTS and the dataset files."
+        )
+    if cfg.DATASETS.SKIP_CORRUPT:
+        query, _ = filter_readable(query, f"{name} query images")
+        gallery, _ = filter_readable(gallery, f"{name} gallery images")
+    return query, gallery
+
+
+def _dist_info() -> Tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _worker_init(worker_id: int) -> None:
+    # OpenCV's own thread pool would oversubscribe the cores the workers already share.
+    cv2.setNumThreads(1)
+    # Seed NumPy from torch's per-worker seed in case a custom transform uses NumPy.
+    np.random.seed(torch.initial_seed() % 2**32)
+
+
+def _loader_kwargs(cfg) -> Dict[str, Any]:
+    workers = int(cfg.DATALOADER.NUM_WORKERS)
+    kw: Dict[str, Any] = {
+        "num_workers": workers,
+        "pin_memory": torch.cuda.is_available(),
+        "collate_fn": collate_batch,
+    }
+    if workers > 0:
+        kw["worker_init_fn"] = _worker_init
+    return kw
+
+
+def build_train_loader(cfg, items: List[Item]) -> DataLoader:
+    """Train loader over `items` with the sampler of DATALOADER.SAMPLER.
+
+    Batch size per process = SOLVER.IMS_PER_BATCH / world size (when torch.distributed is
+    initialised). ``loader.sampler`` has ``set_epoch(epoch, start_batch=0)``; ``loader.generator``
+    (a torch.Generator seeded with SEED) seeds the workers' torch RNGs and so the augmentations;
+    reseed it per epoch for order-independent augmentation. With persistent workers (the
+    default when NUM_WORKERS > 0) the workers are seeded once, at the first epoch, so
+    augmentations repeat for a whole uninterrupted run but not across a resume.
+    """
+    rank, world = _dist_info()
+    total = int(cfg.SOLVER.IMS_PER_BATCH)
+    if total % world:
+        raise ValueError(f"SOLVER.IMS_PER_BATCH={total} is not divisible by the {world} processes.")
+    batch = total // world
+    kind = str(cfg.DATALOADER.SAMPLER).lower()
+    if kind == "identity":
+        sampler = IdentitySampler(
+            [it[1] for it in items], batch, cfg.DATALOADER.NUM_INSTANCE, cfg.SEED, rank, world
+        )
+    elif kind == "random":
+        sampler = ShuffleSampler(len(items), batch, cfg.SEED, rank, world)
+    else:
+        raise ValueError(f"Unknown DATALOADER.SAMPLER {cfg.DATALOADER.SAMPLER!r}. Valid: {', '.join(SAMPLERS)}.")
+    dataset = ImageDataset(items, build_transforms(cfg, is_train=True), bool(cfg.DATASETS.SKIP_CORRUPT))
+    generator = torch.Generator()
+    generator.manual_seed(int(cfg.SEED))
+    kw = _loader_kwargs(cfg)
+    return DataLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        drop_last=True,
+        generator=generator,
+        persistent_workers=kw["num_workers"] > 0,
+        **kw,
+    )
+
+
+def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader:
+    """Loader over ``query + gallery`` in that order (no shuffling), TEST.IMS_PER_BATCH per batch."""
+    dataset = ImageDataset(list(query) + list(gallery), build_transforms(cfg, is_train=False),
+                           bool(cfg.DATASETS.SKIP_CORRUPT))
+    return DataLoader(dataset, batch_size=int(cfg.TEST.IMS_PER_BATCH), shuffle=False, drop_last=False,
+                      **_loader_kwargs(cfg))

@@ -1,0 +1,131 @@
+"""The dataset object every loader returns, the dataset registry and shared folder checks."""
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from reid.utils.registry import Registry
+
+#: One image: (absolute or root-relative path, person id, 0-based camera id).
+Item = Tuple[str, int, int]
+
+#: name -> dataset class; ``build_dataset`` looks names up here.
+DATASET_REGISTRY = Registry("dataset")
+
+#: Where users are sent when a dataset folder is missing or malformed.
+README_HINT = "See datasets/README.md for where to get the dataset and how to lay it out."
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset folder (or a file inside it) is missing; the message shows the expected layout."""
+
+
+class DatasetFormatError(ValueError):
+    """A file name or a list line does not follow the dataset's naming scheme."""
+
+
+def relabel_pids(items: Sequence[Item]) -> Tuple[List[Item], Dict[int, int]]:
+    """Map the person ids of `items` to 0..C-1 in sorted order of the original ids.
+
+    Returns the relabelled items and the ``{original_pid: new_label}`` mapping.
+    """
+    if not items:
+        return [], {}
+    pids = np.fromiter((it[1] for it in items), dtype=np.int64, count=len(items))
+    uniq, labels = np.unique(pids, return_inverse=True)
+    mapping = {int(p): i for i, p in enumerate(uniq.tolist())}
+    out = [(it[0], int(lab), it[2]) for it, lab in zip(items, labels.tolist())]
+    return out, mapping
+
+
+def _split_stats(items: Sequence[Item]) -> Tuple[int, int, int]:
+    """(ids, images, cameras) of one subset."""
+    if not items:
+        return 0, 0, 0
+    return len({it[1] for it in items}), len(items), len({it[2] for it in items})
+
+
+class ReIDDataset:
+    """A re-ID dataset: three lists of ``(path, pid, camid)``.
+
+    ``train`` pids are relabelled to 0..C-1 (sorted original pids; the mapping is kept in
+    ``train_pid_map``) so they can index a classifier; ``query``/``gallery`` keep the original
+    pids because evaluation only compares them for equality. Camera ids are 0-based ints.
+    """
+
+    #: Registry name; subclasses override it.
+    name: str = "reid"
+
+    def __init__(
+        self,
+        train: Sequence[Item],
+        query: Sequence[Item],
+        gallery: Sequence[Item],
+        name: Optional[str] = None,
+        relabel: bool = True,
+    ) -> None:
+        if name is not None:
+            self.name = name
+        if relabel:
+            self.train, self.train_pid_map = relabel_pids(train)
+        else:
+            self.train, self.train_pid_map = list(train), {}
+        self.query: List[Item] = list(query)
+        self.gallery: List[Item] = list(gallery)
+
+    @property
+    def num_train_pids(self) -> int:
+        """Number of training identities (classes)."""
+        return len({it[1] for it in self.train})
+
+    @property
+    def num_train_cams(self) -> int:
+        """Number of distinct cameras in the training subset."""
+        return len({it[2] for it in self.train})
+
+    def summary(self) -> str:
+        """A small text table: subset | ids | images | cameras."""
+        rows = [("train", self.train), ("query", self.query), ("gallery", self.gallery)]
+        lines = [
+            f"Dataset {self.name}",
+            f"  {'subset':<8} | {'ids':>6} | {'images':>8} | {'cameras':>7}",
+            f"  {'-' * 8}-+-{'-' * 6}-+-{'-' * 8}-+-{'-' * 7}",
+        ]
+        for label, items in rows:
+            ids, imgs, cams = _split_stats(items)
+            lines.append(f"  {label:<8} | {ids:>6} | {imgs:>8} | {cams:>7}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, train={len(self.train)}, "
+            f"query={len(self.query)}, gallery={len(self.gallery)})"
+        )
+
+
+def find_dataset_dir(
+    root: str, candidates: Iterable[str], required: Sequence[str], dataset: str, layout: str
+) -> str:
+    """Return the first of ``root/<candidate>`` that holds every entry of `required`.
+
+    An empty candidate means `root` itself. When none fits, raise DatasetNotFoundError that
+    lists the folders searched, what was missing, the expected `layout` and the README.
+    """
+    searched = []
+    for cand in candidates:
+        folder = os.path.join(root, cand) if cand else root
+        missing = [r for r in required if not os.path.exists(os.path.join(folder, r))]
+        if not missing:
+            return folder
+        if os.path.isdir(folder):
+            searched.append(f"  {folder} (exists, but lacks: {', '.join(missing)})")
+        else:
+            searched.append(f"  {folder} (not found)")
+    raise DatasetNotFoundError(
+        f"Could not find the {dataset} dataset under root {root!r}.\n"
+        f"Searched:\n" + "\n".join(searched) + "\n"
+        f"Expected layout:\n{layout.rstrip()}\n"
+        f"Set DATASETS.ROOT to the folder that holds it. {README_HINT}"
+    )

@@ -1,0 +1,112 @@
+"""Your own crops, described by list files: one image per line, ``path pid camid``.
+
+Format (text or CSV):
+
+* fields separated by whitespace or by commas: ``imgs/0001_a.jpg 1 0`` or ``imgs/0001_a.jpg,1,0``;
+  the path may contain spaces (the last two fields are pid and camid);
+* ``#`` starts a comment; blank lines are ignored; an optional first line ``path,pid,camid``
+  (or ``path pid camid``) is a header;
+* relative image paths are relative to the folder of the list file;
+* pid: an integer identity; ``-1`` marks junk images, which are dropped; camid: a non-negative
+  integer camera label (only compared for equality, so 0- or 1-based both work).
+
+A relative list-file path is looked up under the dataset root first, then the working folder.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, README_HINT, ReIDDataset
+
+_HEADER_TOKENS = ("path", "pid", "camid")
+
+
+def _resolve_list(root: str, list_file: str, what: str) -> str:
+    candidates = [list_file] if os.path.isabs(list_file) else [os.path.join(root, list_file), list_file]
+    for cand in candidates:
+        if os.path.isfile(cand):
+            return cand
+    raise DatasetNotFoundError(
+        f"Custom dataset: the {what} list {list_file!r} was not found (looked at: "
+        f"{', '.join(repr(c) for c in candidates)}). Set DATASETS.CUSTOM.{what.upper()}_LIST to an "
+        f"existing file with lines 'path pid camid'. {README_HINT}"
+    )
+
+
+def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
+    """Parse one list file into items (junk pid -1 dropped).
+
+    Raises DatasetFormatError naming the file and line for a malformed line, and
+    DatasetNotFoundError naming the image when `check_files` and it does not exist.
+    """
+    base = os.path.dirname(os.path.abspath(list_path))
+    items: List[Item] = []
+    first_content = True
+    with open(list_path, encoding="utf-8-sig") as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            sep = "," if "," in line else None
+            fields = [x.strip() for x in line.rsplit(sep, 2)]
+            if first_content and [x.lower() for x in fields] == list(_HEADER_TOKENS):
+                first_content = False
+                continue
+            first_content = False
+            try:
+                if len(fields) != 3 or not fields[0]:
+                    raise ValueError
+                path, pid, camid = fields[0], int(fields[1]), int(fields[2])
+                if camid < 0 or pid < -1:
+                    raise ValueError
+            except ValueError:
+                raise DatasetFormatError(
+                    f"{list_path}, line {lineno}: expected 'path pid camid' (pid an integer >= -1, "
+                    f"camid an integer >= 0; separated by spaces or commas), got {raw.strip()!r}. "
+                    f"Fix or remove the line. {README_HINT}"
+                ) from None
+            if pid == -1:
+                continue
+            full = path if os.path.isabs(path) else os.path.join(base, path)
+            if check_files and not os.path.isfile(full):
+                raise DatasetNotFoundError(
+                    f"{list_path}, line {lineno}: image {full!r} does not exist. Paths are relative "
+                    f"to the list file's folder ({base}); fix the path or remove the line."
+                )
+            items.append((full, pid, camid))
+    return items
+
+
+@DATASET_REGISTRY.register("custom")
+class CustomDataset(ReIDDataset):
+    """A dataset from up to three list files (DATASETS.CUSTOM.TRAIN_LIST / QUERY_LIST / GALLERY_LIST).
+
+    Any list may be empty ("") - e.g. a test-only dataset has no train list - but not all three.
+    """
+
+    name = "custom"
+
+    def __init__(
+        self,
+        root: str = "datasets",
+        train_list: Optional[str] = "",
+        query_list: Optional[str] = "",
+        gallery_list: Optional[str] = "",
+        check_files: bool = True,
+    ) -> None:
+        lists = {"train": train_list, "query": query_list, "gallery": gallery_list}
+        if not any(lists.values()):
+            raise DatasetNotFoundError(
+                "Custom dataset: no list file given. Set DATASETS.CUSTOM.TRAIN_LIST and/or "
+                f"DATASETS.CUSTOM.QUERY_LIST + GALLERY_LIST to files with lines 'path pid camid'. {README_HINT}"
+            )
+        self.list_files = {k: _resolve_list(root, v, k) if v else "" for k, v in lists.items()}
+        parsed = {k: read_list_file(p, check_files) if p else [] for k, p in self.list_files.items()}
+        if bool(parsed["query"]) != bool(parsed["gallery"]):
+            empty = "query" if not parsed["query"] else "gallery"
+            raise DatasetFormatError(
+                f"Custom dataset: the {empty} list is empty or missing while the other test list is "
+                f"set; evaluation needs both DATASETS.CUSTOM.QUERY_LIST and GALLERY_LIST."
+            )
+        super().__init__(parsed["train"], parsed["query"], parsed["gallery"])

@@ -1,0 +1,40 @@
+"""Market-1501 (Zheng et al., ICCV 2015): 1,501 identities, 6 cameras, Tsinghua campus.
+
+Searched, in order (the first that holds all three sub-folders wins):
+``root/Market-1501-v15.09.15``, ``root/market1501``, ``root`` itself.
+
+Loaded counts of the official release: train 751 ids / 12,936 images, query 750 ids /
+3,368 images, gallery 15,913 images (751 ids + distractors ``0000``; 2,793 junk ``-1``
+images are dropped).
+"""
+from __future__ import annotations
+
+import os
+
+from .base import DATASET_REGISTRY, ReIDDataset, find_dataset_dir
+from .market_style import load_market_folder
+
+LAYOUT = """\
+  <root>/Market-1501-v15.09.15/      (or <root>/market1501/, or <root> itself)
+      bounding_box_train/   0002_c1s1_000451_03.jpg ...
+      query/                0001_c1s1_001051_00.jpg ...
+      bounding_box_test/    0000_c1s1_000151_01.jpg, -1_c1s1_000401_03.jpg ..."""
+
+SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
+
+
+@DATASET_REGISTRY.register("market1501")
+class Market1501(ReIDDataset):
+    """Market-1501 from its release folder; see the module docstring for the layout."""
+
+    name = "market1501"
+    #: Folder names tried under the root, in order ("" = the root itself).
+    candidates = ("Market-1501-v15.09.15", "market1501", "")
+    num_cams = 6
+
+    def __init__(self, root: str = "datasets") -> None:
+        self.dataset_dir = find_dataset_dir(root, self.candidates, SUBDIRS, "Market-1501", LAYOUT)
+        train, query, gallery = (
+            load_market_folder(os.path.join(self.dataset_dir, sub), self.num_cams) for sub in SUBDIRS
+        )
+        super().__init__(train, query, gallery)

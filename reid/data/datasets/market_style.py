@@ -1,0 +1,62 @@
+"""Reading folders of crops named in the Market-1501 family: ``<pid>_c<cam>...jpg``.
+
+Market-1501 (``0002_c1s1_000451_03.jpg``), DukeMTMC-reID (``0001_c2_f0046182.jpg``) and the
+synthetic dataset share this scheme: the name starts with the person id (``-1`` = junk,
+``0000`` = distractor) followed by ``_c`` and the 1-based camera number.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import List, Optional
+
+from .base import DatasetFormatError, Item, README_HINT
+
+#: Extensions treated as images; anything else (e.g. Market-1501's Thumbs.db) is ignored.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
+
+_NAME_RE = re.compile(r"^(-?\d+)_c(\d+)")
+
+JUNK_PID = -1
+
+
+def parse_market_name(path: str, max_cams: Optional[int] = None) -> tuple:
+    """Return ``(pid, camid)`` from a Market-style file name; camid is 0-based.
+
+    Raises DatasetFormatError naming the file when the name does not parse or the camera
+    number is outside ``1..max_cams``.
+    """
+    fname = os.path.basename(path)
+    m = _NAME_RE.match(fname)
+    if m is None:
+        raise DatasetFormatError(
+            f"Cannot parse person id and camera from file name {path!r}: expected "
+            f"'<pid>_c<camera>...' such as 0002_c1s1_000451_03.jpg. Remove or rename the file. "
+            f"{README_HINT}"
+        )
+    pid, cam = int(m.group(1)), int(m.group(2))
+    if cam < 1 or (max_cams is not None and cam > max_cams):
+        limit = f"1..{max_cams}" if max_cams is not None else ">= 1"
+        raise DatasetFormatError(
+            f"Camera number c{cam} in {path!r} is outside {limit} for this dataset. "
+            f"Check that the file belongs to this dataset. {README_HINT}"
+        )
+    return pid, cam - 1
+
+
+def list_images(folder: str) -> List[str]:
+    """Sorted paths of the image files directly inside `folder` (sorting makes runs repeatable)."""
+    with os.scandir(folder) as it:
+        names = [e.name for e in it if e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS)]
+    return [os.path.join(folder, n) for n in sorted(names)]
+
+
+def load_market_folder(folder: str, max_cams: Optional[int] = None) -> List[Item]:
+    """Items of one Market-style folder; junk images (pid -1) are dropped, distractors (0) kept."""
+    items = []
+    for path in list_images(folder):
+        pid, camid = parse_market_name(path, max_cams)
+        if pid == JUNK_PID:
+            continue
+        items.append((path, pid, camid))
+    return items

@@ -1,0 +1,132 @@
+"""MSMT17 (Wei et al., CVPR 2018): 4,101 identities, 15 cameras, Peking University campus.
+
+Both releases are read from their list files:
+
+* V1: ``MSMT17_V1/{train,test}/`` + ``list_{train,val,query,gallery}.txt``
+* V2: ``MSMT17_V2/{mask_train_v2,mask_test_v2}/`` + the same list files (faces masked)
+
+A list line is ``<pid folder>/<file name> <pid>``, e.g.
+``0000/0000_000_01_0303morning_0015_0.jpg 0``; the path is relative to the train folder
+(list_train/list_val) or the test folder (list_query/list_gallery). The pid is taken from the
+list. The camera is the third ``_``-separated field of the file name, numbered 1..15
+(``<pid>_<index>_<camera>_<date><time>_<frame>_<n>[_ex].jpg``, as documented by the
+dataset release and read the same way by the toolkits in common use); it becomes 0..14.
+
+Counts: list_train 30,248 images / 1,041 ids; list_val 2,373 images of the same 1,041 ids
+(train + val = 32,621); query 11,659; gallery 82,161.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+from .base import (
+    DATASET_REGISTRY,
+    DatasetFormatError,
+    DatasetNotFoundError,
+    Item,
+    README_HINT,
+    ReIDDataset,
+    find_dataset_dir,
+)
+
+LAYOUT = """\
+  <root>/MSMT17_V1/                  (V1; or <root>/msmt17/ or <root> itself)
+      train/0000/0000_000_01_0303morning_0015_0.jpg ...
+      test/0000/...
+      list_train.txt  list_val.txt  list_query.txt  list_gallery.txt
+  <root>/MSMT17_V2/                  (V2, faces masked)
+      mask_train_v2/0000/...
+      mask_test_v2/0000/...
+      list_train.txt  list_val.txt  list_query.txt  list_gallery.txt"""
+
+LIST_FILES = ("list_train.txt", "list_val.txt", "list_query.txt", "list_gallery.txt")
+#: (version, folder names tried under the root, train folder, test folder)
+VERSIONS = (
+    ("v1", ("MSMT17_V1", "msmt17", ""), "train", "test"),
+    ("v2", ("MSMT17_V2", "msmt17", ""), "mask_train_v2", "mask_test_v2"),
+)
+NUM_CAMS = 15
+
+
+def parse_msmt_camera(fname: str, where: str) -> int:
+    """0-based camera of an MSMT17 file name (third ``_`` field, 1..15); `where` names the line."""
+    parts = os.path.basename(fname).split("_")
+    if len(parts) < 3 or not parts[2].isdigit() or not 1 <= int(parts[2]) <= NUM_CAMS:
+        raise DatasetFormatError(
+            f"{where}: cannot read the camera from file name {fname!r}; expected "
+            f"'<pid>_<index>_<camera 01-15>_...jpg' such as 0000_000_01_0303morning_0015_0.jpg. "
+            f"{README_HINT}"
+        )
+    return int(parts[2]) - 1
+
+
+def read_msmt_list(list_path: str, image_dir: str) -> List[Item]:
+    """Items of one MSMT17 list file; paths are joined to `image_dir`."""
+    items = []
+    with open(list_path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            where = f"{list_path}, line {lineno}"
+            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+                raise DatasetFormatError(
+                    f"{where}: expected '<relative/path.jpg> <pid>', got {line.strip()!r}. "
+                    f"The list files must be the ones shipped with MSMT17. {README_HINT}"
+                )
+            camid = parse_msmt_camera(fields[0], where)
+            items.append((os.path.join(image_dir, fields[0]), int(fields[1]), camid))
+    return items
+
+
+@DATASET_REGISTRY.register("msmt17")
+class MSMT17(ReIDDataset):
+    """MSMT17 V1 or V2 (found automatically; V1 wins when both exist unless `version` says).
+
+    Args:
+        root: folder that holds ``MSMT17_V1`` / ``MSMT17_V2``.
+        combine_val: train on list_train + list_val (the usual protocol, 32,621 images) instead
+            of list_train alone (30,248). The val identities are the train identities, so both
+            lists are relabelled together.
+        version: "auto", "v1" or "v2".
+    """
+
+    name = "msmt17"
+
+    def __init__(self, root: str = "datasets", combine_val: bool = True, version: str = "auto") -> None:
+        version = version.lower()
+        if version not in ("auto", "v1", "v2"):
+            raise ValueError(f"MSMT17 version must be 'auto', 'v1' or 'v2', got {version!r}.")
+        self.version, self.dataset_dir, train_dir, test_dir = self._locate(root, version)
+        list_path = {name: os.path.join(self.dataset_dir, name) for name in LIST_FILES}
+        train = read_msmt_list(list_path["list_train.txt"], train_dir)
+        if combine_val:
+            train += read_msmt_list(list_path["list_val.txt"], train_dir)
+        query = read_msmt_list(list_path["list_query.txt"], test_dir)
+        gallery = read_msmt_list(list_path["list_gallery.txt"], test_dir)
+        self.combine_val = combine_val
+        super().__init__(train, query, gallery)
+
+    @staticmethod
+    def _locate(root: str, version: str):
+        errors = []
+        for ver, candidates, train_sub, test_sub in VERSIONS:
+            if version not in ("auto", ver):
+                continue
+            try:
+                folder = find_dataset_dir(
+                    root, candidates, (train_sub, test_sub) + LIST_FILES, f"MSMT17 {ver.upper()}", LAYOUT
+                )
+            except DatasetNotFoundError as e:
+                errors.append(str(e))
+                continue
+            return ver, folder, os.path.join(folder, train_sub), os.path.join(folder, test_sub)
+        if len(errors) == 1:
+            raise DatasetNotFoundError(errors[0])
+        # Both layouts failed: keep the searched folders of each, show the layout once.
+        searched = [e.split("Expected layout:")[0].strip() for e in errors]
+        raise DatasetNotFoundError(
+            "\n".join(searched) + f"\nExpected layout (V1 or V2):\n{LAYOUT}\n"
+            f"Set DATASETS.ROOT to the folder that holds it. {README_HINT}"
+        )

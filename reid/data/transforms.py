@@ -1,0 +1,194 @@
+"""Train and test transforms on uint8 images.
+
+Input: an ``H x W x 3`` uint8 RGB numpy array (as ``read_image`` returns) or a uint8
+``[3, H, W]`` tensor. Output: a uint8 ``[3, H, W]`` tensor; normalisation happens inside the
+model. Every random draw uses torch's RNG (``torch.rand``/``torch.randint``), so DataLoader
+worker seeding (from the loader's ``generator``) or ``torch.manual_seed`` makes it repeatable.
+
+Train: resize to INPUT.SIZE_TRAIN -> horizontal flip (FLIP_PROB) -> zero-pad by PADDING and
+random crop back -> colour jitter (INPUT.CJ, optional) -> random erasing (INPUT.REA).
+Random erasing fills the rectangle with uniform random uint8 noise per pixel (INPUT.REA.FILL
+"random", the usual choice) or with the pixel mean MODEL.PIXEL_MEAN rounded to uint8
+("mean"), which is zero after the model's normalisation.
+Test: resize to INPUT.SIZE_TEST only.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, List, Sequence, Union
+
+import cv2
+import numpy as np
+import torch
+import torchvision.transforms.functional as TF
+
+Image = Union[np.ndarray, torch.Tensor]
+
+
+def to_chw_tensor(img: Image) -> torch.Tensor:
+    """uint8 HWC numpy array -> uint8 CHW tensor (tensors pass through)."""
+    if isinstance(img, torch.Tensor):
+        return img
+    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+        raise ValueError(f"expected an H x W x 3 uint8 image, got shape {img.shape} dtype {img.dtype}")
+    return torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1)))
+
+
+class Resize:
+    """Resize to ``(height, width)`` with bilinear interpolation (area when shrinking a lot)."""
+
+    def __init__(self, size: Sequence[int]) -> None:
+        self.size = (int(size[0]), int(size[1]))
+
+    def __call__(self, img: Image) -> torch.Tensor:
+        h, w = self.size
+        if isinstance(img, torch.Tensor):
+            if tuple(img.shape[-2:]) == self.size:
+                return img
+            img = img.permute(1, 2, 0).numpy()
+        if img.shape[:2] != self.size:
+            # INTER_AREA avoids aliasing when a large crop is shrunk by more than 2x.
+            shrink = img.shape[0] > 2 * h or img.shape[1] > 2 * w
+            img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+        return to_chw_tensor(img)
+
+
+class RandomHorizontalFlip:
+    """Mirror the image with probability `p` (returns a new tensor; the input is not modified)."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        self.p = p
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        if self.p > 0 and torch.rand(1).item() < self.p:
+            return img.flip(-1)
+        return img
+
+
+class PadRandomCrop:
+    """Zero-pad by `padding` pixels on each side, then crop a random window of the original size.
+
+    Implemented as a shifted copy into a zero canvas, which is what pad + crop amounts to.
+    """
+
+    def __init__(self, padding: int) -> None:
+        self.padding = int(padding)
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        p = self.padding
+        if p <= 0:
+            return img
+        _, h, w = img.shape
+        dy, dx = (torch.randint(0, 2 * p + 1, (2,)) - p).tolist()
+        out = torch.zeros_like(img)
+        # Source window [y0:y1, x0:x1] lands at [y0-dy : y1-dy, x0-dx : x1-dx].
+        y0, y1 = max(0, dy), min(h, h + dy)
+        x0, x1 = max(0, dx), min(w, w + dx)
+        if y1 > y0 and x1 > x0:
+            out[:, y0 - dy : y1 - dy, x0 - dx : x1 - dx] = img[:, y0:y1, x0:x1]
+        return out
+
+
+class ColorJitter:
+    """With probability `prob`, jitter brightness, contrast, saturation and hue (fixed order).
+
+    Each factor is drawn uniformly from ``[1 - x, 1 + x]`` (hue: ``[-hue, hue]``) with torch's RNG.
+    """
+
+    def __init__(self, prob: float, brightness: float, contrast: float, saturation: float, hue: float) -> None:
+        self.prob = prob
+        self.brightness, self.contrast, self.saturation, self.hue = brightness, contrast, saturation, hue
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        if torch.rand(1).item() >= self.prob:
+            return img
+        u = (torch.rand(4) * 2 - 1).tolist()
+        if self.brightness > 0:
+            img = TF.adjust_brightness(img, 1 + u[0] * self.brightness)
+        if self.contrast > 0:
+            img = TF.adjust_contrast(img, 1 + u[1] * self.contrast)
+        if self.saturation > 0:
+            img = TF.adjust_saturation(img, 1 + u[2] * self.saturation)
+        if self.hue > 0:
+            img = TF.adjust_hue(img, u[3] * min(self.hue, 0.5))
+        return img
+
+
+class RandomErasing:
+    """Random erasing (Zhong et al., AAAI 2020) on a uint8 CHW tensor.
+
+    With probability `prob`, up to 10 attempts draw an area fraction in `area` and an aspect
+    ratio log-uniform in ``[min_ratio, 1/min_ratio]``; the first rectangle that fits is filled
+    with uniform random uint8 noise (`fill` = "random") or with `mean` (`fill` = "mean").
+    """
+
+    def __init__(
+        self,
+        prob: float = 0.5,
+        area: Sequence[float] = (0.02, 0.4),
+        min_ratio: float = 0.3,
+        fill: str = "random",
+        mean: Sequence[float] = (123.675, 116.28, 103.53),
+    ) -> None:
+        if fill not in ("random", "mean"):
+            raise ValueError(f"INPUT.REA.FILL must be 'random' or 'mean', got {fill!r}")
+        self.prob, self.area, self.fill = prob, (float(area[0]), float(area[1])), fill
+        self.log_ratio = (math.log(min_ratio), -math.log(min_ratio))
+        self.mean = torch.tensor([round(float(m)) for m in mean], dtype=torch.uint8).view(3, 1, 1)
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        if torch.rand(1).item() >= self.prob:
+            return img
+        c, h, w = img.shape
+        # Draw all attempts at once; keep the first that fits.
+        r = torch.rand(10, 4, dtype=torch.float64)
+        target = (self.area[0] + r[:, 0] * (self.area[1] - self.area[0])) * h * w
+        ratio = torch.exp(self.log_ratio[0] + r[:, 1] * (self.log_ratio[1] - self.log_ratio[0]))
+        eh = torch.sqrt(target * ratio).round().long()
+        ew = torch.sqrt(target / ratio).round().long()
+        ok = ((eh < h) & (ew < w) & (eh > 0) & (ew > 0)).nonzero()
+        if len(ok) == 0:
+            return img
+        i = int(ok[0])
+        eh_i, ew_i = int(eh[i]), int(ew[i])
+        y = int(r[i, 2] * (h - eh_i + 1))
+        x = int(r[i, 3] * (w - ew_i + 1))
+        out = img.clone()
+        if self.fill == "random":
+            out[:, y : y + eh_i, x : x + ew_i] = torch.randint(0, 256, (c, eh_i, ew_i), dtype=torch.uint8)
+        else:
+            out[:, y : y + eh_i, x : x + ew_i] = self.mean
+        return out
+
+
+class Compose:
+    """Apply transforms in order."""
+
+    def __init__(self, transforms: List[Callable]) -> None:
+        self.transforms = transforms
+
+    def __call__(self, img: Image) -> torch.Tensor:
+        for t in self.transforms:
+            img = t(img)
+        return img
+
+    def __repr__(self) -> str:
+        return "Compose(" + ", ".join(type(t).__name__ for t in self.transforms) + ")"
+
+
+def build_transforms(cfg, is_train: bool = True) -> Compose:
+    """Train or test transform from ``cfg.INPUT`` (see the module docstring)."""
+    if not is_train:
+        return Compose([Resize(cfg.INPUT.SIZE_TEST)])
+    ops: List[Callable] = [Resize(cfg.INPUT.SIZE_TRAIN)]
+    if cfg.INPUT.FLIP_PROB > 0:
+        ops.append(RandomHorizontalFlip(cfg.INPUT.FLIP_PROB))
+    if cfg.INPUT.PADDING > 0:
+        ops.append(PadRandomCrop(cfg.INPUT.PADDING))
+    cj = cfg.INPUT.CJ
+    if cj.ENABLED:
+        ops.append(ColorJitter(cj.PROB, cj.BRIGHTNESS, cj.CONTRAST, cj.SATURATION, cj.HUE))
+    rea = cfg.INPUT.REA
+    if rea.ENABLED and rea.PROB > 0:
+        ops.append(RandomErasing(rea.PROB, rea.AREA, rea.MIN_RATIO, rea.FILL, cfg.MODEL.PIXEL_MEAN))
+    return Compose(ops)

@@ -1,0 +1,276 @@
+"""Checkpoint files: atomic saving, safe loading, the "last checkpoint" pointer, pruning.
+
+A training checkpoint is a dict (see docs/architecture.md) with ``model``, ``optimizer``,
+``scheduler``, ``scaler``, ``epoch`` (completed epochs), ``iteration`` (completed
+iterations), ``sampler`` (``{"epoch", "start_batch"}`` to resume at), ``rng``, ``cfg``
+(YAML text) and ``best``. Everything in it is a tensor or a plain Python value, so it
+loads with ``torch.load(..., weights_only=True)``, which cannot run code from the file.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from typing import Any, Dict, List, Mapping, Optional
+
+import torch
+from torch import nn
+
+from reid.utils.file_io import atomic_write, atomic_write_text
+
+from .params import head_names, is_head_key
+
+#: Text file in OUTPUT_DIR holding the file name of the newest resumable checkpoint.
+LAST_CHECKPOINT_FILE = "last_checkpoint"
+FINAL_NAME = "model_final.pth"
+BEST_NAME = "model_best.pth"
+INTERRUPT_NAME = "model_interrupted.pth"
+_PERIODIC_RE = re.compile(r"^model_(\d{4,})\.pth$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable, or does not fit the model it is loaded into."""
+
+
+def periodic_name(epoch: int) -> str:
+    """File name of the checkpoint written after `epoch` completed epochs (``model_0010.pth``)."""
+    return f"model_{int(epoch):04d}.pth"
+
+
+def save_checkpoint(path: str, **state: Any) -> str:
+    """Write `state` to `path` with torch.save, atomically (temp file + rename); returns `path`.
+
+    A crash or a full disk during the write leaves the previous file at `path` untouched.
+    """
+    atomic_write(path, lambda f: torch.save(state, f))
+    return path
+
+
+def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
+    """Load the dict stored at `path` with ``weights_only=True``; errors name the file."""
+    if not os.path.isfile(path):
+        raise CheckpointError(
+            f"Checkpoint file not found: {path}. Check the path (MODEL.WEIGHTS or OUTPUT_DIR) "
+            "or start without it."
+        )
+    try:
+        data = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch raises several types for truncated / foreign files
+        raise CheckpointError(
+            f"Could not read checkpoint {path}: it is corrupt, truncated or not a torch checkpoint "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Delete it or point to "
+            "another checkpoint (an older model_XXXX.pth in the same folder)."
+        ) from e
+    if not isinstance(data, dict):
+        raise CheckpointError(f"Checkpoint {path} holds a {type(data).__name__}, expected a dict.")
+    return data
+
+
+def _model_state(data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+    """The model state dict inside a checkpoint, accepting a bare state dict too."""
+    state = data.get("model", data)
+    if not isinstance(state, Mapping):
+        raise CheckpointError("The checkpoint's 'model' entry is not a state dict.")
+    # Weights saved from a DistributedDataParallel wrapper carry a "module." prefix.
+    if state and all(k.startswith("module.") for k in state):
+        state = {k[len("module."):]: v for k, v in state.items()}
+    return dict(state)
+
+
+def load_model_state(
+    model: nn.Module, state: Mapping[str, torch.Tensor], source: str, drop_head: bool = False
+) -> List[str]:
+    """Copy `state` into `model`, checking names and shapes; returns the keys left at init.
+
+    Shapes must match exactly. An identity-head tensor whose shape differs (a model built
+    for another number of classes) raises an error naming `source`, the tensor and both
+    shapes, unless `drop_head` is True: then every head tensor of the checkpoint is ignored
+    and the model keeps its freshly initialised head (fine-tuning on other identities).
+    """
+    state = dict(state)
+    heads = head_names(model)
+
+    def is_head(key: str) -> bool:
+        # By name too: a model built without a head (NUM_CLASSES 0) has no head_names.
+        return key in heads or is_head_key(key)
+
+    if drop_head:
+        state = {k: v for k, v in state.items() if not is_head(k)}
+    own = model.state_dict()
+    mismatched = [
+        (k, tuple(state[k].shape), tuple(own[k].shape))
+        for k in state
+        if k in own and state[k].shape != own[k].shape
+    ]
+    head_mismatch = [m for m in mismatched if is_head(m[0])]
+    if head_mismatch:
+        key, theirs, ours = head_mismatch[0]
+        raise CheckpointError(
+            f"Checkpoint {source} does not fit the model's identity head: {key} has shape {theirs} "
+            f"in the checkpoint but {ours} in the model (the checkpoint was trained on "
+            f"{theirs[0] if theirs else '?'} classes, this dataset has {ours[0] if ours else '?'}). "
+            "To fine-tune on these identities, load it without the head: pass --drop-head to "
+            "tools/train.py (load_checkpoint(..., drop_head=True) in Python). Testing needs no "
+            "head: build the model with MODEL.HEADS.NUM_CLASSES 0."
+        )
+    if mismatched:
+        lines = "; ".join(f"{k}: checkpoint {a} vs model {b}" for k, a, b in mismatched[:5])
+        raise CheckpointError(
+            f"Checkpoint {source} was saved from a different architecture: {lines}. Use the config "
+            "the checkpoint was trained with (its 'cfg' entry, or config.yaml next to it)."
+        )
+    # Head tensors are expected to be absent from an inference model, so only others count.
+    unexpected = sorted(k for k in state if k not in own and not is_head(k))
+    if unexpected:
+        raise CheckpointError(
+            f"Checkpoint {source} has tensors the model lacks: {', '.join(unexpected[:5])}"
+            f"{' ...' if len(unexpected) > 5 else ''}. Use the config the checkpoint was trained "
+            "with (MODEL.META_ARCHITECTURE, MODEL.BACKBONE.NAME, ...)."
+        )
+    state = {k: v for k, v in state.items() if k in own}
+    missing = sorted(k for k in own if k not in state)
+    missing_nonhead = [k for k in missing if not is_head(k)]
+    if missing_nonhead:
+        raise CheckpointError(
+            f"Checkpoint {source} lacks tensors the model needs: {', '.join(missing_nonhead[:5])}"
+            f"{' ...' if len(missing_nonhead) > 5 else ''}. Use the config the checkpoint was "
+            "trained with."
+        )
+    if missing and not drop_head:
+        raise CheckpointError(
+            f"Checkpoint {source} has no identity-head weights ({missing[0]}) but the model has a "
+            "head; pass --drop-head (drop_head=True) to start the head from scratch."
+        )
+    model.load_state_dict(state, strict=False)
+    return missing
+
+
+def load_checkpoint(
+    path: str,
+    model: Optional[nn.Module] = None,
+    optimizer: Optional[torch.optim.Optimizer] = None,
+    scheduler: Optional[Any] = None,
+    scaler: Optional[Any] = None,
+    drop_head: bool = False,
+    map_location: Any = "cpu",
+) -> Dict[str, Any]:
+    """Read `path` and load whatever objects are given; returns the whole checkpoint dict.
+
+    `model` gets the weights (see :func:`load_model_state` for the shape checks and
+    `drop_head`); `optimizer`, `scheduler` and `scaler` get their states when the checkpoint
+    has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
+    error naming the file). Missing or corrupt files raise :class:`CheckpointError`.
+    """
+    data = read_checkpoint(path, map_location=map_location)
+    if model is not None:
+        load_model_state(model, _model_state(data), path, drop_head=drop_head)
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
+        if obj is None:
+            continue
+        if data.get(name) is None:
+            raise CheckpointError(
+                f"Checkpoint {path} has no {name} state, so training cannot resume from it; "
+                "resume from a training checkpoint (model_XXXX.pth, model_final.pth) or load it "
+                "as MODEL.WEIGHTS to start a new schedule."
+            )
+        try:
+            obj.load_state_dict(data[name])
+        except (ValueError, KeyError, RuntimeError) as e:
+            raise CheckpointError(
+                f"The {name} state in {path} does not fit this run ({e}). Resume with the same "
+                "config the checkpoint was written with."
+            ) from e
+    return data
+
+
+def last_checkpoint(output_dir: str) -> Optional[str]:
+    """Path of the newest resumable checkpoint in `output_dir`, or None when there is none.
+
+    Reads the ``last_checkpoint`` pointer file; if it is absent (e.g. a folder copied without
+    it) the newest ``model_final.pth`` / ``model_XXXX.pth`` is used.
+    """
+    pointer = os.path.join(output_dir, LAST_CHECKPOINT_FILE)
+    if os.path.isfile(pointer):
+        with open(pointer, "r", encoding="utf-8") as f:
+            name = f.read().strip()
+        path = os.path.join(output_dir, name)
+        if name and os.path.isfile(path):
+            return path
+    final = os.path.join(output_dir, FINAL_NAME)
+    if os.path.isfile(final):
+        return final
+    periodic = _periodic_files(output_dir)
+    return periodic[-1] if periodic else None
+
+
+def _periodic_files(output_dir: str) -> List[str]:
+    """``model_XXXX.pth`` files in `output_dir`, oldest (lowest epoch) first."""
+    found = []
+    for path in glob.glob(os.path.join(output_dir, "model_*.pth")):
+        m = _PERIODIC_RE.match(os.path.basename(path))
+        if m:
+            found.append((int(m.group(1)), path))
+    return [p for _, p in sorted(found)]
+
+
+class CheckpointManager:
+    """Writes a run's checkpoints into `output_dir` and keeps their number bounded.
+
+    * ``model_XXXX.pth`` every ``CHECKPOINT_PERIOD`` epochs; only the newest `keep` stay
+      (0 = keep all);
+    * ``model_final.pth`` at the end, ``model_best.pth`` (weights + metric) on a new best
+      validation score, ``model_interrupted.pth`` on Ctrl-C/SIGTERM (removed again once a
+      newer periodic or final checkpoint exists);
+    * ``last_checkpoint`` names the newest resumable file and is updated after the file is
+      completely written, so a crash mid-save never points at a partial file.
+
+    With `enabled` False (ranks other than 0) nothing is written.
+    """
+
+    def __init__(self, output_dir: str, keep: int = 2, enabled: bool = True) -> None:
+        if keep < 0:
+            raise ValueError(f"SOLVER.CHECKPOINT_KEEP must be >= 0 (0 = keep all), got {keep}.")
+        self.output_dir = output_dir
+        self.keep = int(keep)
+        self.enabled = enabled
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.output_dir, name)
+
+    def save(self, name: str, state: Mapping[str, Any], resumable: bool = True) -> Optional[str]:
+        """Write `state` to ``output_dir/name``; resumable files update the pointer and pruning."""
+        if not self.enabled:
+            return None
+        path = save_checkpoint(self.path(name), **state)
+        if resumable:
+            atomic_write_text(self.path(LAST_CHECKPOINT_FILE), name + "\n")
+            self._prune(name)
+        return path
+
+    def _prune(self, newest: str) -> None:
+        if newest != INTERRUPT_NAME:
+            stale = self.path(INTERRUPT_NAME)
+            if os.path.isfile(stale):
+                os.remove(stale)
+        if self.keep == 0:
+            return
+        periodic = _periodic_files(self.output_dir)
+        for old in periodic[: max(0, len(periodic) - self.keep)]:
+            if os.path.basename(old) != newest:
+                os.remove(old)
+
+
+__all__ = [
+    "BEST_NAME",
+    "FINAL_NAME",
+    "INTERRUPT_NAME",
+    "LAST_CHECKPOINT_FILE",
+    "CheckpointError",
+    "CheckpointManager",
+    "last_checkpoint",
+    "load_checkpoint",
+    "load_model_state",
+    "periodic_name",
+    "read_checkpoint",
+    "save_checkpoint",
+]

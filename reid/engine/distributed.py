@@ -1,0 +1,170 @@
+"""Multi-process training helpers: torchrun initialisation, rank queries, SyncBN and DDP.
+
+Launch with ``torchrun --nproc_per_node N tools/train.py ...``: torchrun sets ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, and
+:func:`init_distributed` reads them. Without them (a plain ``python tools/train.py``) every
+helper here behaves as a single process of rank 0, so the trainer needs no special case.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in the job."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: Optional[str] = None
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as e:
+        raise ValueError(f"Environment variable {name}={value!r} must be an integer (torchrun sets it).") from e
+
+
+def init_distributed(device_spec: str = "auto") -> DistInfo:
+    """Join the process group described by torchrun's environment variables, if any.
+
+    Backend: NCCL when training on CUDA, gloo on the CPU (``device_spec`` is
+    ``MODEL.DEVICE``). On CUDA each process binds to ``cuda:LOCAL_RANK``. Returns a
+    single-process :class:`DistInfo` when ``WORLD_SIZE`` is unset or 1. Calling it again
+    after the group exists just reports the current one.
+    """
+    world_size = _env_int("WORLD_SIZE", 1)
+    rank = _env_int("RANK", 0)
+    local_rank = _env_int("LOCAL_RANK", 0)
+    if dist.is_available() and dist.is_initialized():
+        return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dist.get_backend())
+    if world_size <= 1:
+        return DistInfo(0, 1, 0, None)
+    if not dist.is_available():
+        raise RuntimeError(
+            "WORLD_SIZE > 1 but this PyTorch build has no torch.distributed; run a single process "
+            "or install a PyTorch build with distributed support."
+        )
+    spec = str(device_spec).lower()
+    use_cuda = torch.cuda.is_available() and spec != "cpu"
+    if use_cuda:
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} CUDA device(s) are "
+                "visible; lower --nproc_per_node to the number of GPUs."
+            )
+        torch.cuda.set_device(local_rank)
+    backend = "nccl" if use_cuda else "gloo"
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set; launch with "
+            "torchrun --nproc_per_node N tools/train.py ... (it sets them)."
+        )
+    dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world_size)
+    return DistInfo(rank, world_size, local_rank, backend)
+
+
+def get_rank() -> int:
+    """Rank of this process (0 when not distributed)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def get_world_size() -> int:
+    """Number of processes (1 when not distributed)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def is_main_process() -> bool:
+    """True on rank 0, the only process that writes files and logs."""
+    return get_rank() == 0
+
+
+def barrier() -> None:
+    """Wait for every process (no-op when not distributed)."""
+    if get_world_size() > 1:
+        dist.barrier()
+
+
+def all_reduce_mean(values: Mapping[str, float], device: Optional[torch.device] = None) -> Dict[str, float]:
+    """Mean of each named float over all processes (returned unchanged when single-process).
+
+    `device` must be the CUDA device with NCCL; the CPU is fine for gloo.
+    """
+    world = get_world_size()
+    if world == 1 or not values:
+        return {k: float(v) for k, v in values.items()}
+    keys = sorted(values)
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return {k: float(v) / world for k, v in zip(keys, t.tolist())}
+
+
+def cleanup_distributed() -> None:
+    """Leave the process group if one was created (call at the end of a run)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def convert_sync_bn(model: nn.Module, device: torch.device) -> nn.Module:
+    """BatchNorm -> SyncBatchNorm for a multi-process run on GPUs.
+
+    Statistics are then computed over the whole global batch (P x K over all ranks) instead
+    of each rank's slice. PyTorch's SyncBatchNorm works only on GPU tensors, so on the CPU
+    the model is returned unchanged with a warning.
+    """
+    if get_world_size() <= 1:
+        return model
+    if device.type != "cuda":
+        logger.warning("MODEL.SYNC_BN is on but SyncBatchNorm needs CUDA; keeping per-process BatchNorm on %s.", device)
+        return model
+    return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+
+def wrap_ddp(model: nn.Module, device: torch.device, find_unused_parameters: bool = False) -> nn.Module:
+    """Wrap `model` in DistributedDataParallel when more than one process runs.
+
+    `find_unused_parameters` must be True while some trainable parameters get no gradient
+    in an iteration, as when the backbone is frozen for ``SOLVER.FREEZE_ITERS`` iterations
+    (the trainer passes it then). Permanently frozen parameters (the BNNeck shift,
+    ``requires_grad=False``) are ignored by DDP and need nothing.
+    """
+    if get_world_size() <= 1:
+        return model
+    if device.type == "cuda":
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index], output_device=device.index, find_unused_parameters=find_unused_parameters
+        )
+    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused_parameters)
+
+
+__all__ = [
+    "DistInfo",
+    "all_reduce_mean",
+    "barrier",
+    "cleanup_distributed",
+    "convert_sync_bn",
+    "get_rank",
+    "get_world_size",
+    "init_distributed",
+    "is_main_process",
+    "wrap_ddp",
+]

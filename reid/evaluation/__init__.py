@@ -1,0 +1,16 @@
+"""Evaluation: distances, CMC/mAP/mINP, k-reciprocal re-ranking, query expansion, feature files."""
+from .distance import compute_distance
+from .feature_io import load_features, save_features
+from .query_expansion import aqe
+from .rank import evaluate_rank, evaluate_rank_from_features
+from .rerank import re_ranking
+
+__all__ = [
+    "aqe",
+    "compute_distance",
+    "evaluate_rank",
+    "evaluate_rank_from_features",
+    "load_features",
+    "re_ranking",
+    "save_features",
+]

@@ -1,0 +1,160 @@
+"""The evaluator: dataset items -> features -> distances -> metrics (-> re-ranking) -> report.
+
+Used by training's periodic evaluation and by ``tools/test.py``. Without re-ranking, distances
+are computed chunk-wise from the features, so the query x gallery matrix never exists in full
+(MSMT17: 11,659 x 82,161). Re-ranking needs its Q x G output matrix anyway.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from .extract import Features, extract_features
+from .query_expansion import aqe
+from .rank import evaluate_rank, evaluate_rank_from_features
+from .rerank import re_ranking
+
+logger = logging.getLogger("reid.evaluation")
+
+Item = Tuple[str, int, int]
+REPORTED_RANKS = (1, 5, 10)
+
+
+@dataclass
+class EvalResult:
+    """What one evaluation produced: metric rows, and the features for saving/visualising."""
+
+    metrics: Dict[str, Dict[str, float]]  # row name ("plain", "rerank") -> {"R-1": %, ...}
+    query: Features
+    gallery: Features
+    all_ap: Dict[str, np.ndarray] = field(default_factory=dict)  # row name -> per-query AP
+    distmats: Dict[str, np.ndarray] = field(default_factory=dict)  # only rows that built one
+    cmc: Dict[str, np.ndarray] = field(default_factory=dict)  # row name -> CMC curve (fractions)
+    seconds: float = 0.0
+
+
+def summarize(result: dict, ranks: Sequence[int] = REPORTED_RANKS) -> Dict[str, float]:
+    """Turn an `evaluate_rank` result into percentages keyed "R-1", "R-5", "R-10", "mAP", "mINP"."""
+    cmc = np.asarray(result["cmc"])
+    row = {f"R-{r}": float(cmc[min(r, len(cmc)) - 1]) * 100.0 for r in ranks}
+    row["mAP"] = float(result["mAP"]) * 100.0
+    row["mINP"] = float(result["mINP"]) * 100.0
+    return row
+
+
+def format_table(metrics: Dict[str, Dict[str, float]], title: str = "") -> str:
+    """A fixed-width text table with one row per metric row (e.g. plain and re-ranked)."""
+    cols = ["R-1", "R-5", "R-10", "mAP", "mINP"]
+    name_w = max([len("method")] + [len(k) for k in metrics])
+    lines = []
+    if title:
+        lines.append(title)
+    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>6}" for c in cols) + " |"
+    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
+    for name, row in metrics.items():
+        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{row[c]:6.2f}" for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def evaluate_features(
+    query: Features,
+    gallery: Features,
+    metric: str = "cosine",
+    max_rank: int = 50,
+    rerank: bool = False,
+    k1: int = 20,
+    k2: int = 6,
+    lambda_value: float = 0.3,
+    aqe_k: int = 0,
+    aqe_alpha: float = 3.0,
+    keep_distmat: bool = False,
+) -> EvalResult:
+    """Metrics for already extracted features: the plain row, and the re-ranked row when asked.
+
+    With ``aqe_k > 0`` queries are expanded with their top-k gallery neighbours first.
+    ``keep_distmat`` keeps the plain query x gallery matrix (for pictures); it is built only then.
+    """
+    start = time.perf_counter()
+    qf, gf = query.feats, gallery.feats
+    if aqe_k > 0:
+        qf = aqe(qf, gf, k=aqe_k, alpha=aqe_alpha)
+    metrics: Dict[str, Dict[str, float]] = {}
+    all_ap: Dict[str, np.ndarray] = {}
+    distmats: Dict[str, np.ndarray] = {}
+    ids = (query.pids, gallery.pids, query.camids, gallery.camids)
+    if keep_distmat:
+        from .distance import compute_distance
+
+        dist = compute_distance(qf, gf, metric=metric)
+        distmats["plain"] = dist
+        res = evaluate_rank(dist, *ids, max_rank=max_rank)
+    else:
+        res = evaluate_rank_from_features(qf, gf, *ids, metric=metric, max_rank=max_rank)
+    metrics["plain"] = summarize(res)
+    all_ap["plain"] = res["all_AP"]
+    cmc = {"plain": np.asarray(res["cmc"])}
+    if rerank:
+        dist = re_ranking(qf, gf, k1=k1, k2=k2, lambda_value=lambda_value, metric=metric)
+        res = evaluate_rank(dist, *ids, max_rank=max_rank)
+        metrics["rerank"] = summarize(res)
+        all_ap["rerank"] = res["all_AP"]
+        cmc["rerank"] = np.asarray(res["cmc"])
+        if keep_distmat:
+            distmats["rerank"] = dist
+    return EvalResult(metrics, query, gallery, all_ap, distmats, cmc, time.perf_counter() - start)
+
+
+def evaluate_model(
+    cfg,
+    model: torch.nn.Module,
+    query: List[Item],
+    gallery: List[Item],
+    device: Optional[torch.device] = None,
+    rerank: Optional[bool] = None,
+    flip: Optional[bool] = None,
+    keep_distmat: bool = False,
+) -> EvalResult:
+    """Extract features of `query` and `gallery` with `model` and evaluate them per `cfg.TEST`.
+
+    `rerank` and `flip` default to ``cfg.TEST.RERANK.ENABLED`` and ``cfg.TEST.FLIP``.
+    """
+    from reid.data import build_test_loader
+
+    if not query:
+        raise ValueError("The query set is empty: nothing to evaluate. Check the dataset's query folder/list.")
+    if not gallery:
+        raise ValueError("The gallery set is empty: nothing to evaluate. Check the dataset's gallery folder/list.")
+    if device is None:
+        device = next(model.parameters()).device
+    rerank = cfg.TEST.RERANK.ENABLED if rerank is None else rerank
+    flip = cfg.TEST.FLIP if flip is None else flip
+    loader = build_test_loader(cfg, query, gallery)
+    t0 = time.perf_counter()
+    feats = extract_features(model, loader, device, flip=flip, amp=cfg.TEST.AMP)
+    extract_s = time.perf_counter() - t0
+    nq = len(query)
+    qfeat, gfeat = feats.split(nq)
+    logger.info(
+        "Extracted %d query + %d gallery features of dim %d in %.1f s",
+        nq, len(gallery), feats.feats.shape[1], extract_s,
+    )
+    result = evaluate_features(
+        qfeat,
+        gfeat,
+        metric=cfg.TEST.METRIC,
+        max_rank=cfg.TEST.MAX_RANK,
+        rerank=rerank,
+        k1=cfg.TEST.RERANK.K1,
+        k2=cfg.TEST.RERANK.K2,
+        lambda_value=cfg.TEST.RERANK.LAMBDA,
+        aqe_k=cfg.TEST.AQE.QE_K if cfg.TEST.AQE.ENABLED else 0,
+        aqe_alpha=cfg.TEST.AQE.ALPHA,
+        keep_distmat=keep_distmat,
+    )
+    result.seconds += extract_s
+    return result

@@ -1,0 +1,102 @@
+"""Batched feature extraction (written by the lead; used by the evaluator and tools).
+
+The model takes raw 0-255 pixels and normalises inside, so the flipped pass flips a *copy*
+of the raw batch: it can never see normalised or mutated data.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from typing import Iterable, List, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+AMP_MODES = ("off", "bf16", "fp16")
+
+
+@dataclass
+class Features:
+    """L2-normalised features with their identities, cameras and image paths."""
+
+    feats: torch.Tensor  # float32 [N, D], on CPU
+    pids: np.ndarray  # int64 [N]
+    camids: np.ndarray  # int64 [N]
+    paths: List[str]
+
+    def __len__(self) -> int:
+        return self.feats.shape[0]
+
+    def split(self, n: int) -> Tuple["Features", "Features"]:
+        """The first `n` items (the query set, which loaders put first) and the rest."""
+        return (
+            Features(self.feats[:n], self.pids[:n], self.camids[:n], self.paths[:n]),
+            Features(self.feats[n:], self.pids[n:], self.camids[n:], self.paths[n:]),
+        )
+
+
+def autocast_context(device: torch.device, amp: str):
+    """The autocast context for `amp` ("off", "bf16", "fp16") on `device`."""
+    if amp not in AMP_MODES:
+        raise ValueError(f"Unknown AMP mode {amp!r}. Valid: {', '.join(AMP_MODES)}.")
+    if amp == "off":
+        return contextlib.nullcontext()
+    if amp == "fp16" and device.type != "cuda":
+        raise ValueError("fp16 autocast needs a CUDA device; use amp 'bf16' (or 'off') on CPU.")
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _progress(iterable: Iterable, total: int, desc: str) -> Iterable:
+    # A progress bar only when a person is watching a terminal, and only if tqdm is installed.
+    if sys.stderr.isatty():
+        try:
+            from tqdm import tqdm
+
+            return tqdm(iterable, total=total, desc=desc, leave=False)
+        except ImportError:
+            pass
+    return iterable
+
+
+@torch.inference_mode()
+def extract_features(
+    model: torch.nn.Module,
+    loader: Iterable[dict],
+    device: torch.device,
+    flip: bool = False,
+    amp: str = "off",
+) -> Features:
+    """Run `model` in eval mode over `loader` and return L2-normalised float32 features.
+
+    With `flip`, each feature is the mean of the features of the image and its horizontal
+    mirror, taken before normalisation. The model's train/eval mode is restored afterwards.
+    """
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    feats, pids, camids, paths = [], [], [], []
+    try:
+        total = len(loader) if hasattr(loader, "__len__") else None
+        for batch in _progress(loader, total, "extract"):
+            images = batch["images"].to(device, non_blocking=True)
+            with autocast_context(device, amp):
+                f = model(images).float()
+                if flip:
+                    f = (f + model(torch.flip(images, dims=[3])).float()) / 2
+            if not torch.isfinite(f).all():
+                raise FloatingPointError(
+                    "The model produced NaN/inf features; check the weights (MODEL.WEIGHTS) "
+                    "or try TEST.AMP off."
+                )
+            feats.append(F.normalize(f, dim=1).cpu())
+            pids.append(np.asarray(batch["targets"], dtype=np.int64))
+            camids.append(np.asarray(batch["camids"], dtype=np.int64))
+            paths.extend(batch["img_paths"])
+    finally:
+        model.train(was_training)
+    if not feats:
+        raise ValueError("The loader yielded no images: nothing to extract.")
+    return Features(torch.cat(feats), np.concatenate(pids), np.concatenate(camids), paths)

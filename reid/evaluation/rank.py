@@ -1,0 +1,420 @@
+"""CMC, mAP and mINP under the Market-1501 protocol, exact, vectorised and chunked.
+
+Protocol (one query at a time, see docs/evaluation.md):
+  * gallery items with the query's pid AND the query's camera are removed ("junk");
+  * the remaining items with the query's pid are the matches; a query without any
+    remaining match is skipped and counted out of ``num_valid_queries``;
+  * the remaining gallery is ranked by ascending distance; equal distances are ordered by
+    gallery index (a stable sort), so results never depend on the sort algorithm.
+
+With ``r_1 < ... < r_m`` the 1-based ranks of the m matches:
+  * AP   = (1/m) * sum_k k / r_k       (precision at each hit; not the trapezoid variant)
+  * INP  = m / r_m                     (Ye et al., TPAMI 2021, eq. 2)
+  * CMC@k = fraction of valid queries with r_1 <= k.
+
+How it is computed without sorting indices: the rank of a match p is one plus the number
+of remaining gallery items that come before it, i.e. items with a smaller distance plus
+items with the same distance and a smaller gallery index. Per chunk of queries the rows
+are sorted as *values* (numpy's SIMD sort, much cheaper than an argsort) with junk moved
+to the end as +inf; a batched binary search of each match's distance in its sorted row
+then counts the items strictly below it, and equal-distance items are counted exactly on
+the rare rows where a match's distance occurs more than once. Matches of a query are found
+from the gallery grouped by pid, so no [Q, G] mask is ever built. Memory beyond the input
+is a few chunk-sized buffers, whatever the gallery size.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+from .distance import (
+    as_feature_tensor,
+    check_metric,
+    check_same_dim,
+    feature_center,
+    pairwise_block,
+    prepare_features,
+    rows_per_block,
+)
+
+ArrayLike = Union[np.ndarray, torch.Tensor]
+
+# Entries of the distance matrix ranked per task. ~2M float32 (8 MB) keeps a task's sort
+# buffer cache-friendly and leaves enough tasks to spread over the threads.
+_TASK_ELEMENTS = 1 << 21
+# Entries per distance block computed from features (evaluate_rank_from_features): 64M
+# float32 = 256 MB, large enough for an efficient matrix product.
+_BLOCK_ELEMENTS = 1 << 26
+# Rows x gallery entries compared at once when resolving equal distances.
+_TIE_ELEMENTS = 1 << 22
+
+
+def _as_ids(x: ArrayLike, name: str, length: int, what: str) -> np.ndarray:
+    """`x` as a 1-D int64 numpy array of length `length`, or a ValueError naming `name`."""
+    a = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {a.shape}.")
+    if a.shape[0] != length:
+        raise ValueError(f"{name} has {a.shape[0]} entries but there are {length} {what}; they must match.")
+    if a.dtype.kind not in "iub":
+        if a.dtype.kind != "f" or not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
+            raise ValueError(f"{name} must hold integer ids, got dtype {a.dtype}.")
+    return a.astype(np.int64, copy=False)
+
+
+@dataclass
+class _Groups:
+    """The gallery grouped by pid: the matches + junk of query q are
+    ``order[start[q] : start[q] + count[q]]`` (in gallery-index order)."""
+
+    order: np.ndarray
+    start: np.ndarray
+    count: np.ndarray
+
+
+def _group_gallery(q_pids: np.ndarray, g_pids: np.ndarray) -> _Groups:
+    order = np.argsort(g_pids, kind="stable")
+    uniq, first, cnt = np.unique(g_pids[order], return_index=True, return_counts=True)
+    pos = np.minimum(np.searchsorted(uniq, q_pids), len(uniq) - 1)
+    found = uniq[pos] == q_pids
+    return _Groups(order, np.where(found, first[pos], 0), np.where(found, cnt[pos], 0))
+
+
+def _sort_rows(d: torch.Tensor, junk_rows: torch.Tensor, junk_cols: torch.Tensor) -> torch.Tensor:
+    """Copy of `d` [c, G] with junk entries set to +inf, each row sorted ascending (values).
+
+    On CPU numpy's vectorised sort is several times faster than torch.sort and releases the
+    GIL, so chunks sort in parallel threads; on CUDA torch.sort runs on the device.
+    """
+    if d.device.type == "cpu":
+        s = d.numpy().copy()
+        s[junk_rows.numpy(), junk_cols.numpy()] = np.inf
+        s.sort(axis=1)
+        return torch.from_numpy(s)
+    s = d.clone()
+    s[junk_rows, junk_cols] = float("inf")
+    return torch.sort(s, dim=1).values
+
+
+def _rank_chunk(
+    d: torch.Tensor,
+    q_camids: np.ndarray,
+    g_camids: np.ndarray,
+    groups: _Groups,
+    r0: int,
+    g_index: torch.Tensor,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-query AP, INP and first-hit rank (0 = skipped) for query rows ``r0 : r0 + len(d)``.
+
+    `d` holds those rows of the distance matrix (any float dtype, on CPU or CUDA).
+    """
+    dev = d.device
+    c, num_g = d.shape
+    start = groups.start[r0 : r0 + c]
+    count = groups.count[r0 : r0 + c]
+    m = int(count.max()) if c else 0
+    ap = np.full(c, np.nan)
+    inp = np.full(c, np.nan)
+    first = np.zeros(c, dtype=np.int64)
+    if m == 0:
+        # No query of this chunk has its pid in the gallery; still reject bad values.
+        if not bool(torch.isfinite(d).all()):
+            _raise_not_finite(d, r0)
+        return ap, inp, first
+
+    # Same-pid gallery items of each query, padded to m columns ([c, m]).
+    slot = np.arange(m)
+    member = slot[None, :] < count[:, None]
+    gidx_np = groups.order[np.where(member, start[:, None] + slot[None, :], 0)]
+    junk_np = member & (g_camids[gidx_np] == q_camids[r0 : r0 + c, None])
+    pos_np = member & ~junk_np
+    n_pos = pos_np.sum(axis=1)
+
+    gidx = torch.from_numpy(gidx_np).to(dev)
+    pos = torch.from_numpy(pos_np).to(dev)
+    jr, jc = np.nonzero(junk_np)
+    junk_rows = torch.from_numpy(jr).to(dev)
+    junk_cols = gidx[junk_rows, torch.from_numpy(jc).to(dev)]
+
+    vals = torch.gather(d, 1, gidx)
+    s = _sort_rows(d, junk_rows, junk_cols)
+    _check_finite(s, vals, junk_np, num_g - junk_np.sum(axis=1), r0)
+
+    # Items strictly closer than each match, and items at exactly its distance.
+    v = vals.contiguous()
+    left = torch.searchsorted(s, v, right=False)
+    right = torch.searchsorted(s, v, right=True)
+    rank = left + 1
+    tied = pos & (right - left > 1)
+    if bool(tied.any()):
+        rank += _ties_before(d, vals, gidx, torch.from_numpy(junk_np).to(dev), tied, g_index)
+
+    # Sorted match ranks r_1 < ... < r_m per query (non-matches pushed past the end).
+    big = torch.iinfo(torch.int64).max
+    r_sorted = torch.sort(torch.where(pos, rank, torch.full_like(rank, big)), dim=1).values.cpu().numpy()
+    valid = n_pos > 0
+    k = np.arange(1, m + 1, dtype=np.float64)
+    hit = slot[None, :] < n_pos[:, None]
+    precision = np.where(hit, k[None, :] / np.where(hit, r_sorted, 1), 0.0)
+    ap[valid] = precision.sum(axis=1)[valid] / n_pos[valid]
+    last = r_sorted[np.arange(c), np.maximum(n_pos - 1, 0)]
+    inp[valid] = n_pos[valid] / last[valid]
+    first[valid] = r_sorted[valid, 0]
+    return ap, inp, first
+
+
+def _ties_before(
+    d: torch.Tensor,
+    vals: torch.Tensor,
+    gidx: torch.Tensor,
+    junk: torch.Tensor,
+    tied: torch.Tensor,
+    g_index: torch.Tensor,
+) -> torch.Tensor:
+    """For tied matches: count non-junk items with the same distance and a smaller index.
+
+    Exact equality is rare with real features, so this only touches the affected rows.
+    """
+    extra = torch.zeros_like(gidx)
+    rows, slots = tied.nonzero(as_tuple=True)
+    step = max(1, _TIE_ELEMENTS // d.shape[1])
+    for a in range(0, rows.numel(), step):
+        r, k = rows[a : a + step], slots[a : a + step]
+        t = vals[r, k].unsqueeze(1)
+        p = gidx[r, k].unsqueeze(1)
+        before = ((d[r] == t) & (g_index.unsqueeze(0) < p)).sum(dim=1)
+        junk_before = (junk[r] & (vals[r] == t) & (gidx[r] < p)).sum(dim=1)
+        extra[r, k] = before - junk_before
+    return extra
+
+
+def _raise_not_finite(d: torch.Tensor, r0: int) -> None:
+    bad = int((~torch.isfinite(d)).any(dim=1).nonzero()[0, 0]) + r0
+    raise ValueError(
+        f"distmat contains NaN or inf (first bad query row: {bad}). Check the features that "
+        "produced it (a diverged model or fp16 overflow) before evaluating."
+    )
+
+
+def _check_finite(
+    s: torch.Tensor, vals: torch.Tensor, junk_np: np.ndarray, n_keep: np.ndarray, r0: int
+) -> None:
+    """Reject NaN/inf without another pass over the chunk.
+
+    In each sorted row the finite values come first, then +inf (junk and bad), then NaN.
+    So the row's kept (non-junk) entries are all finite iff the entry at position
+    n_keep - 1 is finite and the smallest is not -inf; junk entries were overwritten,
+    so their original values are checked separately.
+    """
+    keep_last = s.gather(1, torch.from_numpy(np.maximum(n_keep - 1, 0)).to(s.device).unsqueeze(1))
+    ok = torch.isfinite(keep_last.squeeze(1)) | torch.from_numpy(n_keep == 0).to(s.device)
+    ok &= s[:, 0] > float("-inf")
+    ok &= (torch.isfinite(vals) | ~torch.from_numpy(junk_np).to(s.device)).all(dim=1)
+    if not bool(ok.all()):
+        bad = int((~ok).nonzero()[0, 0]) + r0
+        raise ValueError(
+            f"distmat contains NaN or inf (first bad query row: {bad}). Check the features "
+            "that produced it (a diverged model or fp16 overflow) before evaluating."
+        )
+
+
+def _num_threads(num_threads: Optional[int]) -> int:
+    if num_threads is not None:
+        return max(1, int(num_threads))
+    return max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
+
+
+def _rank_block(
+    d: torch.Tensor,
+    r0: int,
+    q_camids: np.ndarray,
+    g_camids: np.ndarray,
+    groups: _Groups,
+    rows_per_task: int,
+    pool: Optional[ThreadPoolExecutor],
+) -> List[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Rank the query rows ``r0 : r0 + len(d)`` of block `d`, split into tasks over `pool`."""
+    g_index = torch.arange(d.shape[1], device=d.device)
+    starts = range(0, d.shape[0], rows_per_task)
+
+    def task(a: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = d[a : a + rows_per_task]
+        if rows.dtype not in (torch.float32, torch.float64):
+            rows = rows.float()
+        return _rank_chunk(rows, q_camids, g_camids, groups, r0 + a, g_index)
+
+    if pool is None or d.device.type != "cpu" or len(starts) == 1:
+        return [task(a) for a in starts]
+    return list(pool.map(task, starts))
+
+
+def _summarise(
+    parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]], max_rank: int
+) -> Dict[str, Any]:
+    all_ap = np.concatenate([p[0] for p in parts])
+    all_inp = np.concatenate([p[1] for p in parts])
+    first = np.concatenate([p[2] for p in parts])
+    valid = first > 0
+    n_valid = int(valid.sum())
+    if n_valid == 0:
+        raise ValueError(
+            "No query has a valid match in the gallery (same pid, different camera). Check that "
+            "the query and gallery share identities and that camera ids are read correctly."
+        )
+    # First-hit ranks beyond max_rank are clipped into one overflow bin, so cmc[k-1] counts
+    # queries with r_1 <= k; for k past the gallery size every valid query is counted, so
+    # the curve stays at its final value (1.0) when the gallery is smaller than max_rank.
+    hist = np.bincount(np.minimum(first[valid], max_rank + 1), minlength=max_rank + 2)
+    cmc = np.cumsum(hist[1 : max_rank + 1]) / n_valid
+    return {
+        "cmc": cmc.astype(np.float64),
+        "mAP": float(np.nanmean(all_ap)),
+        "mINP": float(np.nanmean(all_inp)),
+        "num_valid_queries": n_valid,
+        "all_AP": all_ap,
+        "all_INP": all_inp,
+    }
+
+
+def _check_max_rank(max_rank: int) -> int:
+    if int(max_rank) < 1:
+        raise ValueError(f"max_rank must be >= 1, got {max_rank}.")
+    return int(max_rank)
+
+
+def _rows_per_task(num_g: int, chunk_size: Optional[int]) -> int:
+    if chunk_size is not None:
+        if int(chunk_size) < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}.")
+        return int(chunk_size)
+    return max(1, _TASK_ELEMENTS // max(1, num_g))
+
+
+def _as_distmat(distmat: ArrayLike) -> torch.Tensor:
+    if isinstance(distmat, np.ndarray):
+        if distmat.dtype not in (np.float32, np.float64):
+            distmat = distmat.astype(np.float32)
+        t = torch.from_numpy(distmat)
+    elif isinstance(distmat, torch.Tensor):
+        t = distmat.detach()
+    else:
+        raise TypeError(f"distmat must be a numpy array or torch tensor, got {type(distmat).__name__}.")
+    if t.dim() != 2:
+        raise ValueError(f"distmat must be 2-D [num_query, num_gallery], got shape {tuple(t.shape)}.")
+    if t.shape[0] == 0:
+        raise ValueError("distmat has no query rows: the query set is empty.")
+    if t.shape[1] == 0:
+        raise ValueError("distmat has no gallery columns: the gallery set is empty.")
+    if not t.is_floating_point():
+        t = t.float()
+    return t
+
+
+def evaluate_rank(
+    distmat: ArrayLike,
+    q_pids: ArrayLike,
+    g_pids: ArrayLike,
+    q_camids: ArrayLike,
+    g_camids: ArrayLike,
+    max_rank: int = 50,
+    chunk_size: Optional[int] = None,
+    num_threads: Optional[int] = None,
+) -> Dict[str, Any]:
+    """CMC / mAP / mINP of a query x gallery distance matrix (Market-1501 protocol).
+
+    Args:
+        distmat: ``[Q, G]`` distances, smaller = more similar (numpy or torch; a CUDA
+            tensor is ranked on its device).
+        q_pids, g_pids: identity of each query / gallery item (1-D, integer).
+        q_camids, g_camids: camera of each query / gallery item (1-D, integer).
+        max_rank: length of the returned CMC curve; may exceed the gallery size (the curve
+            then ends at 1.0, its final value).
+        chunk_size: query rows ranked per task (default: ~2M distances per task).
+        num_threads: CPU threads ranking tasks in parallel (default: torch's thread count).
+
+    Returns:
+        dict with ``cmc`` (float64 [max_rank], fractions), ``mAP`` and ``mINP`` (floats in
+        [0, 1], means over valid queries), ``num_valid_queries`` (int) and ``all_AP``,
+        ``all_INP`` (float64 [Q], NaN for skipped queries).
+
+    Ties: equal distances are ordered by gallery index (stable), see the module docstring.
+
+    Raises:
+        ValueError: empty query/gallery, length mismatches, NaN/inf distances, or no query
+            with any valid match.
+    """
+    max_rank = _check_max_rank(max_rank)
+    d = _as_distmat(distmat)
+    num_q, num_g = d.shape
+    q_pids_np = _as_ids(q_pids, "q_pids", num_q, "distmat rows (queries)")
+    g_pids_np = _as_ids(g_pids, "g_pids", num_g, "distmat columns (gallery items)")
+    q_cam_np = _as_ids(q_camids, "q_camids", num_q, "distmat rows (queries)")
+    g_cam_np = _as_ids(g_camids, "g_camids", num_g, "distmat columns (gallery items)")
+    groups = _group_gallery(q_pids_np, g_pids_np)
+    step = _rows_per_task(num_g, chunk_size)
+    threads = _num_threads(num_threads)
+    with ThreadPoolExecutor(threads) if threads > 1 else _NoPool() as pool:
+        parts = _rank_block(d, 0, q_cam_np, g_cam_np, groups, step, pool)
+    return _summarise(parts, max_rank)
+
+
+def evaluate_rank_from_features(
+    q_feats: ArrayLike,
+    g_feats: ArrayLike,
+    q_pids: ArrayLike,
+    g_pids: ArrayLike,
+    q_camids: ArrayLike,
+    g_camids: ArrayLike,
+    metric: str = "cosine",
+    max_rank: int = 50,
+    chunk_size: Optional[int] = None,
+    num_threads: Optional[int] = None,
+) -> Dict[str, Any]:
+    """`evaluate_rank` of ``compute_distance(q_feats, g_feats, metric)`` without the full matrix.
+
+    Distances are computed for a block of queries at a time (``chunk_size`` rows, default
+    ~64M distances = 256 MB per block) and ranked immediately, so peak memory is the
+    features plus one block, not ``Q x G`` (35 GB as float64 / 3.8 GB as float32 at MSMT17
+    size). Results equal `evaluate_rank` on the full matrix. Arguments and errors as in
+    `evaluate_rank` and `compute_distance`.
+    """
+    max_rank = _check_max_rank(max_rank)
+    metric = check_metric(metric)
+    q = as_feature_tensor(q_feats, "q_feats")
+    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
+    check_same_dim(q, g, "q_feats", "g_feats")
+    num_q, num_g = q.shape[0], g.shape[0]
+    q_pids_np = _as_ids(q_pids, "q_pids", num_q, "query features")
+    g_pids_np = _as_ids(g_pids, "g_pids", num_g, "gallery features")
+    q_cam_np = _as_ids(q_camids, "q_camids", num_q, "query features")
+    g_cam_np = _as_ids(g_camids, "g_camids", num_g, "gallery features")
+    center = feature_center(g) if metric == "euclidean" else None
+    q, q_sq = prepare_features(q, metric, center)
+    g, g_sq = prepare_features(g, metric, center)
+    groups = _group_gallery(q_pids_np, g_pids_np)
+    block_rows = rows_per_block(num_g, chunk_size) if chunk_size is not None else max(1, _BLOCK_ELEMENTS // num_g)
+    task_rows = min(block_rows, _rows_per_task(num_g, None))
+    threads = _num_threads(num_threads)
+    parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    with ThreadPoolExecutor(threads) if threads > 1 else _NoPool() as pool:
+        for r0 in range(0, num_q, block_rows):
+            r1 = min(r0 + block_rows, num_q)
+            qs = q_sq[r0:r1] if q_sq is not None else None
+            block = pairwise_block(q[r0:r1], qs, g, g_sq, metric)
+            parts.extend(_rank_block(block, r0, q_cam_np, g_cam_np, groups, task_rows, pool))
+    return _summarise(parts, max_rank)
+
+
+class _NoPool:
+    """Stand-in for a thread pool when running on one thread (no worker threads at all)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

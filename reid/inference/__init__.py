@@ -1,0 +1,52 @@
+"""Using a trained model: features from images, saved galleries, search, export.
+
+    from reid.inference import Predictor, Gallery, save_gallery, load_gallery, search
+    predictor = Predictor.from_run("output/my_run")
+    feats, paths = predictor.extract("gallery_images/")
+    save_gallery(Gallery(feats, paths), "gallery.npz")
+    result = search(predictor.extract_paths(["query.jpg"]), load_gallery("gallery.npz").feats, k=5)
+
+This package sits on top of the others (it uses config, data, modeling and evaluation);
+nothing in the library imports it. See docs/inference.md.
+"""
+from .export import (
+    ExportCheck,
+    NormalizedFeatureModel,
+    compare_with_export,
+    export_model,
+    export_onnx,
+    export_torchscript,
+    load_exported,
+    run_exported,
+)
+from .gallery import Gallery, load_gallery, save_gallery
+from .loading import build_inference_model, load_weights
+from .predictor import Predictor, load_predictor
+from .search import ExactIndex, FaissIndex, SearchResult, build_index, faiss_available, search
+from .sources import IMAGE_EXTENSIONS, collect_images
+
+__all__ = [
+    "ExactIndex",
+    "ExportCheck",
+    "FaissIndex",
+    "Gallery",
+    "IMAGE_EXTENSIONS",
+    "NormalizedFeatureModel",
+    "Predictor",
+    "SearchResult",
+    "build_index",
+    "build_inference_model",
+    "collect_images",
+    "compare_with_export",
+    "export_model",
+    "export_onnx",
+    "export_torchscript",
+    "faiss_available",
+    "load_exported",
+    "load_gallery",
+    "load_predictor",
+    "load_weights",
+    "run_exported",
+    "save_gallery",
+    "search",
+]

@@ -1,0 +1,255 @@
+"""The Python API for features: load a trained model in one call, feed it images or arrays.
+
+    from reid.inference import Predictor
+    predictor = Predictor.from_run("output/market_r50_circle")
+    feats, paths = predictor.extract("crops/")          # folder, list file or image paths
+    feats = predictor.extract_arrays([rgb_uint8_image])  # H x W x 3 RGB arrays
+
+Features are float32 numpy arrays ``[N, D]``, L2-normalised (cosine similarity is a dot
+product), computed exactly as the evaluator computes them: test transform (resize to
+``INPUT.SIZE_TEST``), raw pixels into the model, optional flip averaging (``TEST.FLIP``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+from yacs.config import CfgNode
+
+from reid.data.image_io import read_image
+from reid.data.transforms import build_transforms
+from reid.evaluation.extract import autocast_context
+from reid.utils.misc import resolve_device
+
+from .loading import (
+    build_inference_model,
+    config_from_checkpoint,
+    config_from_file,
+    config_from_run,
+)
+from .sources import collect_images
+
+PathLike = Union[str, "os.PathLike[str]"]
+# Called after every batch with (images done, images in total), e.g. to draw a progress bar.
+ProgressFn = Callable[[int, int], None]
+ArrayImages = Union[np.ndarray, Sequence[np.ndarray]]
+
+
+class _ImageFiles(Dataset):
+    """Read and test-transform image files; workers of a DataLoader call it in parallel."""
+
+    def __init__(self, paths: Sequence[str], transform: Callable[[np.ndarray], torch.Tensor]) -> None:
+        self.paths = list(paths)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.transform(read_image(self.paths[i]))
+
+
+def _as_image_list(images: ArrayImages) -> List[np.ndarray]:
+    """Validate arrays: each ``H x W x 3`` uint8 RGB (a 4-d array is a batch of them)."""
+    if isinstance(images, np.ndarray):
+        if images.ndim == 4:
+            images = list(images)
+        elif images.ndim == 3:
+            images = [images]
+        else:
+            raise ValueError(
+                f"Expected an H x W x 3 RGB image or an N x H x W x 3 batch, got an array of shape "
+                f"{images.shape}."
+            )
+    out = []
+    for i, img in enumerate(images):
+        img = np.asarray(img)
+        if img.ndim != 3 or img.shape[2] != 3:
+            raise ValueError(
+                f"Image {i} has shape {img.shape}; expected H x W x 3 (RGB, channels last). "
+                "Convert grey or RGBA images to RGB first."
+            )
+        if img.dtype != np.uint8:
+            raise ValueError(
+                f"Image {i} has dtype {img.dtype}; expected uint8 RGB pixels 0-255 "
+                "(e.g. np.clip(img, 0, 255).astype(np.uint8))."
+            )
+        out.append(img)
+    if not out:
+        raise ValueError("No images given: pass at least one H x W x 3 uint8 array.")
+    return out
+
+
+class Predictor:
+    """Batched, L2-normalised features from a trained model.
+
+    Build it with :meth:`from_run`, :meth:`from_config` or :meth:`from_checkpoint`, or wrap a
+    model you already have (``Predictor(model, cfg)``; the model must follow the raw-pixel
+    contract). `batch_size`, `flip` and `amp` default to ``TEST.IMS_PER_BATCH``, ``TEST.FLIP``
+    and ``TEST.AMP``; `num_workers` reader processes decode image files (0 = in this process).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: CfgNode,
+        device: Optional[Union[str, torch.device]] = None,
+        batch_size: Optional[int] = None,
+        flip: Optional[bool] = None,
+        amp: Optional[str] = None,
+        num_workers: int = 0,
+    ) -> None:
+        self.cfg = cfg
+        self.device = resolve_device(cfg.MODEL.DEVICE if device is None else str(device))
+        self.model = model.to(self.device).eval()
+        self.transform = build_transforms(cfg, is_train=False)
+        self.batch_size = int(batch_size or cfg.TEST.IMS_PER_BATCH)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}.")
+        self.flip = bool(cfg.TEST.FLIP if flip is None else flip)
+        self.amp = str(cfg.TEST.AMP if amp is None else amp)
+        autocast_context(self.device, self.amp)  # validates the mode now, not at the first batch
+        self.num_workers = int(num_workers)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_run(cls, run_dir: PathLike, weights: Optional[PathLike] = None,
+                 opts: Optional[Sequence[Any]] = None, **kwargs: Any) -> "Predictor":
+        """Load ``<run_dir>/config.yaml`` and ``model_final.pth`` (or `weights`).
+
+        `opts` are ``KEY VALUE`` config overrides (e.g. ``["TEST.FLIP", True]``); other
+        keyword arguments go to the constructor (device, batch_size, flip, amp, num_workers).
+        """
+        cfg, weights = config_from_run(run_dir, weights, opts)
+        return cls(build_inference_model(cfg, weights, kwargs.get("device")), cfg, **kwargs)
+
+    @classmethod
+    def from_config(cls, config_file: PathLike, weights: PathLike,
+                    opts: Optional[Sequence[Any]] = None, **kwargs: Any) -> "Predictor":
+        """Load a model from a YAML config and a weights file (a checkpoint of that config)."""
+        cfg = config_from_file(config_file, weights, opts)
+        return cls(build_inference_model(cfg, weights, kwargs.get("device")), cfg, **kwargs)
+
+    @classmethod
+    def from_checkpoint(cls, weights: PathLike, opts: Optional[Sequence[Any]] = None,
+                        **kwargs: Any) -> "Predictor":
+        """Load a model from a checkpoint alone, using the config stored inside it."""
+        cfg = config_from_checkpoint(weights, opts)
+        return cls(build_inference_model(cfg, weights, kwargs.get("device")), cfg, **kwargs)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def feature_dim(self) -> int:
+        """Width D of the features."""
+        return int(self.model.feature_dim)
+
+    @property
+    def input_size(self) -> Tuple[int, int]:
+        """(height, width) images are resized to (``INPUT.SIZE_TEST``)."""
+        h, w = self.cfg.INPUT.SIZE_TEST
+        return int(h), int(w)
+
+    # ------------------------------------------------------------------ extraction
+    @torch.inference_mode()
+    def features_of_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch."""
+        x = images.to(self.device, non_blocking=True)
+        with autocast_context(self.device, self.amp):
+            f = self.model(x).float()
+            if self.flip:
+                # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
+                f = (f + self.model(torch.flip(x, dims=[3])).float()) / 2
+        if not torch.isfinite(f).all():
+            raise FloatingPointError(
+                "The model produced NaN/inf features; check the weights file, or use amp 'off'."
+            )
+        return F.normalize(f, dim=1).cpu()
+
+    def _run(self, batches, total: int, progress: Optional[ProgressFn]) -> np.ndarray:
+        # Filling a preallocated array keeps peak memory at one copy of the features,
+        # which matters for galleries of millions of crops.
+        out = np.empty((total, self.feature_dim), dtype=np.float32)
+        done = 0
+        for batch in batches:
+            f = self.features_of_batch(batch).numpy()
+            out[done:done + len(f)] = f
+            done += len(f)
+            if progress is not None:
+                progress(done, total)
+        return out
+
+    def extract_paths(self, paths: Sequence[PathLike], progress: Optional[ProgressFn] = None) -> np.ndarray:
+        """Features ``[N, D]`` of the image files `paths`, in order."""
+        paths = [os.fspath(p) for p in paths]
+        if not paths:
+            raise ValueError("No image paths given: nothing to extract.")
+        loader = DataLoader(
+            _ImageFiles(paths, self.transform),
+            batch_size=self.batch_size,
+            shuffle=False,
+            num_workers=self.num_workers,
+            pin_memory=self.device.type == "cuda",
+        )
+        return self._run(loader, len(paths), progress)
+
+    def extract_arrays(self, images: ArrayImages, progress: Optional[ProgressFn] = None) -> np.ndarray:
+        """Features ``[N, D]`` of RGB uint8 arrays (``H x W x 3`` each, any size, or one batch)."""
+        images = _as_image_list(images)
+        total = len(images)
+        batches = (
+            torch.stack([self.transform(img) for img in images[i:i + self.batch_size]])
+            for i in range(0, total, self.batch_size)
+        )
+        return self._run(batches, total, progress)
+
+    def extract(self, sources: Union[PathLike, Sequence[PathLike]],
+                progress: Optional[ProgressFn] = None) -> Tuple[np.ndarray, List[str]]:
+        """Features of every image in `sources` and the image paths, row for row.
+
+        A source is an image file, a folder (searched recursively for image files) or a list
+        file with one path per line; see :func:`reid.inference.sources.collect_images`.
+        """
+        paths = collect_images(sources)
+        return self.extract_paths(paths, progress), paths
+
+
+def load_predictor(
+    run: Optional[PathLike] = None,
+    config_file: Optional[PathLike] = None,
+    weights: Optional[PathLike] = None,
+    opts: Optional[Sequence[Any]] = None,
+    **kwargs: Any,
+) -> Predictor:
+    """One call for every way of naming a trained model.
+
+    * `run`: a training run folder (config.yaml + model_final.pth, or `weights`);
+    * `config_file` and `weights`: a YAML config and a checkpoint of it;
+    * `weights` alone: a checkpoint that stores its config (every tools/train.py checkpoint).
+
+    `opts` are ``KEY VALUE`` overrides; other keyword arguments go to :class:`Predictor`.
+    """
+    if run is not None:
+        if config_file is not None:
+            raise ValueError("Pass either a run folder or a config file, not both: the run has its own config.yaml.")
+        return Predictor.from_run(run, weights, opts, **kwargs)
+    if config_file is not None:
+        if weights is None:
+            raise ValueError(
+                f"Config file {os.fspath(config_file)!r} given without weights; pass the checkpoint "
+                "to load (e.g. output/<run>/model_final.pth)."
+            )
+        return Predictor.from_config(config_file, weights, opts, **kwargs)
+    if weights is not None:
+        return Predictor.from_checkpoint(weights, opts, **kwargs)
+    raise ValueError(
+        "No model given: pass a run folder (its OUTPUT_DIR), or a weights file (with its config "
+        "file when the checkpoint stores none)."
+    )
+
+
+__all__ = ["Predictor", "ProgressFn", "load_predictor"]

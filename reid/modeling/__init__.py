@@ -1,0 +1,8 @@
+"""Models: backbones, identity heads, losses, meta architectures and ``build_model``.
+
+``reid.modeling.heads`` and ``reid.modeling.losses`` are imported by path. This package
+never imports ``reid.data``, ``reid.engine`` or ``reid.evaluation`` (layering).
+"""
+from .build import build_model, model_summary
+
+__all__ = ["build_model", "model_summary"]

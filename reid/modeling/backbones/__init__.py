@@ -1,0 +1,45 @@
+"""Backbones: ``BACKBONE`` registry keyed by ``MODEL.BACKBONE.NAME``.
+
+Every builder takes the config and returns an ``nn.Module`` whose ``forward`` maps
+normalised images to a feature map and which exposes ``out_channels``.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from torch import nn
+
+from reid.utils.registry import Registry
+
+from .resnet import RESNET_NAMES, PretrainedWeightsError, ResNetBackbone, set_stage_stride
+
+BACKBONE = Registry("MODEL.BACKBONE.NAME")
+
+
+def _build_resnet(name: str, cfg) -> ResNetBackbone:
+    bb = cfg.MODEL.BACKBONE
+    return ResNetBackbone(
+        name,
+        last_stride=int(bb.LAST_STRIDE),
+        pretrained=bool(bb.PRETRAINED),
+        pretrained_path=str(bb.PRETRAINED_PATH),
+    )
+
+
+for _name in RESNET_NAMES:
+    BACKBONE.register(_name)(partial(_build_resnet, _name))
+
+
+def build_backbone(cfg) -> nn.Module:
+    """Build ``cfg.MODEL.BACKBONE.NAME``; unknown names raise a KeyError listing valid ones."""
+    return BACKBONE.get(cfg.MODEL.BACKBONE.NAME)(cfg)
+
+
+__all__ = [
+    "BACKBONE",
+    "PretrainedWeightsError",
+    "RESNET_NAMES",
+    "ResNetBackbone",
+    "build_backbone",
+    "set_stage_stride",
+]

@@ -1,0 +1,39 @@
+"""``build_model(cfg)`` and a one-paragraph summary for the training banner."""
+from __future__ import annotations
+
+from torch import nn
+
+from .meta_arch import META_ARCH
+
+
+def build_model(cfg) -> nn.Module:
+    """Build ``cfg.MODEL.META_ARCHITECTURE`` ("baseline" or "mgn") on the CPU.
+
+    The caller moves the model to its device (and wraps it for DDP); an unknown name
+    raises a KeyError that lists the valid ones. The model has ``feature_dim``, the
+    width of the eval-mode feature.
+    """
+    return META_ARCH.get(cfg.MODEL.META_ARCHITECTURE)(cfg)
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:.2f}M"
+
+
+def model_summary(model: nn.Module) -> str:
+    """A one-line description: class, parameter counts, eval feature dimension."""
+    params = list(model.parameters())
+    total = sum(p.numel() for p in params)
+    trainable = sum(p.numel() for p in params if p.requires_grad)
+    parts = [f"{type(model).__name__}"]
+    backbone_name = getattr(model, "backbone_name", None)
+    if backbone_name:
+        parts.append(f"backbone {backbone_name}")
+    parts.append(f"parameters {_millions(total)} (trainable {_millions(trainable)})")
+    feature_dim = getattr(model, "feature_dim", None)
+    if feature_dim is not None:
+        parts.append(f"feature dim {feature_dim}")
+    return " | ".join(parts)
+
+
+__all__ = ["build_model", "model_summary"]

@@ -1,0 +1,63 @@
+"""CurricularFace head: ArcFace positive, hard negatives re-weighted by a learned curriculum."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .arcface import check_angular_margin
+from .base import CosineHead
+from .functional import curricular_logits, target_cosine
+
+
+class CurricularFaceHead(CosineHead):
+    """CurricularFace (Huang et al., CVPR 2020).
+
+    Target logit ``s cos(theta_y + m)`` (ArcFace, same safe fallback); a negative j with
+    cos theta_j > cos(theta_y + m) (a "hard" one) gets ``s cos theta_j (t + cos theta_j)``,
+    the others ``s cos theta_j``. Early in training t is near 0, which shrinks hard
+    negatives' logits (easy samples dominate); as the positive cosines grow, t grows and
+    hard negatives weigh more.
+
+    ``t`` is a buffer (saved in ``state_dict`` and checkpoints), starting at 0. In training
+    mode, each forward with targets first sets
+    ``t = momentum * t + (1 - momentum) * mean(cos theta_y)`` (batch mean, no gradient),
+    then uses the new t, as in the paper's algorithm. The 0.99 weighs the old value, so t
+    is a slow moving average (the authors' released training does the same; the formula as
+    printed in the paper reads as if alpha weighed the batch mean). Eval mode never changes t.
+
+    Defaults s = 64, m = 0.5, momentum = 0.99.
+    """
+
+    DEFAULT_SCALE = 64.0
+    DEFAULT_MARGIN = 0.5
+    EXTRA_KWARGS = {"easy_margin": False, "momentum": 0.99}
+
+    def __init__(
+        self,
+        in_features: int,
+        num_classes: int,
+        scale: float = 64.0,
+        margin: float = 0.5,
+        easy_margin: bool = False,
+        momentum: float = 0.99,
+    ) -> None:
+        check_angular_margin(float(margin))
+        if not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"CurricularFace momentum must be in [0, 1], got {momentum}.")
+        super().__init__(in_features, num_classes, scale, margin)
+        self.easy_margin = bool(easy_margin)
+        self.momentum = float(momentum)
+        self.register_buffer("t", torch.zeros(()))
+
+    def margin_logits(self, cos: Tensor, target_mask: Tensor) -> Tensor:
+        if self.training:
+            with torch.no_grad():
+                batch_mean = target_cosine(cos.detach(), target_mask).mean()
+                self.t.mul_(self.momentum).add_((1.0 - self.momentum) * batch_mean.to(self.t.dtype))
+        # A copy, so that a later in-place update of the buffer (next step, or DDP's buffer
+        # broadcast) can never touch a value this step's graph holds.
+        t = self.t.detach().clone().to(cos.dtype)
+        return curricular_logits(cos, target_mask, self.scale, self.margin, t, self.easy_margin)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", easy_margin={self.easy_margin}, momentum={self.momentum}"

@@ -1,0 +1,62 @@
+"""Baseline: one global feature (BoT-style) with a BNNeck and an identity head."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Union
+
+import torch
+from torch import nn
+
+from ..backbones import build_backbone
+from ..loss_assembly import LossAssembly
+from ..neck import build_neck
+from ..pooling import build_pooling
+from .common import missing_targets_error, neck_feat_from_cfg
+from .identity_head import build_identity_head
+from .preprocess import PixelNormalizer
+
+
+class Baseline(nn.Module):
+    """pixels -> backbone -> pooling -> neck -> identity head.
+
+    Train mode: ``model(images, targets)`` -> ``{"loss_id", "loss_triplet", ...}`` per
+    ``MODEL.LOSSES``; ``last_stats`` then holds the head's mean ``s_p`` / ``s_n``.
+    Eval mode: ``model(images)`` -> ``[B, feature_dim]``, the feature after the neck
+    (``MODEL.HEADS.NECK_FEAT`` "after") or the pooled one before it ("before").
+    Images are raw RGB pixels (uint8 or float, 0-255) ``[B, 3, H, W]``.
+    """
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        heads_cfg = cfg.MODEL.HEADS
+        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
+        self.backbone = build_backbone(cfg)
+        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
+        self.feature_dim: int = int(self.backbone.out_channels)
+        self.pool = build_pooling(heads_cfg.POOLING, gem_p=float(heads_cfg.GEM_P))
+        self.neck = build_neck(heads_cfg.NECK, self.feature_dim)
+        self.neck_feat = neck_feat_from_cfg(cfg)
+        self.loss_assembly = LossAssembly.from_cfg(cfg)
+        # Without the identity loss a head would hold unused parameters (which also
+        # breaks DistributedDataParallel), so none is built.
+        self.head: Optional[nn.Module] = (
+            build_identity_head(cfg, self.feature_dim) if self.loss_assembly.uses_identity else None
+        )
+        self.last_stats: Dict[str, float] = {}
+
+    def forward(
+        self, images: torch.Tensor, targets: Optional[torch.Tensor] = None
+    ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
+        before = self.pool(self.backbone(self.preprocess(images)))
+        after = self.neck(before)
+        if not self.training:
+            return after if self.neck_feat == "after" else before
+        if targets is None:
+            raise missing_targets_error()
+        heads = [self.head] if self.head is not None else []
+        losses, self.last_stats = self.loss_assembly(
+            targets, heads, [after], {"before": [before], "after": [after]}
+        )
+        return losses
+
+
+__all__ = ["Baseline"]

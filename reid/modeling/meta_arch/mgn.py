@@ -1,0 +1,183 @@
+"""MGN: Multiple Granularity Network (Wang et al., ACM MM 2018), as used in the Circle paper.
+
+Structure (built from any torchvision ResNet so small variants stay cheap to test):
+
+* shared trunk: stem, layer1, layer2 and the first block of layer3 (res_conv4_1);
+* three branches, each with its own copy of the rest of layer3 (res_conv4_2 onward) and
+  of layer4 (conv5): a global branch (conv5 stride 2 when ``MODEL.MGN.GLOBAL_DOWNSAMPLE``,
+  as in the paper, else 1), a 2-part and a 3-part branch (conv5 stride 1, so the stripes
+  keep enough rows);
+* max pooling throughout, as in the MGN paper (max pooling keeps the most discriminative
+  response of each stripe): one global vector per branch, and 2 resp. 3 horizontal stripes
+  from the part branches;
+* 8 features, in this order: global of the global / 2-part / 3-part branch, then the 2
+  stripes top to bottom, then the 3 stripes top to bottom; each reduced to
+  ``MODEL.MGN.REDUCTION_DIM`` by its own 1x1 conv + BN + ReLU;
+* test feature: the 8 reduced features concatenated (8 x 256 = 2048-d by default).
+
+Loss layouts (``MODEL.MGN.LOSS_LAYOUT``):
+
+* ``"concat"`` (the Circle paper): one identity head on the concatenation after the neck;
+  triplet / pair-wise Circle, when listed, see the concatenation ("before"/"after" the neck).
+* ``"per_branch"`` (original MGN): one identity head per reduced feature; ``loss_id`` is
+  the *mean* of the 8 cross entropies times ``MODEL.LOSSES.ID.WEIGHT`` (the original
+  sums them; the mean keeps the weight comparable with the other layouts and the baseline;
+  multiply the weight by 8 to reproduce the sum). Triplet / pair-wise Circle are averaged
+  over the 3 global features.
+
+The neck (``MODEL.HEADS.NECK``) is applied to the concatenation in both layouts. A
+BatchNorm1d normalises each channel on its own, so this equals a separate BNNeck on each
+of the 8 features. ``MODEL.BACKBONE.LAST_STRIDE`` and ``MODEL.HEADS.POOLING`` are not
+used: the branch strides and the max pooling above are part of the architecture.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..backbones import build_backbone, set_stage_stride
+from ..loss_assembly import LossAssembly
+from ..neck import build_neck
+from .common import missing_targets_error, neck_feat_from_cfg
+from .identity_head import build_identity_head
+from .preprocess import PixelNormalizer
+
+LOSS_LAYOUTS: Tuple[str, ...] = ("concat", "per_branch")
+NUM_GLOBAL = 3
+NUM_FEATURES = 8  # 3 global + 2 + 3 stripes
+
+
+def stripe_max_pool(fmap: torch.Tensor, parts: int) -> List[torch.Tensor]:
+    """Split `fmap` ``[B, C, H, W]`` into `parts` horizontal stripes and max-pool each.
+
+    Adaptive pooling bins run from ``floor(i * H / parts)`` to ``ceil((i + 1) * H / parts)``,
+    so the stripes cover every row even when H is not a multiple of `parts` (neighbouring
+    stripes then share a row instead of the last rows being dropped).
+
+    Returns: `parts` tensors ``[B, C, 1, 1]``, top to bottom.
+    """
+    pooled = F.adaptive_max_pool2d(fmap, (parts, 1))
+    return list(pooled.split(1, dim=2))
+
+
+def _reduction(in_channels: int, out_channels: int) -> nn.Sequential:
+    conv = nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=False)
+    nn.init.kaiming_normal_(conv.weight, mode="fan_in", nonlinearity="relu")
+    bn = nn.BatchNorm2d(out_channels)
+    nn.init.ones_(bn.weight)
+    nn.init.zeros_(bn.bias)
+    return nn.Sequential(conv, bn, nn.ReLU(inplace=True))
+
+
+class MGN(nn.Module):
+    """Multiple Granularity Network; see the module docstring for structure and losses.
+
+    Train mode: ``model(images, targets)`` -> weighted loss dict; eval mode:
+    ``model(images)`` -> ``[B, 8 * MODEL.MGN.REDUCTION_DIM]`` (after the neck, or before
+    it with ``MODEL.HEADS.NECK_FEAT`` "before"). Images: raw RGB pixels, 0-255.
+    """
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        mgn_cfg = cfg.MODEL.MGN
+        self.layout = str(mgn_cfg.LOSS_LAYOUT).lower()
+        if self.layout not in LOSS_LAYOUTS:
+            raise ValueError(
+                f"Unknown MODEL.MGN.LOSS_LAYOUT {mgn_cfg.LOSS_LAYOUT!r}. "
+                f"Valid names: {', '.join(LOSS_LAYOUTS)}."
+            )
+        self.reduction_dim = int(mgn_cfg.REDUCTION_DIM)
+        if self.reduction_dim <= 0:
+            raise ValueError(f"MODEL.MGN.REDUCTION_DIM must be > 0, got {self.reduction_dim}.")
+
+        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
+        resnet = build_backbone(cfg)
+        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
+        for attr in ("stem", "layer1", "layer2", "layer3", "layer4", "out_channels"):
+            if not hasattr(resnet, attr):
+                raise TypeError(
+                    f"MGN needs a ResNet-style backbone (stem, layer1..layer4); "
+                    f"MODEL.BACKBONE.NAME={cfg.MODEL.BACKBONE.NAME!r} has no {attr!r}."
+                )
+        if len(resnet.layer3) < 2:
+            raise ValueError("MGN splits layer3 after its first block; this backbone has only one.")
+        self.trunk = nn.Sequential(
+            resnet.conv1, resnet.bn1, resnet.relu, resnet.maxpool,
+            resnet.layer1, resnet.layer2, resnet.layer3[0],
+        )
+        global_stride = 2 if bool(mgn_cfg.GLOBAL_DOWNSAMPLE) else 1
+        self.branch_global = self._branch(resnet.layer3[1:], resnet.layer4, global_stride)
+        self.branch_part2 = self._branch(resnet.layer3[1:], resnet.layer4, 1)
+        self.branch_part3 = self._branch(resnet.layer3[1:], resnet.layer4, 1)
+        channels = int(resnet.out_channels)
+        self.reductions = nn.ModuleList(
+            _reduction(channels, self.reduction_dim) for _ in range(NUM_FEATURES)
+        )
+        self.feature_dim: int = NUM_FEATURES * self.reduction_dim
+        self.neck = build_neck(cfg.MODEL.HEADS.NECK, self.feature_dim)
+        self.neck_feat = neck_feat_from_cfg(cfg)
+        self.loss_assembly = LossAssembly.from_cfg(cfg)
+
+        heads: List[nn.Module] = []
+        if self.loss_assembly.uses_identity:
+            if self.layout == "concat":
+                head = build_identity_head(cfg, self.feature_dim)
+                heads = [head] if head is not None else []
+            else:
+                built = [
+                    build_identity_head(cfg, self.reduction_dim, log=(i == 0))
+                    for i in range(NUM_FEATURES)
+                ]
+                heads = [h for h in built if h is not None]
+        self.heads = nn.ModuleList(heads)
+        self.last_stats: Dict[str, float] = {}
+
+    @staticmethod
+    def _branch(layer3_rest: nn.Sequential, layer4: nn.Sequential, stride: int) -> nn.Sequential:
+        # Deep copies: each branch learns its own res_conv4_2.. and conv5 weights, all
+        # starting from the same (ImageNet) initialisation.
+        conv5 = copy.deepcopy(layer4)
+        set_stage_stride(conv5, stride)
+        return nn.Sequential(copy.deepcopy(layer3_rest), conv5)
+
+    def reduced_features(self, images: torch.Tensor) -> List[torch.Tensor]:
+        """Raw pixels -> the 8 reduced features ``[B, REDUCTION_DIM]`` in documented order."""
+        shared = self.trunk(self.preprocess(images))
+        g_map = self.branch_global(shared)
+        p2_map = self.branch_part2(shared)
+        p3_map = self.branch_part3(shared)
+        pooled = [
+            F.adaptive_max_pool2d(g_map, 1),
+            F.adaptive_max_pool2d(p2_map, 1),
+            F.adaptive_max_pool2d(p3_map, 1),
+            *stripe_max_pool(p2_map, 2),
+            *stripe_max_pool(p3_map, 3),
+        ]
+        return [red(p).flatten(1) for red, p in zip(self.reductions, pooled)]
+
+    def forward(
+        self, images: torch.Tensor, targets: Optional[torch.Tensor] = None
+    ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
+        feats = self.reduced_features(images)
+        before = torch.cat(feats, dim=1)
+        after = self.neck(before)
+        if not self.training:
+            return after if self.neck_feat == "after" else before
+        if targets is None:
+            raise missing_targets_error()
+        if self.layout == "concat":
+            id_feats = [after]
+            pair_feats = {"before": [before], "after": [after]}
+        else:
+            after_parts = list(after.split(self.reduction_dim, dim=1))
+            id_feats = after_parts
+            pair_feats = {"before": feats[:NUM_GLOBAL], "after": after_parts[:NUM_GLOBAL]}
+        losses, self.last_stats = self.loss_assembly(targets, list(self.heads), id_feats, pair_feats)
+        return losses
+
+
+__all__ = ["LOSS_LAYOUTS", "MGN", "stripe_max_pool"]

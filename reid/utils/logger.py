@@ -1,0 +1,171 @@
+"""Run logging: a console + ``log.txt`` logger and a ``metrics.jsonl`` writer.
+
+Only the main process (rank 0) writes files; other ranks log warnings and errors to the
+console, prefixed with their rank, so a distributed run's output stays readable.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from typing import Any, Dict, Mapping, Optional
+
+LOGGER_NAME = "reid"
+_FORMAT = "[%(asctime)s %(name)s %(levelname)s] %(message)s"
+_DATEFMT = "%m/%d %H:%M:%S"
+# Marks handlers installed here so a second setup_logger call (a new run in the same
+# process, e.g. in tests) replaces them instead of duplicating every line.
+_OWNED = "_reid_owned_handler"
+
+
+class _ConsoleHandler(logging.StreamHandler):
+    """stdout handler that goes through ``tqdm.write`` when tqdm is installed.
+
+    tqdm.write clears and redraws any live progress bar around the message, so log lines
+    and the bar do not overwrite each other on a terminal.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(stream=sys.stdout)
+        try:
+            from tqdm import tqdm  # optional dependency
+
+            self._tqdm_write = tqdm.write
+        except ImportError:  # pragma: no cover - depends on the environment
+            self._tqdm_write = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._tqdm_write is None:
+            super().emit(record)
+            return
+        try:
+            self._tqdm_write(self.format(record), file=sys.stdout)
+        except Exception:  # pragma: no cover - never let logging kill training
+            self.handleError(record)
+
+
+def setup_logger(
+    output_dir: Optional[str] = None, rank: int = 0, name: str = LOGGER_NAME, level: int = logging.INFO
+) -> logging.Logger:
+    """Configure and return logger `name` (default "reid", the parent of every module logger).
+
+    Rank 0 logs INFO and above to stdout and, when `output_dir` is given, appends to
+    ``output_dir/log.txt`` (appending keeps the history of a resumed run in one file).
+    Other ranks only show WARNING and above, prefixed with ``[rank N]``.
+    """
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        if getattr(handler, _OWNED, False):
+            logger.removeHandler(handler)
+            handler.close()
+    logger.setLevel(level)
+    # Our handlers print everything once; propagating would print again via root handlers.
+    logger.propagate = False
+
+    prefix = "" if rank == 0 else f"[rank {rank}] "
+    formatter = logging.Formatter(prefix + _FORMAT, datefmt=_DATEFMT)
+    console = _ConsoleHandler()
+    console.setLevel(level if rank == 0 else logging.WARNING)
+    console.setFormatter(formatter)
+    setattr(console, _OWNED, True)
+    logger.addHandler(console)
+
+    if rank == 0 and output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+        file_handler = logging.FileHandler(os.path.join(output_dir, "log.txt"), mode="a", encoding="utf-8")
+        file_handler.setLevel(level)
+        file_handler.setFormatter(formatter)
+        setattr(file_handler, _OWNED, True)
+        logger.addHandler(file_handler)
+    return logger
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON value for `value`: tensors/NumPy scalars -> numbers, NaN/inf -> null."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        # Strict JSON has no NaN; null keeps every line parseable by any reader.
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class MetricsWriter:
+    """Append one JSON object per line to ``output_dir/metrics.jsonl`` (and TensorBoard).
+
+    Each line is flushed at once, so a crashed or killed run keeps every record written so
+    far, and ``tail -f`` shows progress. When `enabled` is False (ranks other than 0) every
+    call is a no-op. TensorBoard events go to ``output_dir/tensorboard`` only when the
+    ``tensorboard`` package is installed; otherwise one info line says how to get them.
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        enabled: bool = True,
+        tensorboard: bool = True,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self.enabled = enabled
+        self.path = os.path.join(output_dir, "metrics.jsonl")
+        self._file = None
+        self._tb = None
+        if not enabled:
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")
+        if tensorboard:
+            log = logger or logging.getLogger(LOGGER_NAME)
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                log.info("TensorBoard events off: install the 'tensorboard' package to get them.")
+            else:
+                self._tb = SummaryWriter(log_dir=os.path.join(output_dir, "tensorboard"))
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append `record` as one JSON line; numeric fields also go to TensorBoard."""
+        if not self.enabled or self._file is None:
+            return
+        clean = _jsonable(dict(record))
+        self._file.write(json.dumps(clean, allow_nan=False) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            self._write_tensorboard(clean)
+
+    def _write_tensorboard(self, record: Dict[str, Any]) -> None:
+        step = int(record.get("iter", 0))
+        if record.get("type") == "eval":
+            prefix = f"{record.get('split', 'test')}/{record.get('dataset', '')}".rstrip("/")
+        else:
+            prefix = str(record.get("type", "train"))
+        for key, value in record.items():
+            if key in ("type", "split", "dataset", "epoch", "iter", "time"):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self._tb.add_scalar(f"{prefix}/{key}", value, step)
+        self._tb.flush()
+
+    def close(self) -> None:
+        """Close the file (and the TensorBoard writer); later writes are ignored."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+    def __enter__(self) -> "MetricsWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["LOGGER_NAME", "MetricsWriter", "setup_logger"]

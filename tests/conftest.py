@@ -1,0 +1,27 @@
+"""Shared, generic test fixtures."""
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Callable, Sequence
+
+import cv2
+import numpy as np
+import pytest
+
+
+def _write_jpeg(path: str, size: Sequence[int] = (32, 16), value: int = -1) -> str:
+    """Write a small random (or constant, when value >= 0) RGB JPEG at `path`; returns the path."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    h, w = size
+    rng = np.random.default_rng(zlib.crc32(os.path.basename(path).encode()))
+    img = np.full((h, w, 3), value, np.uint8) if value >= 0 else rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    if not cv2.imwrite(path, img):
+        raise OSError(f"could not write {path}")
+    return path
+
+
+@pytest.fixture
+def write_jpeg() -> Callable[..., str]:
+    """``write_jpeg(path, size=(32, 16), value=-1)``: create a small JPEG (folders included)."""
+    return _write_jpeg

@@ -1,0 +1,174 @@
+"""Checkpoints: atomic save, weights_only loading, head mismatch / drop_head, pointer and pruning."""
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from reid.config import get_cfg
+from reid.engine.checkpoint import (
+    INTERRUPT_NAME,
+    CheckpointError,
+    CheckpointManager,
+    last_checkpoint,
+    load_checkpoint,
+    periodic_name,
+    save_checkpoint,
+)
+from reid.engine.lr_scheduler import build_lr_scheduler
+from reid.engine.optimizer import build_optimizer
+from reid.utils.misc import get_rng_state, set_rng_state
+
+
+class Head(nn.Module):
+    def __init__(self, d, c):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(c, d))
+        self.register_buffer("t", torch.zeros(()))  # like CurricularFace's running t
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes=5, width=4):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(3, width), nn.BatchNorm1d(width))
+        self.head = Head(width, num_classes) if num_classes > 0 else None
+
+
+def test_full_state_round_trip_with_weights_only(tmp_path):
+    cfg = get_cfg()
+    model = Net()
+    opt = build_optimizer(cfg, model)
+    sched = build_lr_scheduler(cfg, opt, iters_per_epoch=7)
+    model.backbone[0].weight.sum().backward()
+    opt.step()
+    sched.step()
+    path = str(tmp_path / "ckpt.pth")
+    save_checkpoint(path, model=model.state_dict(), optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                    scaler=None, epoch=3, iteration=21, sampler={"epoch": 3, "start_batch": 0},
+                    rng=get_rng_state(), cfg=cfg.dump(), best={"metric": "val/mAP", "value": 1.5, "epoch": 2})
+    raw = torch.load(path, weights_only=True)  # everything must be allowed by the safe unpickler
+    assert raw["epoch"] == 3 and raw["best"]["value"] == 1.5 and "SOLVER" in raw["cfg"]
+
+    model2 = Net()
+    opt2 = build_optimizer(cfg, model2)
+    sched2 = build_lr_scheduler(cfg, opt2, iters_per_epoch=7)
+    data = load_checkpoint(path, model=model2, optimizer=opt2, scheduler=sched2)
+    assert data["iteration"] == 21
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, model2.state_dict()[k]), k
+    assert sched2.last_epoch == sched.last_epoch
+    assert torch.equal(opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+
+
+def test_rng_state_round_trip():
+    state = get_rng_state()
+    a = (random.random(), float(np.random.rand()), float(torch.rand(())), np.random.randn())
+    random.random(), np.random.rand(), torch.rand(3)
+    set_rng_state(state)
+    b = (random.random(), float(np.random.rand()), float(torch.rand(())), np.random.randn())
+    assert a == b
+
+
+def test_failed_save_keeps_previous_file(tmp_path):
+    path = str(tmp_path / "model_0001.pth")
+    save_checkpoint(path, epoch=1)
+    before = open(path, "rb").read()
+    with pytest.raises(Exception):
+        save_checkpoint(path, epoch=2, bad=lambda: None)  # not serialisable
+    assert open(path, "rb").read() == before
+    assert os.listdir(tmp_path) == ["model_0001.pth"]  # no temp file left behind
+
+
+def test_missing_and_corrupt_files_are_named(tmp_path):
+    missing = str(tmp_path / "nope.pth")
+    with pytest.raises(CheckpointError, match=r"not found: .*nope\.pth"):
+        load_checkpoint(missing, model=Net())
+    corrupt = tmp_path / "bad.pth"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    with pytest.raises(CheckpointError, match=r"Could not read checkpoint .*bad\.pth.*corrupt"):
+        load_checkpoint(str(corrupt))
+    good = str(tmp_path / "good.pth")
+    save_checkpoint(good, model=Net().state_dict())
+    truncated = tmp_path / "trunc.pth"
+    truncated.write_bytes(open(good, "rb").read()[:50])
+    with pytest.raises(CheckpointError, match=r"trunc\.pth"):
+        load_checkpoint(str(truncated))
+
+
+def test_head_shape_mismatch_explains_how_to_fine_tune(tmp_path):
+    path = str(tmp_path / "market.pth")
+    save_checkpoint(path, model=Net(num_classes=751).state_dict())
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path, model=Net(num_classes=1041))
+    msg = str(err.value)
+    assert "market.pth" in msg and "head.weight" in msg
+    assert "(751, 4)" in msg and "(1041, 4)" in msg
+    assert "--drop-head" in msg
+
+
+def test_drop_head_loads_everything_else(tmp_path):
+    src = Net(num_classes=751)
+    path = str(tmp_path / "market.pth")
+    save_checkpoint(path, model=src.state_dict())
+    dst = Net(num_classes=10)
+    head_before = dst.head.weight.detach().clone()
+    load_checkpoint(path, model=dst, drop_head=True)
+    assert torch.equal(dst.backbone[0].weight, src.backbone[0].weight)
+    assert torch.equal(dst.backbone[1].running_mean, src.backbone[1].running_mean)
+    assert torch.equal(dst.head.weight, head_before)
+
+
+def test_headless_model_and_ddp_prefix(tmp_path):
+    src = Net(num_classes=5)
+    path = str(tmp_path / "ddp.pth")
+    save_checkpoint(path, model={"module." + k: v for k, v in src.state_dict().items()})
+    inference = Net(num_classes=0)
+    load_checkpoint(path, model=inference)  # head tensors are simply not needed
+    assert torch.equal(inference.backbone[0].weight, src.backbone[0].weight)
+
+
+def test_other_architecture_is_an_error(tmp_path):
+    path = str(tmp_path / "wide.pth")
+    save_checkpoint(path, model=Net(width=8).state_dict())
+    with pytest.raises(CheckpointError, match=r"different architecture: backbone\.0\.weight"):
+        load_checkpoint(path, model=Net(width=4), drop_head=True)
+
+
+def test_weights_only_file_cannot_resume_optimizer(tmp_path):
+    path = str(tmp_path / "model_best.pth")
+    model = Net()
+    save_checkpoint(path, model=model.state_dict(), epoch=1)
+    with pytest.raises(CheckpointError, match=r"model_best\.pth has no optimizer state"):
+        load_checkpoint(path, model=model, optimizer=build_optimizer(get_cfg(), model))
+
+
+def test_last_checkpoint_pointer_and_fallbacks(tmp_path):
+    out = str(tmp_path)
+    assert last_checkpoint(out) is None
+    save_checkpoint(os.path.join(out, periodic_name(2)), epoch=2)
+    save_checkpoint(os.path.join(out, periodic_name(10)), epoch=10)
+    assert last_checkpoint(out).endswith("model_0010.pth")  # by epoch number, not by name order
+    mgr = CheckpointManager(out, keep=0)
+    mgr.save(INTERRUPT_NAME, {"epoch": 10})
+    assert last_checkpoint(out).endswith(INTERRUPT_NAME)
+    assert open(os.path.join(out, "last_checkpoint")).read().strip() == INTERRUPT_NAME
+
+
+def test_manager_keeps_checkpoints_bounded(tmp_path):
+    out = str(tmp_path)
+    mgr = CheckpointManager(out, keep=2)
+    mgr.save(INTERRUPT_NAME, {"epoch": 0})
+    for epoch in range(1, 5):
+        mgr.save(periodic_name(epoch), {"epoch": epoch})
+    mgr.save("model_best.pth", {"epoch": 3}, resumable=False)
+    mgr.save("model_final.pth", {"epoch": 5})
+    assert sorted(os.listdir(out)) == ["last_checkpoint", "model_0003.pth", "model_0004.pth", "model_best.pth", "model_final.pth"]
+    assert last_checkpoint(out).endswith("model_final.pth")
+
+
+def test_manager_on_other_ranks_writes_nothing(tmp_path):
+    mgr = CheckpointManager(str(tmp_path), keep=2, enabled=False)
+    assert mgr.save(periodic_name(1), {"epoch": 1}) is None
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,255 @@
+"""Dataset parsing on tiny fixture trees that use the real file-naming schemes."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from reid.data import build_dataset
+from reid.data.datasets import DatasetFormatError, DatasetNotFoundError, relabel_pids
+from reid.data.datasets.market_style import parse_market_name
+from reid.data.datasets.msmt17 import parse_msmt_camera
+
+MARKET_FILES = {
+    "bounding_box_train": [
+        "0002_c1s1_000451_03.jpg", "0002_c2s1_000551_01.jpg", "0002_c2s1_000601_01.jpg",
+        "0007_c3s3_015401_02.jpg", "0007_c6s1_020101_01.jpg", "0005_c1s1_001051_00.jpg",
+    ],
+    "query": ["0002_c4s1_002351_00.jpg", "0007_c5s1_005501_00.jpg"],
+    "bounding_box_test": [
+        "0002_c1s1_000151_01.jpg", "0007_c2s1_000301_01.jpg", "0000_c1s1_000151_02.jpg",
+        "0000_c6s4_001502_04.jpg", "-1_c1s1_000401_03.jpg", "-1_c3s1_000401_05.jpg",
+    ],
+}
+
+
+def make_market(root: str, write_jpeg, folder: str = "Market-1501-v15.09.15", files=MARKET_FILES) -> str:
+    base = os.path.join(root, folder) if folder else root
+    for sub, names in files.items():
+        for n in names:
+            write_jpeg(os.path.join(base, sub, n))
+    return base
+
+
+def test_market1501_counts_relabel_junk_and_distractors(tmp_path, write_jpeg):
+    base = make_market(str(tmp_path), write_jpeg)
+    open(os.path.join(base, "bounding_box_test", "Thumbs.db"), "w").close()  # shipped with the release
+    ds = build_dataset("market1501", str(tmp_path))
+    assert (len(ds.train), len(ds.query), len(ds.gallery)) == (6, 2, 4)
+    # train pids 2, 5, 7 -> 0, 1, 2 (sorted original order); cameras cN -> N-1
+    by_name = {os.path.basename(p): (pid, cam) for p, pid, cam in ds.train}
+    assert by_name["0002_c1s1_000451_03.jpg"] == (0, 0)
+    assert by_name["0005_c1s1_001051_00.jpg"] == (1, 0)
+    assert by_name["0007_c6s1_020101_01.jpg"] == (2, 5)
+    assert ds.train_pid_map == {2: 0, 5: 1, 7: 2}
+    assert ds.num_train_pids == 3 and ds.num_train_cams == 4
+    # query/gallery keep original pids; junk (-1) dropped, distractors (0) kept
+    assert sorted(pid for _, pid, _ in ds.query) == [2, 7]
+    assert sorted(pid for _, pid, _ in ds.gallery) == [0, 0, 2, 7]
+    assert all(-1 != pid for _, pid, _ in ds.gallery)
+    assert {cam for _, pid, cam in ds.query} == {3, 4}
+    assert all(os.path.isfile(p) for p, _, _ in ds.train + ds.query + ds.gallery)
+
+
+def test_summary_table(tmp_path, write_jpeg):
+    make_market(str(tmp_path), write_jpeg)
+    text = build_dataset("market1501", str(tmp_path)).summary()
+    lines = text.splitlines()
+    assert "subset" in lines[1] and "ids" in lines[1] and "images" in lines[1] and "cameras" in lines[1]
+    row = {ln.split("|")[0].strip(): [int(x) for x in ln.split("|")[1:]] for ln in lines[3:]}
+    assert row == {"train": [3, 6, 4], "query": [2, 2, 2], "gallery": [3, 4, 3]}
+
+
+@pytest.mark.parametrize("folder", ["Market-1501-v15.09.15", "market1501", ""])
+def test_market1501_folder_variants(tmp_path, write_jpeg, folder):
+    make_market(str(tmp_path), write_jpeg, folder)
+    ds = build_dataset("market1501", str(tmp_path))
+    assert ds.dataset_dir == (os.path.join(str(tmp_path), folder) if folder else str(tmp_path))
+    assert len(ds.train) == 6
+
+
+def test_missing_folder_shows_layout_and_readme(tmp_path):
+    with pytest.raises(DatasetNotFoundError) as e:
+        build_dataset("market1501", str(tmp_path / "nowhere"))
+    msg = str(e.value)
+    assert "Market-1501-v15.09.15" in msg and "bounding_box_train" in msg and "query" in msg
+    assert "datasets/README.md" in msg
+    assert str(tmp_path / "nowhere") in msg
+
+
+def test_partial_folder_names_missing_subfolder(tmp_path, write_jpeg):
+    write_jpeg(str(tmp_path / "market1501" / "bounding_box_train" / "0002_c1s1_000451_03.jpg"))
+    with pytest.raises(DatasetNotFoundError, match="lacks: query, bounding_box_test"):
+        build_dataset("market1501", str(tmp_path))
+
+
+def test_bad_file_name_is_named(tmp_path, write_jpeg):
+    files = {k: list(v) for k, v in MARKET_FILES.items()}
+    files["query"].append("IMG_1234.jpg")
+    make_market(str(tmp_path), write_jpeg, files=files)
+    with pytest.raises(DatasetFormatError, match="IMG_1234.jpg"):
+        build_dataset("market1501", str(tmp_path))
+
+
+def test_camera_out_of_range_is_named(tmp_path, write_jpeg):
+    files = {k: list(v) for k, v in MARKET_FILES.items()}
+    files["bounding_box_train"].append("0009_c7s1_000001_00.jpg")  # Market-1501 has 6 cameras
+    make_market(str(tmp_path), write_jpeg, files=files)
+    with pytest.raises(DatasetFormatError, match="0009_c7s1_000001_00.jpg"):
+        build_dataset("market1501", str(tmp_path))
+
+
+def test_parse_market_name():
+    assert parse_market_name("x/0002_c1s1_000451_03.jpg") == (2, 0)
+    assert parse_market_name("-1_c3s1_000401_03.jpg") == (-1, 2)
+    assert parse_market_name("0001_c8_f0046182.jpg", max_cams=8) == (1, 7)
+    with pytest.raises(DatasetFormatError):
+        parse_market_name("0001_x2_f0046182.jpg")
+
+
+def test_dukemtmc(tmp_path, write_jpeg):
+    files = {
+        "bounding_box_train": ["0001_c2_f0046182.jpg", "0001_c5_f0051341.jpg", "0003_c8_f0115012.jpg"],
+        "query": ["0005_c2_f0046985.jpg"],
+        "bounding_box_test": ["0005_c1_f0044158.jpg", "0005_c7_f0100004.jpg", "0008_c3_f0002228.jpg"],
+    }
+    make_market(str(tmp_path), write_jpeg, "DukeMTMC-reID", files)
+    ds = build_dataset("dukemtmc", str(tmp_path))
+    assert sorted((pid, cam) for _, pid, cam in ds.train) == [(0, 1), (0, 4), (1, 7)]
+    assert [(pid, cam) for _, pid, cam in ds.query] == [(5, 1)]
+    assert len(ds.gallery) == 3 and ds.num_train_cams == 3
+    with pytest.raises(DatasetNotFoundError, match="DukeMTMC-reID"):
+        build_dataset("dukemtmc", str(tmp_path / "empty"))
+
+
+# ------------------------------------------------------------------------------- MSMT17
+def msmt_name(pid: int, idx: int, cam: int, slot: str = "0303morning") -> str:
+    return f"{pid:04d}/{pid:04d}_{idx:03d}_{cam:02d}_{slot}_{idx + 15:04d}_0.jpg"
+
+
+def make_msmt(root: str, write_jpeg, version: str = "v1", folder=None) -> str:
+    folder = folder if folder is not None else ("MSMT17_V1" if version == "v1" else "MSMT17_V2")
+    base = os.path.join(root, folder) if folder else root
+    train_dir, test_dir = ("train", "test") if version == "v1" else ("mask_train_v2", "mask_test_v2")
+    lists = {
+        # pids 0, 1, 4 in train; val re-uses identities 1 and 4 (as the real list_val does)
+        "list_train.txt": [(msmt_name(0, 0, 1), 0), (msmt_name(0, 1, 3), 0), (msmt_name(1, 0, 15), 1),
+                           (msmt_name(4, 0, 2, "0113noon"), 4)],
+        "list_val.txt": [(msmt_name(1, 1, 7), 1), (msmt_name(4, 1, 9), 4)],
+        "list_query.txt": [(msmt_name(0, 0, 2), 0), (msmt_name(3, 0, 11), 3)],
+        "list_gallery.txt": [(msmt_name(0, 1, 5), 0), (msmt_name(3, 1, 12), 3), (msmt_name(3, 2, 14), 3)],
+    }
+    for lst, entries in lists.items():
+        img_dir = train_dir if lst in ("list_train.txt", "list_val.txt") else test_dir
+        for rel, _ in entries:
+            write_jpeg(os.path.join(base, img_dir, rel))
+        with open(os.path.join(base, lst), "w") as f:
+            f.writelines(f"{rel} {pid}\n" for rel, pid in entries)
+    return base
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("combine_val", [True, False])
+def test_msmt17_layouts_and_combine_val(tmp_path, write_jpeg, version, combine_val):
+    base = make_msmt(str(tmp_path), write_jpeg, version)
+    ds = build_dataset("msmt17", str(tmp_path), combine_val=combine_val)
+    assert ds.version == version and ds.dataset_dir == base
+    assert len(ds.train) == (6 if combine_val else 4)
+    assert ds.num_train_pids == 3  # val identities are the train identities: relabelled jointly
+    assert sorted({pid for _, pid, _ in ds.train}) == [0, 1, 2]
+    by_name = {os.path.basename(p): (pid, cam) for p, pid, cam in ds.train}
+    assert by_name[os.path.basename(msmt_name(1, 0, 15))] == (1, 14)
+    assert by_name[os.path.basename(msmt_name(4, 0, 2, "0113noon"))] == (2, 1)
+    if combine_val:
+        assert by_name[os.path.basename(msmt_name(4, 1, 9))] == (2, 8)
+    train_sub = "train" if version == "v1" else "mask_train_v2"
+    test_sub = "test" if version == "v1" else "mask_test_v2"
+    assert all(p.startswith(os.path.join(base, train_sub)) and os.path.isfile(p) for p, _, _ in ds.train)
+    assert all(p.startswith(os.path.join(base, test_sub)) for p, _, _ in ds.query + ds.gallery)
+    assert [(pid, cam) for _, pid, cam in ds.query] == [(0, 1), (3, 10)]
+    assert [(pid, cam) for _, pid, cam in ds.gallery] == [(0, 4), (3, 11), (3, 13)]
+
+
+def test_msmt17_root_itself_and_version_choice(tmp_path, write_jpeg):
+    make_msmt(str(tmp_path), write_jpeg, "v2", folder="")
+    ds = build_dataset("msmt17", str(tmp_path), version="v2")
+    assert ds.version == "v2" and ds.dataset_dir == str(tmp_path)
+    with pytest.raises(DatasetNotFoundError, match="MSMT17_V1"):
+        build_dataset("msmt17", str(tmp_path), version="v1")
+
+
+def test_msmt17_missing_mentions_both_layouts(tmp_path):
+    with pytest.raises(DatasetNotFoundError) as e:
+        build_dataset("msmt17", str(tmp_path))
+    msg = str(e.value)
+    for s in ("MSMT17_V1", "MSMT17_V2", "mask_train_v2", "list_train.txt", "datasets/README.md"):
+        assert s in msg
+
+
+def test_msmt17_bad_line_names_file_and_line(tmp_path, write_jpeg):
+    base = make_msmt(str(tmp_path), write_jpeg)
+    with open(os.path.join(base, "list_query.txt"), "a") as f:
+        f.write("0007/0007_000_xx_0303morning_0001_0.jpg 7\n")
+    with pytest.raises(DatasetFormatError, match=r"list_query.txt, line 3.*0007_000_xx"):
+        build_dataset("msmt17", str(tmp_path))
+
+
+def test_parse_msmt_camera():
+    assert parse_msmt_camera("0000/0000_000_01_0303morning_0015_0.jpg", "x") == 0
+    assert parse_msmt_camera("0114_019_10_0303noon_0284_2_ex.jpg", "x") == 9
+    with pytest.raises(DatasetFormatError):
+        parse_msmt_camera("0000_000_16_0303morning_0015_0.jpg", "x")  # only 15 cameras
+
+
+# ------------------------------------------------------------------------------- custom
+def test_custom_lists_text_csv_comments_header(tmp_path, write_jpeg):
+    for n in ("a 1.jpg", "b.jpg", "c.jpg", "q.jpg", "g1.jpg", "g2.jpg"):
+        write_jpeg(str(tmp_path / "lists" / "imgs" / n))
+    (tmp_path / "lists" / "train.txt").write_text(
+        "# my crops\n\nimgs/a 1.jpg 10 0\nimgs/b.jpg  3 1   # second camera\nimgs/c.jpg 10 2\nimgs/b.jpg -1 0\n"
+    )
+    (tmp_path / "lists" / "query.csv").write_text("path,pid,camid\nimgs/q.jpg,10,0\n")
+    (tmp_path / "lists" / "gallery.csv").write_text(
+        f"imgs/g1.jpg, 10, 1\n{tmp_path / 'lists' / 'imgs' / 'g2.jpg'},0,2\n"
+    )
+    ds = build_dataset("custom", str(tmp_path), train_list="lists/train.txt",
+                       query_list=str(tmp_path / "lists" / "query.csv"), gallery_list="lists/gallery.csv")
+    assert [(os.path.basename(p), pid, cam) for p, pid, cam in ds.train] == [
+        ("a 1.jpg", 1, 0), ("b.jpg", 0, 1), ("c.jpg", 1, 2)]  # 3 -> 0, 10 -> 1; junk -1 dropped
+    assert ds.query == [(str(tmp_path / "lists" / "imgs" / "q.jpg"), 10, 0)]
+    assert [(pid, cam) for _, pid, cam in ds.gallery] == [(10, 1), (0, 2)]
+
+
+def test_custom_bad_line_names_file_and_line(tmp_path, write_jpeg):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text("a.jpg 1 0\na.jpg one 0\n")
+    with pytest.raises(DatasetFormatError, match=r"train.txt, line 2.*one"):
+        build_dataset("custom", str(tmp_path), train_list="train.txt")
+
+
+def test_custom_missing_image_is_named(tmp_path, write_jpeg):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text("a.jpg 1 0\nmissing/b.jpg 2 0\n")
+    with pytest.raises(DatasetNotFoundError, match=r"line 2.*missing/b.jpg"):
+        build_dataset("custom", str(tmp_path), train_list="train.txt")
+
+
+def test_custom_needs_lists(tmp_path):
+    with pytest.raises(DatasetNotFoundError, match="DATASETS.CUSTOM"):
+        build_dataset("custom", str(tmp_path))
+    with pytest.raises(DatasetNotFoundError, match="nope.txt"):
+        build_dataset("custom", str(tmp_path), train_list="nope.txt")
+
+
+def test_unknown_name_lists_valid_names(tmp_path):
+    with pytest.raises(KeyError) as e:
+        build_dataset("market", str(tmp_path))
+    for name in ("market1501", "msmt17", "dukemtmc", "custom", "synthetic"):
+        assert name in str(e.value)
+
+
+def test_relabel_pids_sorted_order():
+    items, mapping = relabel_pids([("a", 40, 0), ("b", 3, 1), ("c", 40, 2), ("d", 17, 0)])
+    assert mapping == {3: 0, 17: 1, 40: 2}
+    assert [pid for _, pid, _ in items] == [2, 0, 2, 1]
+    assert relabel_pids([]) == ([], {})

@@ -1,0 +1,148 @@
+"""Distributed helpers in a single process, and a real 2-process gloo run under torchrun."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from reid.engine.distributed import (
+    DistInfo,
+    all_reduce_mean,
+    barrier,
+    convert_sync_bn,
+    get_rank,
+    get_world_size,
+    init_distributed,
+    is_main_process,
+    wrap_ddp,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_single_process_helpers_are_no_ops(monkeypatch):
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    assert init_distributed("cpu") == DistInfo(0, 1, 0, None)
+    assert (get_rank(), get_world_size(), is_main_process()) == (0, 1, True)
+    barrier()
+    assert all_reduce_mean({"loss": 2.5}) == {"loss": 2.5}
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    assert wrap_ddp(model, torch.device("cpu")) is model
+    assert convert_sync_bn(model, torch.device("cpu")) is model
+
+
+def test_torchrun_environment_without_rendezvous_is_explained(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    with pytest.raises(RuntimeError, match=r"MASTER_ADDR.*torchrun --nproc_per_node"):
+        init_distributed("cpu")
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ValueError, match="WORLD_SIZE='two' must be an integer"):
+        init_distributed("cpu")
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch
+    from reid.config import get_cfg
+    from reid.data import build_train_data, build_train_loader
+    from reid.engine import Trainer, init_distributed, cleanup_distributed
+    from reid.modeling import build_model
+    from reid.utils.logger import setup_logger
+    from reid.utils.misc import seed_everything
+
+    root, out, side = sys.argv[1:4]
+    cfg = get_cfg()
+    cfg.DATASETS.ROOT = root
+    cfg.DATASETS.NAMES = ["synthetic"]
+    s = cfg.DATASETS.SYNTHETIC
+    s.NUM_TRAIN_IDS, s.NUM_TEST_IDS, s.NUM_CAMERAS, s.IMAGES_PER_CAMERA, s.NUM_DISTRACTORS = 8, 3, 2, 2, 0
+    s.IMAGE_SIZE = [64, 32]
+    cfg.INPUT.SIZE_TRAIN = [64, 32]
+    cfg.MODEL.BACKBONE.NAME = "resnet18"
+    cfg.MODEL.BACKBONE.PRETRAINED = False
+    cfg.MODEL.DEVICE = "cpu"
+    cfg.MODEL.SYNC_BN = True  # must degrade to per-process BN on the CPU, with a warning
+    cfg.SOLVER.IMS_PER_BATCH = 16  # 8 per process
+    cfg.DATALOADER.NUM_INSTANCE = 2
+    cfg.DATALOADER.NUM_WORKERS = 0
+    cfg.SOLVER.MAX_EPOCH = 1
+    cfg.SOLVER.WARMUP_ITERS = 1
+    cfg.SOLVER.FREEZE_ITERS = 1  # exercises DDP with parameters that get no gradient
+    cfg.SOLVER.LOG_PERIOD = 1
+    cfg.OUTPUT_DIR = out
+    info = init_distributed("cpu")
+    setup_logger(out, rank=info.rank)
+    seed_everything(cfg.SEED, info.rank)
+    data = build_train_data(cfg)
+    cfg.MODEL.HEADS.NUM_CLASSES = data.num_classes
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    seen, local = [], []
+    model.register_forward_pre_hook(lambda m, args: seen.append(args[1].tolist()))
+    model.register_forward_hook(lambda m, args, outp: local.append(float(outp["loss_id"])))
+    trainer = Trainer(cfg, model, build_train_loader(cfg, data.items), progress=False)
+    trainer.train()
+    torch.save(trainer.model.state_dict(), os.path.join(side, f"model_rank{info.rank}.pth"))
+    with open(os.path.join(side, f"rank{info.rank}.json"), "w") as f:
+        json.dump({"world": info.world_size, "backend": info.backend, "targets": seen, "loss_id": local}, f)
+    cleanup_distributed()
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
+def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
+    from reid.data import build_dataset
+
+    root, out, side = tmp_path / "data", tmp_path / "out", tmp_path / "side"
+    side.mkdir()
+    # Draw the dataset once here, so the two ranks do not race to generate it.
+    build_dataset("synthetic", str(root), num_train_ids=8, num_test_ids=3, num_cameras=2,
+                  images_per_camera=2, num_distractors=0, image_size=(64, 32))
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(script), str(root), str(out), str(side)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    ranks = [json.loads((side / f"rank{r}.json").read_text()) for r in range(2)]
+    assert all(r["world"] == 2 and r["backend"] == "gloo" for r in ranks)
+    ids = [{t for batch in r["targets"] for t in batch} for r in ranks]
+    assert ids[0] and ids[1] and not ids[0] & ids[1], f"ranks shared identities: {ids}"
+    assert len(ranks[0]["targets"]) == len(ranks[1]["targets"])  # same number of iterations
+
+    # DDP kept the replicas identical; rank 0's checkpoint holds them.
+    final = torch.load(str(out / "model_final.pth"), weights_only=True)["model"]
+    for r in range(2):
+        replica = torch.load(str(side / f"model_rank{r}.pth"), weights_only=True)
+        for k, v in final.items():
+            if k.endswith(("running_mean", "running_var", "num_batches_tracked")):
+                continue  # BN statistics are per process without SyncBN (CPU)
+            assert torch.equal(v, replica[k]), f"rank {r} differs in {k}"
+
+    # Only rank 0 wrote: one train record per iteration (not two), losses averaged over ranks.
+    records = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    train = [r for r in records if r["type"] == "train"]
+    iters = len(ranks[0]["targets"])
+    assert [r["iter"] for r in train] == list(range(1, iters + 1))
+    for i, rec in enumerate(train):
+        expected = (ranks[0]["loss_id"][i] + ranks[1]["loss_id"][i]) / 2
+        assert rec["loss_id"] == pytest.approx(expected, rel=1e-4)
+        assert rec["images_per_s"] > 0
+    log = open(out / "log.txt").read()
+    assert log.count("Saved checkpoint") == 1 and "processes: 2" in log
+    assert "SyncBatchNorm needs CUDA" in proc.stdout + proc.stderr
+    assert sorted(os.listdir(out)) == ["config.yaml", "last_checkpoint", "log.txt", "metrics.jsonl", "model_final.pth"]

@@ -1,0 +1,212 @@
+"""Training data assembly, loaders, batch format and corrupt-image handling."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from reid.config import get_cfg
+from reid.data import (
+    IdentitySampler,
+    build_test_data,
+    build_test_loader,
+    build_train_data,
+    build_train_loader,
+    dataset_kwargs,
+)
+from reid.data.dataset_wrappers import ImageDataset
+from reid.data.image_io import CorruptImageError, filter_readable, read_image
+from reid.data.samplers import ShuffleSampler
+
+
+def tiny_cfg(root, names=("synthetic",)):
+    cfg = get_cfg()
+    cfg.DATASETS.ROOT = str(root)
+    cfg.DATASETS.NAMES = list(names)
+    cfg.DATASETS.TESTS = ["synthetic"]
+    s = cfg.DATASETS.SYNTHETIC
+    s.NUM_TRAIN_IDS, s.NUM_TEST_IDS, s.NUM_CAMERAS, s.IMAGES_PER_CAMERA, s.NUM_DISTRACTORS = 8, 3, 3, 2, 2
+    s.IMAGE_SIZE = [64, 32]
+    cfg.INPUT.SIZE_TRAIN = [48, 24]
+    cfg.INPUT.SIZE_TEST = [40, 20]
+    cfg.SOLVER.IMS_PER_BATCH = 8
+    cfg.DATALOADER.NUM_INSTANCE = 2
+    cfg.DATALOADER.NUM_WORKERS = 0
+    cfg.TEST.IMS_PER_BATCH = 7
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+def add_market(root, write_jpeg):
+    files = {"bounding_box_train": ["0002_c1s1_000451_03.jpg", "0002_c2s1_000551_01.jpg", "0009_c3s1_000601_01.jpg",
+                                    "0009_c4s1_000601_01.jpg"],
+             "query": ["0002_c4s1_002351_00.jpg"], "bounding_box_test": ["0002_c1s1_000151_01.jpg"]}
+    for sub, names in files.items():
+        for n in names:
+            write_jpeg(os.path.join(str(root), "market1501", sub, n))
+
+
+def test_build_train_data_relabels_and_holds_out_validation(root):
+    cfg = tiny_cfg(root)
+    full = build_train_data(cfg)
+    assert full.num_classes == 8 and full.val_query == [] and full.val_gallery == []
+    assert sorted({p for _, p, _ in full.items}) == list(range(8))
+    cfg.TEST.VAL_IDS = 3
+    td = build_train_data(cfg)
+    assert td.num_classes == 5 and sorted({p for _, p, _ in td.items}) == list(range(5))
+    assert len(td.items) + len(td.val_query) + len(td.val_gallery) == len(full.items)
+    val_ids = {p for _, p, _ in td.val_query}
+    assert len(val_ids) == 3 == len(td.val_query)  # one query per held-out identity
+    assert {p for _, p, _ in td.val_gallery} == val_ids
+    train_paths = {p for p, _, _ in td.items}
+    assert train_paths.isdisjoint(p for p, _, _ in td.val_query + td.val_gallery)
+    for _, pid, cam in td.val_query:  # synthetic ids span >= 2 cameras: a cross-camera match exists
+        assert any(p == pid and c != cam for _, p, c in td.val_gallery)
+    again = build_train_data(cfg)
+    assert again.val_query == td.val_query  # seeded by SEED
+    cfg.SEED = 1
+    assert build_train_data(cfg).val_query != td.val_query
+    cfg.TEST.VAL_IDS = 8
+    with pytest.raises(ValueError, match="TEST.VAL_IDS"):
+        build_train_data(cfg)
+
+
+def test_combined_datasets_offset_pids(tmp_path, root, write_jpeg):
+    add_market(tmp_path, write_jpeg)
+    cfg = tiny_cfg(tmp_path, names=("market1501", "synthetic"))
+    td = build_train_data(cfg)
+    assert [d.name for d in td.datasets] == ["market1501", "synthetic"]
+    assert td.num_classes == 2 + 8
+    market = [it for it in td.items if "market1501" in it[0]]
+    assert sorted({p for _, p, _ in market}) == [0, 1]  # market first: 2 -> 0, 9 -> 1
+    assert {p for p, _, _ in market} and all(p >= 2 for path, p, _ in td.items if "synthetic" in path)
+    assert {c for _, _, c in market} == {0, 1, 2, 3}  # camera ids kept as the dataset numbers them
+
+
+def test_train_loader_batch_format(root):
+    cfg = tiny_cfg(root)
+    td = build_train_data(cfg)
+    loader = build_train_loader(cfg, td.items)
+    assert isinstance(loader.sampler, IdentitySampler) and isinstance(loader.generator, torch.Generator)
+    assert len(loader) == loader.sampler.num_batches
+    loader.sampler.set_epoch(0)
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    b = batches[0]
+    assert set(b) == {"images", "targets", "camids", "img_paths"}
+    assert b["images"].dtype == torch.uint8 and b["images"].shape == (8, 3, 48, 24)
+    assert b["targets"].dtype == torch.int64 and b["camids"].dtype == torch.int64
+    assert isinstance(b["img_paths"], list) and all(isinstance(p, str) for p in b["img_paths"])
+    assert sorted(np.bincount(b["targets"].numpy()).tolist())[-4:] == [2, 2, 2, 2]  # P=4 x K=2
+    lookup = {p: (pid, cam) for p, pid, cam in td.items}
+    assert all(lookup[p] == (int(t), int(c)) for p, t, c in zip(b["img_paths"], b["targets"], b["camids"]))
+
+
+def test_train_loader_random_sampler_and_errors(root):
+    cfg = tiny_cfg(root)
+    td = build_train_data(cfg)
+    cfg.DATALOADER.SAMPLER = "random"
+    loader = build_train_loader(cfg, td.items)
+    assert isinstance(loader.sampler, ShuffleSampler)
+    assert len(next(iter(loader))["targets"]) == 8
+    cfg.DATALOADER.SAMPLER = "balanced"
+    with pytest.raises(ValueError, match="identity, random"):
+        build_train_loader(cfg, td.items)
+
+
+def test_train_loader_with_a_worker_is_repeatable(root):
+    cfg = tiny_cfg(root)
+    cfg.DATALOADER.NUM_WORKERS = 1
+    td = build_train_data(cfg)
+    firsts = []
+    for _ in range(2):
+        loader = build_train_loader(cfg, td.items)
+        assert loader.persistent_workers
+        loader.sampler.set_epoch(0)
+        firsts.append(next(iter(loader)))
+    assert firsts[0]["img_paths"] == firsts[1]["img_paths"]
+    assert torch.equal(firsts[0]["images"], firsts[1]["images"])  # same augmentations
+
+
+def test_test_loader_query_then_gallery(root):
+    cfg = tiny_cfg(root)
+    query, gallery = build_test_data(cfg, "synthetic")
+    loader = build_test_loader(cfg, query, gallery)
+    got = [b for b in loader]
+    paths = [p for b in got for p in b["img_paths"]]
+    assert paths == [p for p, _, _ in query + gallery]
+    pids = torch.cat([b["targets"] for b in got]).tolist()
+    assert pids == [p for _, p, _ in query + gallery]  # original pids, distractors 0
+    assert got[0]["images"].shape[1:] == (3, 40, 20) and len(got[0]["targets"]) == 7
+    assert sum(len(b["targets"]) for b in got) == len(query) + len(gallery)
+
+
+def test_dataset_kwargs_from_config():
+    cfg = get_cfg()
+    cfg.DATASETS.MSMT17_COMBINE_VAL = False
+    cfg.DATASETS.CUSTOM.TRAIN_LIST = "t.txt"
+    assert dataset_kwargs(cfg, "msmt17") == {"combine_val": False}
+    assert dataset_kwargs(cfg, "custom")["train_list"] == "t.txt"
+    syn = dataset_kwargs(cfg, "synthetic")
+    assert syn["num_train_ids"] == cfg.DATASETS.SYNTHETIC.NUM_TRAIN_IDS and syn["image_size"] == (128, 64)
+    assert dataset_kwargs(cfg, "market1501") == {}
+
+
+# ----------------------------------------------------------------------- corrupt images
+def truncate(path):
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+
+
+def test_read_image_errors_name_the_file(tmp_path, write_jpeg):
+    good = write_jpeg(str(tmp_path / "ok.jpg"), size=(10, 6), value=200)
+    img = read_image(good)
+    assert img.shape == (10, 6, 3) and img.dtype == np.uint8
+    bad = tmp_path / "notes.jpg"
+    bad.write_text("not an image")
+    with pytest.raises(CorruptImageError, match=r"notes.jpg.*DATASETS.SKIP_CORRUPT"):
+        read_image(str(bad))
+    cut = write_jpeg(str(tmp_path / "cut.jpg"), size=(64, 32))
+    truncate(cut)
+    with pytest.raises(CorruptImageError, match="cut.jpg.*truncated"):
+        read_image(cut)
+    with pytest.raises(CorruptImageError, match="missing.jpg"):
+        read_image(str(tmp_path / "missing.jpg"))
+
+
+def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg):
+    add_market(tmp_path, write_jpeg)
+    bad = os.path.join(str(tmp_path), "market1501", "bounding_box_train", "0009_c4s1_000601_01.jpg")
+    truncate(bad)
+    cfg = tiny_cfg(tmp_path, names=("market1501",))
+    cfg.SOLVER.IMS_PER_BATCH = 4
+    td = build_train_data(cfg)
+    assert len(td.items) == 4
+    cfg.DATALOADER.SAMPLER = "random"
+    with pytest.raises(CorruptImageError, match="0009_c4s1_000601_01.jpg"):
+        list(build_train_loader(cfg, td.items))
+    cfg.DATASETS.SKIP_CORRUPT = True
+    with pytest.warns(RuntimeWarning, match=r"skipped 1 unreadable of 4 training images.*0009_c4s1_000601_01"):
+        td = build_train_data(cfg)
+    assert len(td.items) == 3 and bad not in {p for p, _, _ in td.items}
+
+
+def test_skip_mode_replaces_an_image_that_breaks_later(tmp_path, write_jpeg):
+    paths = [write_jpeg(str(tmp_path / f"{i}.jpg")) for i in range(4)]
+    items = [(paths[0], 1, 0), (paths[1], 1, 1), (paths[2], 2, 0), (paths[3], 2, 1)]
+    truncate(paths[0])
+    assert filter_readable(items[1:])[1] == []
+    ds = ImageDataset(items, skip_corrupt=True)
+    with pytest.warns(RuntimeWarning, match=r"0.jpg.*replaced by.*1.jpg"):
+        sample = ds[0]
+    assert sample["img_paths"] == paths[1] and sample["targets"] == 1  # same identity
+    assert ds.num_replaced == 1 and sample["images"].shape == (3, 32, 16)
+    with pytest.raises(CorruptImageError, match="0.jpg"):
+        ImageDataset(items)[0]

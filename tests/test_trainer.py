@@ -1,0 +1,414 @@
+"""Trainer behaviour with stub data/model: outputs, resume equivalence, signals, NaN guard,
+model selection, AMP switches, backbone freezing and clipping."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from reid.engine import NonFiniteLossError, Trainer, TrainingInterrupted
+from reid.engine.checkpoint import last_checkpoint
+from reid.utils.logger import setup_logger
+
+from _engine_stubs import StubReID, assert_same_weights, model_state, stub_cfg, stub_loader
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IPE = 6  # 48 stub images / batch 8
+
+
+def run(cfg, model=None, num_workers=0, eval_fn=None, resume=False):
+    setup_logger(cfg.OUTPUT_DIR)
+    trainer = Trainer(cfg, model or StubReID(), stub_loader(cfg, num_workers), eval_fn=eval_fn, progress=False)
+    trainer.resume_or_load(resume=resume)
+    return trainer, trainer.train()
+
+
+def read_metrics(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """One uninterrupted 2-epoch run that the resume tests compare against."""
+    out = tmp_path_factory.mktemp("straight")
+    cfg = stub_cfg(out)
+    run(cfg)
+    return str(out)
+
+
+def test_run_writes_config_log_metrics_and_checkpoints(straight):
+    files = set(os.listdir(straight))
+    assert {"config.yaml", "log.txt", "metrics.jsonl", "model_0001.pth", "model_final.pth", "last_checkpoint"} <= files
+    assert open(os.path.join(straight, "last_checkpoint")).read().strip() == "model_final.pth"
+    log = open(os.path.join(straight, "log.txt")).read()
+    assert "epoch 2/2" in log and "loss_id" in log and "loss_reg" in log and "s_p" in log and "img/s" in log
+    assert "Model selection: none (TEST.VAL_IDS 0)" in log
+    records = read_metrics(straight)
+    train = [r for r in records if r["type"] == "train"]
+    # LOG_PERIOD 2 with 6 iterations per epoch: iterations 2, 4, 6, 8, 10, 12.
+    assert [r["iter"] for r in train] == [2, 4, 6, 8, 10, 12]
+    assert [r["epoch"] for r in train] == [1, 1, 1, 2, 2, 2]
+    for r in train:
+        assert {"lr", "loss", "loss_id", "loss_reg", "s_p", "s_n", "images_per_s", "time", "eta_s"} <= r.keys()
+        assert r["loss"] == pytest.approx(r["loss_id"] + r["loss_reg"], rel=1e-5)
+        assert -1.0 <= r["s_n"] <= 1.0 and r["images_per_s"] > 0
+    ckpt = torch.load(os.path.join(straight, "model_final.pth"), weights_only=True)
+    assert {"model", "optimizer", "scheduler", "scaler", "epoch", "iteration", "rng", "sampler", "cfg", "best"} <= ckpt.keys()
+    assert ckpt["epoch"] == 2 and ckpt["iteration"] == 2 * IPE
+    assert ckpt["sampler"] == {"epoch": 2, "start_batch": 0}
+    assert "head.t" in ckpt["model"]  # head buffers travel with the weights
+    assert ckpt["scheduler"]["last_epoch"] == 2 * IPE
+
+
+def test_same_seed_repeats_the_run(straight, tmp_path):
+    run(stub_cfg(tmp_path))
+    assert_same_weights(model_state(os.path.join(straight, "model_final.pth")), model_state(str(tmp_path / "model_final.pth")))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resume_at_epoch_boundary_ends_where_straight_run_ends(num_workers, tmp_path):
+    ref = tmp_path / "ref"
+    run(stub_cfg(ref), num_workers=num_workers)
+    # "Stop" after epoch 1: keep only what existed then, and resume in a fresh trainer.
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copy(ref / "model_0001.pth", resumed / "model_0001.pth")
+    trainer, result = run(stub_cfg(resumed), num_workers=num_workers, resume=True)
+    assert result.iteration == 2 * IPE
+    assert_same_weights(model_state(str(ref / "model_final.pth")), model_state(str(resumed / "model_final.pth")))
+    log = open(resumed / "log.txt").read()
+    assert "Resumed from" in log and "continuing at epoch 2 batch 0" in log
+
+
+@pytest.mark.parametrize("stop_at", [2, IPE - 1])
+def test_signal_mid_epoch_saves_then_resume_matches_straight(straight, tmp_path, stop_at):
+    cfg = stub_cfg(tmp_path)
+    setup_logger(cfg.OUTPUT_DIR)
+    holder = {}
+
+    def on_forward(call):
+        # The signal arrives during forward call `stop_at` of epoch 1 (0-based within the epoch).
+        if call == stop_at:
+            holder["trainer"]._on_signal(signal.SIGTERM, None)
+
+    trainer = Trainer(cfg, StubReID(on_forward=on_forward), stub_loader(cfg), progress=False)
+    holder["trainer"] = trainer
+    with pytest.raises(TrainingInterrupted) as err:
+        trainer.train()
+    assert err.value.exit_code == 143
+    assert err.value.checkpoint.endswith("model_interrupted.pth")
+    assert "--resume" in str(err.value) and "SIGTERM" in str(err.value)
+    ckpt = torch.load(err.value.checkpoint, weights_only=True)
+    assert ckpt["iteration"] == stop_at + 1
+    assert ckpt["sampler"] == {"epoch": 0, "start_batch": stop_at + 1}
+    assert last_checkpoint(str(tmp_path)) == err.value.checkpoint
+    # A fresh process-like resume: new model object, new loader, new trainer.
+    _, result = run(stub_cfg(tmp_path), resume=True)
+    assert result.iteration == 2 * IPE
+    assert_same_weights(model_state(os.path.join(straight, "model_final.pth")), model_state(str(tmp_path / "model_final.pth")))
+    assert not os.path.exists(tmp_path / "model_interrupted.pth")  # superseded, removed
+
+
+SIGTERM_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {here!r})
+    from _engine_stubs import StubReID, stub_cfg, stub_loader, touch
+    from reid.engine import Trainer, TrainingInterrupted
+    from reid.utils.logger import setup_logger
+
+    out = sys.argv[1]
+    cfg = stub_cfg(out, **{{"SOLVER.MAX_EPOCH": 40}})
+    setup_logger(out)
+    def on_forward(call):
+        if call == 3:
+            touch(os.path.join(out, "started"))
+    trainer = Trainer(cfg, StubReID(on_forward=on_forward, delay=0.05), stub_loader(cfg), progress=False)
+    trainer.resume_or_load(resume=True)
+    try:
+        trainer.train()
+    except TrainingInterrupted as e:
+        print(e)
+        sys.exit(e.exit_code)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_training_process_saves_and_exits_143(tmp_path):
+    script = tmp_path / "train_stub.py"
+    script.write_text(SIGTERM_SCRIPT.format(here=HERE))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (out / "started").exists():
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.time() < deadline, "the training subprocess never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, output
+    assert "Training stopped by SIGTERM" in output
+    path = last_checkpoint(str(out))
+    assert path is not None and path.endswith("model_interrupted.pth")
+    ckpt = torch.load(path, weights_only=True)
+    assert 4 <= ckpt["iteration"] < 40 * IPE
+    assert ckpt["sampler"]["start_batch"] == ckpt["iteration"] % IPE or ckpt["sampler"]["start_batch"] == IPE
+
+
+def test_nan_loss_stops_with_iteration_and_term_and_keeps_checkpoint(straight, tmp_path):
+    nan_call = IPE + 2  # third iteration of epoch 2, after model_0001.pth was written
+    cfg = stub_cfg(tmp_path)
+    with pytest.raises(NonFiniteLossError) as err:
+        run(cfg, model=StubReID(nan_at=nan_call))
+    msg = str(err.value)
+    assert "loss_id" in msg and f"iteration {nan_call}" in msg and "epoch 2" in msg
+    assert err.value.checkpoint.endswith("model_0001.pth")
+    assert "model_0001.pth" in msg
+    # The good checkpoint is intact: loadable and equal to the straight run's epoch-1 file.
+    assert_same_weights(model_state(os.path.join(straight, "model_0001.pth")), model_state(str(tmp_path / "model_0001.pth")))
+    assert last_checkpoint(str(tmp_path)).endswith("model_0001.pth")
+    assert not os.path.exists(tmp_path / "model_final.pth")
+    assert not os.path.exists(tmp_path / "model_interrupted.pth")
+
+
+def eval_sequence(val_maps, test_maps):
+    """An eval_fn returning preset val/test mAPs per epoch (the test split keeps improving)."""
+    def eval_fn(model, epoch):
+        assert not model.training  # the trainer switches to eval mode around evaluation
+        recs = [{"split": "test", "dataset": "stub", "R-1": 50.0, "R-5": 60.0, "R-10": 70.0, "mAP": test_maps[epoch - 1], "mINP": 5.0}]
+        if val_maps is not None:
+            recs.append({"split": "val", "dataset": "stub", "R-1": 40.0, "mAP": val_maps[epoch - 1]})
+        return recs
+    return eval_fn
+
+
+def test_best_model_is_chosen_on_validation_split_only(tmp_path):
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 3, "TEST.VAL_IDS": 2})
+    trainer, result = run(cfg, eval_fn=eval_sequence([10.0, 30.0, 20.0], [1.0, 2.0, 90.0]))
+    assert result.best == {"metric": "val/mAP", "value": 30.0, "epoch": 2, "iteration": 2 * IPE}
+    best = torch.load(str(tmp_path / "model_best.pth"), weights_only=True)
+    assert best["epoch"] == 2
+    assert_same_weights(best["model"], model_state(str(tmp_path / "model_0002.pth")))
+    assert torch.load(str(tmp_path / "model_final.pth"), weights_only=True)["best"]["value"] == 30.0
+    evals = [r for r in read_metrics(str(tmp_path)) if r["type"] == "eval"]
+    assert [(r["epoch"], r["split"]) for r in evals] == [(1, "test"), (1, "val"), (2, "test"), (2, "val"), (3, "test"), (3, "val")]
+    assert evals[4]["mAP"] == 90.0 and evals[4]["iter"] == 3 * IPE and evals[4]["dataset"] == "stub"
+    assert last_checkpoint(str(tmp_path)).endswith("model_final.pth")  # best is not a resume point
+
+
+def test_without_validation_split_test_scores_select_nothing(tmp_path):
+    cfg = stub_cfg(tmp_path, **{"TEST.EVAL_PERIOD": 5})  # period beyond the run: only the final eval
+    _, result = run(cfg, eval_fn=eval_sequence(None, [5.0, 99.0]))
+    assert result.best is None and result.best_checkpoint is None
+    assert not os.path.exists(tmp_path / "model_best.pth")
+    assert result.final_checkpoint.endswith("model_final.pth")
+    evals = [r for r in read_metrics(str(tmp_path)) if r["type"] == "eval"]
+    assert [(r["epoch"], r["split"], r["mAP"]) for r in evals] == [(2, "test", 99.0)]
+
+
+def test_resume_of_finished_run_does_nothing(straight, tmp_path):
+    shutil.copy(os.path.join(straight, "model_final.pth"), tmp_path / "model_final.pth")
+    trainer, result = run(stub_cfg(tmp_path), resume=True)
+    assert result.iteration == 2 * IPE and trainer.model.calls == 0
+    assert "Training already finished" in open(tmp_path / "log.txt").read()
+
+
+def test_resume_without_checkpoint_starts_fresh(tmp_path):
+    trainer, result = run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1}), resume=True)
+    assert result.iteration == IPE
+    assert "no checkpoint in" in open(tmp_path / "log.txt").read()
+
+
+def test_fp16_on_cpu_and_unknown_amp_are_explained(tmp_path):
+    with pytest.raises(ValueError, match=r"SOLVER.AMP fp16 needs CUDA.*Use SOLVER.AMP bf16"):
+        Trainer(stub_cfg(tmp_path, **{"SOLVER.AMP": "fp16"}), StubReID(), stub_loader(stub_cfg(tmp_path)))
+    with pytest.raises(ValueError, match=r"Unknown SOLVER.AMP 'fp8'.*off, bf16, fp16"):
+        Trainer(stub_cfg(tmp_path, **{"SOLVER.AMP": "fp8"}), StubReID(), stub_loader(stub_cfg(tmp_path)))
+
+
+def test_bf16_autocast_trains_on_cpu(tmp_path):
+    _, result = run(stub_cfg(tmp_path, **{"SOLVER.AMP": "bf16", "SOLVER.MAX_EPOCH": 1}))
+    assert result.final_checkpoint is not None
+    train = [r for r in read_metrics(str(tmp_path)) if r["type"] == "train"]
+    assert all(r["loss"] is not None for r in train)
+
+
+@pytest.mark.parametrize("freeze", [IPE, IPE - 2])
+def test_backbone_freeze_trains_only_neck_and_head_first(tmp_path, freeze):
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1, "SOLVER.FREEZE_ITERS": freeze})
+    model = StubReID()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    run(cfg, model=model)
+    after = model.state_dict()
+    changed = not torch.equal(before["backbone.0.weight"], after["backbone.0.weight"])
+    assert changed == (freeze < IPE)
+    assert not torch.equal(before["head.weight"], after["head.weight"])
+    assert not torch.equal(before["neck.weight"], after["neck.weight"])
+    assert all(p.requires_grad for p in model.backbone.parameters())  # unfrozen afterwards
+    assert not model.neck.bias.requires_grad  # a permanently frozen tensor stays frozen
+
+
+def test_freeze_needs_a_known_backbone(tmp_path):
+    class NoBackbone(StubReID):
+        def __init__(self):
+            super().__init__()
+            self.features = self.backbone
+            del self.backbone
+
+    with pytest.raises(ValueError, match="backbone_parameters"):
+        Trainer(stub_cfg(tmp_path, **{"SOLVER.FREEZE_ITERS": 2}), NoBackbone(), stub_loader(stub_cfg(tmp_path)))
+
+
+def test_gradient_clipping_logs_the_norm(tmp_path):
+    run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1, "SOLVER.CLIP_GRAD_NORM": 1e-3}))
+    train = [r for r in read_metrics(str(tmp_path)) if r["type"] == "train"]
+    assert all(r["grad_norm"] > 0 for r in train)
+
+
+def test_periodic_checkpoints_are_bounded(tmp_path):
+    run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 5, "SOLVER.CHECKPOINT_KEEP": 2}))
+    assert sorted(f for f in os.listdir(tmp_path) if f.endswith(".pth")) == ["model_0003.pth", "model_0004.pth", "model_final.pth"]
+
+
+def test_bad_batches_and_outputs_are_explained(tmp_path):
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1})
+
+    class TupleLoader(list):
+        pass
+
+    loader = TupleLoader([(torch.zeros(2, 3, 8, 4), torch.zeros(2, dtype=torch.long))])
+    trainer = Trainer(cfg, StubReID(), loader, progress=False)
+    with pytest.raises(TypeError, match="dicts with 'images' and 'targets'"):
+        trainer.train()
+    with pytest.raises(ValueError, match="yields no batch"):
+        Trainer(cfg, StubReID(), TupleLoader([]), progress=False)
+
+
+# ----------------------------------------------------------------------------------------
+# End to end with the real data pipeline and models (tiny: resnet18, 32x16, 4 identities).
+# ----------------------------------------------------------------------------------------
+def real_cfg(root, out, arch="baseline", head="circle", **overrides):
+    from reid.config import get_cfg
+
+    cfg = get_cfg()
+    cfg.DATASETS.ROOT = str(root)
+    cfg.DATASETS.NAMES = ["synthetic"]
+    cfg.DATASETS.TESTS = ["synthetic"]
+    s = cfg.DATASETS.SYNTHETIC
+    s.NUM_TRAIN_IDS, s.NUM_TEST_IDS, s.NUM_CAMERAS, s.IMAGES_PER_CAMERA, s.NUM_DISTRACTORS = 4, 3, 2, 2, 0
+    s.IMAGE_SIZE = [64, 32]
+    # 32x16 inputs keep a CPU iteration cheap; the /16 feature map (2x1) still feeds MGN's stripes.
+    cfg.INPUT.SIZE_TRAIN = [32, 16]
+    cfg.INPUT.SIZE_TEST = [32, 16]
+    cfg.INPUT.PADDING = 2
+    cfg.MODEL.META_ARCHITECTURE = arch
+    cfg.MODEL.HEADS.NAME = head
+    cfg.MODEL.BACKBONE.NAME = "resnet18"
+    cfg.MODEL.BACKBONE.PRETRAINED = False
+    cfg.MODEL.MGN.REDUCTION_DIM = 32
+    cfg.MODEL.DEVICE = "cpu"
+    cfg.SOLVER.IMS_PER_BATCH = 8
+    cfg.DATALOADER.NUM_INSTANCE = 2
+    cfg.DATALOADER.NUM_WORKERS = 0
+    cfg.SOLVER.OPTIMIZER = "SGD"  # one state tensor per weight (Adam: two): smaller checkpoints
+    cfg.SOLVER.BASE_LR = 0.01
+    cfg.SOLVER.MAX_EPOCH = 1
+    cfg.SOLVER.WARMUP_ITERS = 2
+    cfg.SOLVER.LOG_PERIOD = 1
+    cfg.SOLVER.CHECKPOINT_PERIOD = 10  # only model_final.pth (and interrupt checkpoints)
+    cfg.OUTPUT_DIR = str(out)
+    for key, value in overrides.items():
+        node = cfg
+        for part in key.split(".")[:-1]:
+            node = node[part]
+        node[key.split(".")[-1]] = value
+    return cfg
+
+
+def real_trainer(cfg, on_forward=None, resume=False):
+    from reid.data import build_train_data, build_train_loader
+    from reid.modeling import build_model
+
+    setup_logger(cfg.OUTPUT_DIR)
+    data = build_train_data(cfg)
+    cfg.MODEL.HEADS.NUM_CLASSES = data.num_classes
+    torch.manual_seed(0)  # same initial weights in every run of a test
+    model = build_model(cfg)
+    if on_forward is not None:
+        calls = []
+        model.register_forward_pre_hook(lambda m, args: on_forward(len(calls)) or calls.append(1))
+    trainer = Trainer(cfg, model, build_train_loader(cfg, data.items), progress=False)
+    trainer.resume_or_load(resume=resume)
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def synthetic_root(tmp_path_factory):
+    from reid.data import build_dataset
+
+    root = tmp_path_factory.mktemp("data")
+    build_dataset("synthetic", str(root), num_train_ids=4, num_test_ids=3, num_cameras=2,
+                  images_per_camera=2, num_distractors=0, image_size=(64, 32))
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "arch,head,layout",
+    [("baseline", h, "concat") for h in ("circle", "amsoftmax", "arcface", "curricularface", "normface", "linear")]
+    + [("mgn", "circle", "concat"), ("mgn", "amsoftmax", "per_branch")],
+)
+def test_real_models_and_heads_train_and_write_outputs(synthetic_root, tmp_path, arch, head, layout):
+    cfg = real_cfg(synthetic_root, tmp_path, arch, head, **{"MODEL.MGN.LOSS_LAYOUT": layout})
+    trainer = real_trainer(cfg)
+    result = trainer.train()
+    ipe = trainer.iters_per_epoch
+    ckpt = torch.load(result.final_checkpoint, weights_only=True)
+    assert ckpt["iteration"] == ipe and ckpt["epoch"] == 1
+    assert any(k.startswith(("head.", "heads.")) for k in ckpt["model"])
+    train = [r for r in read_metrics(str(tmp_path)) if r["type"] == "train"]
+    assert [r["iter"] for r in train] == list(range(1, ipe + 1))
+    assert all(r["loss_id"] > 0 and r["loss"] >= r["loss_id"] - 1e-6 for r in train)
+    if head != "linear":
+        assert all(-1.0 <= r["s_p"] <= 1.0 and -1.0 <= r["s_n"] <= 1.0 for r in train)
+    log = open(tmp_path / "log.txt").read()
+    assert "loss_id" in log and "Saved checkpoint" in log
+
+
+@pytest.mark.slow
+def test_real_pipeline_resume_after_signal_matches_straight_run(synthetic_root, tmp_path):
+    # CurricularFace: its running t buffer must resume too, not only the weights.
+    straight = real_trainer(real_cfg(synthetic_root, tmp_path / "a", head="curricularface", **{"SOLVER.MAX_EPOCH": 2}))
+    straight.train()
+    ipe = straight.iters_per_epoch
+    holder = {}
+
+    def on_forward(call):
+        if call == ipe:  # during the 1st iteration of epoch 2
+            holder["t"]._on_signal(signal.SIGINT, None)
+
+    interrupted = real_trainer(real_cfg(synthetic_root, tmp_path / "b", head="curricularface", **{"SOLVER.MAX_EPOCH": 2}), on_forward)
+    holder["t"] = interrupted
+    with pytest.raises(TrainingInterrupted) as err:
+        interrupted.train()
+    assert err.value.exit_code == 130
+    resumed = real_trainer(real_cfg(synthetic_root, tmp_path / "b", head="curricularface", **{"SOLVER.MAX_EPOCH": 2}), resume=True)
+    assert (resumed.epoch, resumed.start_batch) == (1, 1)
+    resumed.train()
+    a = model_state(str(tmp_path / "a" / "model_final.pth"))
+    b = model_state(str(tmp_path / "b" / "model_final.pth"))
+    assert "head.t" in a
+    assert_same_weights(a, b)
