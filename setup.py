@@ -31,10 +31,11 @@ setup(
     ],
     extras_require={
         "dev": ["pytest>=7"],
-        # Optional extras: ONNX export check, TensorBoard events, fast approximate search.
+        # Optional extras: ONNX export check, TensorBoard events, faiss search, safetensors galleries.
         "export": ["onnx>=1.14", "onnxruntime>=1.16"],
         "tensorboard": ["tensorboard>=2.12"],
         "faiss": ["faiss-cpu>=1.7"],
+        "safetensors": ["safetensors>=0.4"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

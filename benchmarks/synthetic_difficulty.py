@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--num-train-ids", type=int, default=100)
     ap.add_argument("--num-test-ids", type=int, default=100)
     ap.add_argument("--num-cameras", type=int, default=6)
-    ap.add_argument("--images-per-camera", type=int, default=4)
+    ap.add_argument("--images-per-camera", type=int, default=5)
     ap.add_argument("--num-distractors", type=int, default=-1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--image-size", type=int, nargs=2, default=[128, 64])

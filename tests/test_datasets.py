@@ -253,3 +253,42 @@ def test_relabel_pids_sorted_order():
     assert mapping == {3: 0, 17: 1, 40: 2}
     assert [pid for _, pid, _ in items] == [2, 0, 2, 1]
     assert relabel_pids([]) == ([], {})
+
+
+# ------------------------------------------------------------------------------- download
+def test_download_manual_only_datasets_explain(tmp_path):
+    from reid.data.download import DownloadUnavailableError, download_dataset
+
+    with pytest.raises(DownloadUnavailableError, match="withdrawn"):
+        download_dataset("dukemtmc", str(tmp_path))
+    with pytest.raises(DownloadUnavailableError, match="agreement"):
+        download_dataset("msmt17", str(tmp_path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_download_market_unpacks_with_gdown(tmp_path, write_jpeg, monkeypatch):
+    import sys
+    import types
+    import zipfile
+
+    from reid.data import download
+
+    src = make_market(str(tmp_path / "src"), write_jpeg)
+    calls = []
+
+    def fake_download(id, output, quiet):  # stands in for the Google Drive transfer
+        calls.append(id)
+        with zipfile.ZipFile(output, "w") as zf:
+            for dirpath, _, files in os.walk(src):
+                for f in files:
+                    full = os.path.join(dirpath, f)
+                    zf.write(full, os.path.relpath(full, os.path.dirname(src)))
+        return output
+
+    monkeypatch.setitem(sys.modules, "gdown", types.SimpleNamespace(download=fake_download))
+    root = str(tmp_path / "root")
+    folder = download.download_dataset("market1501", root)
+    assert calls == [download.GDRIVE_MIRRORS["market1501"]["file_id"]]
+    assert folder == os.path.join(root, "Market-1501-v15.09.15") and sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]
+    assert len(build_dataset("market1501", root).train) == 6
+    assert download.download_dataset("market1501", root) == folder and len(calls) == 1  # already there

@@ -13,7 +13,7 @@ def _brute(q, g, metric):
         qn = q / np.linalg.norm(q, axis=1, keepdims=True)
         gn = g / np.linalg.norm(g, axis=1, keepdims=True)
         return 1.0 - qn @ gn.T
-    return np.sqrt(((q[:, None, :] - g[None, :, :]) ** 2).sum(-1))
+    return np.stack([np.sqrt(((g - row) ** 2).sum(axis=1)) for row in q])
 
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
@@ -74,3 +74,18 @@ def test_empty_and_mismatched_inputs():
         compute_distance(np.ones(4, np.float32), x)
     with pytest.raises(ValueError, match="chunk_size"):
         compute_distance(x, x, chunk_size=0)
+
+
+@pytest.mark.parametrize("onednn", [True, False])
+def test_large_products_on_both_cpu_paths(monkeypatch, onednn):
+    # 300 x 1200 x 256 multiply-adds is above the size where oneDNN is used (when present).
+    from reid.evaluation import distance
+
+    monkeypatch.setattr(distance, "_onednn_ok", distance._onednn_ok and onednn)
+    assert distance._onednn_wanted(300, 1200, 256, torch.device("cpu")) == distance._onednn_ok
+    rng = np.random.default_rng(1)
+    q = (rng.normal(size=(300, 256)) + 1.0).astype(np.float32)
+    g = (rng.normal(size=(1200, 256)) + 1.0).astype(np.float32)
+    for metric in ("cosine", "euclidean"):
+        d = compute_distance(q, g, metric=metric, chunk_size=300)
+        np.testing.assert_allclose(d, _brute(q, g, metric), atol=1e-5, rtol=1e-5)

@@ -385,3 +385,21 @@ def test_modeling_does_not_import_higher_layers():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_mgn_backbone_parameters_are_trunk_and_branches_only():
+    from reid.config import get_cfg
+    from reid.modeling import build_model
+
+    cfg = get_cfg()
+    cfg.MODEL.META_ARCHITECTURE = "mgn"
+    cfg.MODEL.BACKBONE.NAME = "resnet18"
+    cfg.MODEL.BACKBONE.PRETRAINED = False
+    cfg.MODEL.HEADS.NUM_CLASSES = 4
+    model = build_model(cfg)
+    frozen = {id(p) for p in model.backbone_parameters()}
+    trunk_and_branches = [model.trunk, model.branch_global, model.branch_part2, model.branch_part3]
+    assert frozen == {id(p) for m in trunk_and_branches for p in m.parameters()}
+    # The reductions and the head must stay trainable while the backbone is frozen.
+    assert not frozen & {id(p) for p in model.reductions.parameters()}
+    assert not frozen & {id(p) for p in model.heads.parameters()}

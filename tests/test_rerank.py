@@ -8,11 +8,14 @@ import torch
 from reid.evaluation import re_ranking
 
 
-def dense_re_ranking(q, g, k1, k2, lambda_value, metric):
+def dense_re_ranking(q, g, k1, k2, lambda_value, metric, dtype=np.float64):
     """The original algorithm (Zhong et al. 2017, published code) with dense N x N arrays,
     one item at a time. Returns (final q x g distances, number of items whose set grew in
-    the expansion step), the latter so tests can check that they exercise that step."""
-    x = np.concatenate([q, g]).astype(np.float64)
+    the expansion step), the latter so tests can check that they exercise that step.
+
+    benchmarks/bench_evaluation.py runs this with dtype=float32 (as the published code)
+    as the dense baseline."""
+    x = np.concatenate([q, g]).astype(dtype)
     n, nq = len(x), len(q)
     if metric == "cosine":
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -21,13 +24,13 @@ def dense_re_ranking(q, g, k1, k2, lambda_value, metric):
         dist = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
     dist = dist**2  # squared once
     dist = dist / dist.max(axis=1, keepdims=True)  # each row by its maximum
-    rank = np.argsort(dist, axis=1)
+    rank = np.argsort(dist, axis=1).astype(np.int32)
 
     def reciprocal(i, k):
         forward = rank[i, : k + 1]
         return forward[(rank[forward, : k + 1] == i).any(axis=1)]
 
-    v = np.zeros((n, n))
+    v = np.zeros((n, n), dtype)
     half = int(np.around(k1 / 2.0))
     grown = 0
     for i in range(n):
@@ -42,12 +45,15 @@ def dense_re_ranking(q, g, k1, k2, lambda_value, metric):
         w = np.exp(-dist[i, e])
         v[i, e] = w / w.sum()
     if k2 != 1:
-        v = np.stack([v[rank[i, :k2]].mean(axis=0) for i in range(n)])
+        v_qe = np.zeros_like(v)
+        for i in range(n):
+            v_qe[i] = v[rank[i, :k2]].mean(axis=0)
+        v = v_qe
     # Jaccard through the inverted index (items with a non-zero in each column).
     inv = [np.nonzero(v[:, c])[0] for c in range(n)]
-    jaccard = np.zeros((nq, n))
+    jaccard = np.zeros((nq, n), dtype)
     for i in range(nq):
-        s = np.zeros(n)
+        s = np.zeros(n, dtype)
         for c in np.nonzero(v[i])[0]:
             s[inv[c]] += np.minimum(v[i, c], v[inv[c], c])
         jaccard[i] = 1.0 - s / (2.0 - s)
@@ -84,6 +90,15 @@ def test_default_block_and_torch_input():
     q, g = _clustered(seed=3)
     ref, _ = dense_re_ranking(q, g, 20, 6, 0.3, "cosine")
     np.testing.assert_allclose(re_ranking(torch.from_numpy(q), torch.from_numpy(g)), ref, atol=1e-5, rtol=0)
+
+
+def test_large_blocks_through_onednn():
+    # 520 items of dimension 256: the one diagonal block is large enough for the oneDNN
+    # product (where the build has it), the path real-size inputs take.
+    q, g = _clustered(seed=6, num_ids=40, per_id=13, dim=256, noise=3.0, num_q=80)
+    ref, grown = dense_re_ranking(q, g, 20, 6, 0.3, "cosine")
+    np.testing.assert_allclose(re_ranking(q, g), ref, atol=1e-5, rtol=0)
+    assert grown > 0
 
 
 def test_fewer_items_than_k1():

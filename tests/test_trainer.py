@@ -1,6 +1,5 @@
 """Trainer behaviour with stub data/model: outputs, resume equivalence, signals, NaN guard,
 model selection, AMP switches, backbone freezing and clipping."""
-import hashlib
 import json
 import os
 import shutil
@@ -372,7 +371,9 @@ def synthetic_root(tmp_path_factory):
     + [("mgn", "circle", "concat"), ("mgn", "amsoftmax", "per_branch")],
 )
 def test_real_models_and_heads_train_and_write_outputs(synthetic_root, tmp_path, arch, head, layout):
-    cfg = real_cfg(synthetic_root, tmp_path, arch, head, **{"MODEL.MGN.LOSS_LAYOUT": layout})
+    # P=4 identities x K=4 images: the whole tiny training set in one iteration.
+    cfg = real_cfg(synthetic_root, tmp_path, arch, head, **{"MODEL.MGN.LOSS_LAYOUT": layout,
+                                                            "SOLVER.IMS_PER_BATCH": 16, "DATALOADER.NUM_INSTANCE": 4})
     trainer = real_trainer(cfg)
     result = trainer.train()
     ipe = trainer.iters_per_epoch
@@ -412,3 +413,63 @@ def test_real_pipeline_resume_after_signal_matches_straight_run(synthetic_root, 
     b = model_state(str(tmp_path / "b" / "model_final.pth"))
     assert "head.t" in a
     assert_same_weights(a, b)
+
+
+# ----------------------------------------------------------------------------------------
+# Run plumbing: logger, metrics writer, seeding, device resolution, progress bar.
+# ----------------------------------------------------------------------------------------
+def test_logger_rank0_writes_file_once_and_other_ranks_do_not(tmp_path):
+    import logging
+
+    log = setup_logger(str(tmp_path / "a"))
+    log = setup_logger(str(tmp_path / "a"))  # a second setup must not duplicate lines
+    log.info("hello once")
+    logging.getLogger("reid.engine.something").info("child logger line")
+    text = open(tmp_path / "a" / "log.txt").read()
+    assert text.count("hello once") == 1 and "child logger line" in text
+    setup_logger(str(tmp_path / "b"), rank=1).warning("from rank 1")
+    assert not os.path.exists(tmp_path / "b" / "log.txt")
+    setup_logger(None)
+
+
+def test_metrics_writer_lines_are_strict_json_and_flushed(tmp_path):
+    from reid.utils.logger import MetricsWriter
+
+    w = MetricsWriter(str(tmp_path), tensorboard=False)
+    w.write({"type": "train", "iter": 1, "loss": torch.tensor(2.5), "bad": float("nan")})
+    # Readable before close: every line is flushed as written.
+    line = open(tmp_path / "metrics.jsonl").read()
+    assert json.loads(line) == {"type": "train", "iter": 1, "loss": 2.5, "bad": None}
+    w.close()
+    off = MetricsWriter(str(tmp_path / "rank1"), enabled=False)
+    off.write({"type": "train"})
+    assert not os.path.exists(tmp_path / "rank1")
+
+
+def test_seeding_and_device_resolution():
+    from reid.utils.misc import derive_seed, resolve_device, seed_everything
+
+    seed_everything(5)
+    a = torch.rand(3)
+    seed_everything(5)
+    assert torch.equal(a, torch.rand(3))
+    seed_everything(5, rank=1)
+    assert not torch.equal(a, torch.rand(3))
+    assert derive_seed(0, 1) != derive_seed(1, 0)
+    with pytest.raises(ValueError, match="non-negative"):
+        derive_seed(-1)
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="MODEL.DEVICE 'tpu'"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available.*MODEL.DEVICE cpu"):
+            resolve_device("cuda")
+
+
+def test_progress_bar_when_asked(tmp_path, capsys):
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1})
+    setup_logger(cfg.OUTPUT_DIR)
+    Trainer(cfg, StubReID(), stub_loader(cfg), progress=True).train()
+    err = capsys.readouterr().err
+    assert "epoch 1/1" in err and f"{IPE}/{IPE}" in err

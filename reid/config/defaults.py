@@ -186,7 +186,7 @@ _C.DATASETS.SYNTHETIC.NUM_TEST_IDS = 100
 # Synthetic dataset: number of cameras.
 _C.DATASETS.SYNTHETIC.NUM_CAMERAS = 6
 # Synthetic dataset: images drawn per identity per camera it appears in.
-_C.DATASETS.SYNTHETIC.IMAGES_PER_CAMERA = 4
+_C.DATASETS.SYNTHETIC.IMAGES_PER_CAMERA = 5
 # Synthetic dataset: single images of other people (pid 0) added to the gallery; -1 = NUM_TEST_IDS.
 _C.DATASETS.SYNTHETIC.NUM_DISTRACTORS = -1
 # Synthetic dataset: seed of the generator (a different seed gives a different dataset).

@@ -152,8 +152,6 @@ def _dist_info() -> Tuple[int, int]:
 
 
 def _worker_init(worker_id: int) -> None:
-    # OpenCV's own thread pool would oversubscribe the cores the workers already share.
-    cv2.setNumThreads(1)
     # Seed NumPy from torch's per-worker seed in case a custom transform uses NumPy.
     np.random.seed(torch.initial_seed() % 2**32)
 
@@ -167,6 +165,11 @@ def _loader_kwargs(cfg) -> Dict[str, Any]:
     }
     if workers > 0:
         kw["worker_init_fn"] = _worker_init
+        # OpenCV's thread pool does not survive fork(): a forked worker that touches it (even
+        # cv2.setNumThreads) can hang once the parent has used it (e.g. to draw the synthetic
+        # dataset). One thread in the parent before the fork means no pool to inherit; the
+        # per-image work is tiny, and the workers already run in parallel.
+        cv2.setNumThreads(1)
     return kw
 
 

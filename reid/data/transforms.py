@@ -45,7 +45,7 @@ class Resize:
         if isinstance(img, torch.Tensor):
             if tuple(img.shape[-2:]) == self.size:
                 return img
-            img = img.permute(1, 2, 0).numpy()
+            img = np.ascontiguousarray(img.permute(1, 2, 0).numpy())
         if img.shape[:2] != self.size:
             # INTER_AREA avoids aliasing when a large crop is shrunk by more than 2x.
             shrink = img.shape[0] > 2 * h or img.shape[1] > 2 * w

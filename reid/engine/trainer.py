@@ -299,9 +299,13 @@ class Trainer:
     # ------------------------------------------------------------------ setup
     def _pick_device(self, spec: str) -> torch.device:
         device = resolve_device(spec)
-        if device.type == "cuda" and self.world_size > 1 and device.index is None:
-            # One GPU per process: torchrun's LOCAL_RANK picks it.
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        if device.type == "cuda" and self.world_size > 1:
+            # One GPU per process: torchrun's LOCAL_RANK picks it (an index in MODEL.DEVICE
+            # would put every process on the same GPU).
+            local = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            if device.index is not None and device.index != local.index:
+                self.logger.warning("MODEL.DEVICE %s ignored under torchrun: this process uses %s.", spec, local)
+            device = local
         if device.type == "cuda":
             torch.cuda.set_device(device)
         return device
@@ -519,19 +523,20 @@ class Trainer:
         stats = getattr(self.model, "last_stats", None) or {}
         stat_names = sorted(k for k, v in stats.items() if isinstance(v, (int, float, torch.Tensor)))
         # One vector, one device->host sync and (DDP) one all-reduce per iteration carries the
-        # loss terms for the NaN check and logging, the head statistics and the stop flag.
+        # loss terms for the NaN check and logging, the head statistics and (DDP) the stop flag.
         parts = [total.detach()] + [t.detach() for t in terms]
         parts += [torch.as_tensor(stats[k], dtype=torch.float32, device=self.device).detach().reshape(()) for k in stat_names]
-        parts.append(torch.tensor(1.0 if self._stop_signal is not None else 0.0, device=self.device))
-        vec = torch.stack([p.to(self.device, torch.float32) for p in parts])
+        if self.world_size > 1:
+            parts.append(torch.tensor(1.0 if self._stop_signal is not None else 0.0, device=self.device))
+        vec = torch.stack([p.to(torch.float32) for p in parts])
         if self.world_size > 1:
             dist.all_reduce(vec, op=dist.ReduceOp.SUM)
-        values = vec.tolist()
-        stop = values[-1] > 0
-        if self.world_size > 1:
-            values = [v / self.world_size for v in values[:-1]]
+            values = vec.tolist()
+            stop = values.pop() > 0
+            values = [v / self.world_size for v in values]
         else:
-            values = values[:-1]
+            values = vec.tolist()
+            stop = self._stop_signal is not None
         record: Dict[str, float] = {"loss": values[0]}
         record.update({k: v for k, v in zip(names, values[1 : 1 + len(names)])})
         record.update({k: v for k, v in zip(stat_names, values[1 + len(names) :])})
@@ -593,7 +598,6 @@ class Trainer:
         self._banner()
         previous = self._install_signal_handlers()
         self._t0 = time.perf_counter()
-        self._iter0 = self.iteration
         try:
             if self.epoch >= self.max_epoch:
                 self.logger.info("Training already finished (%d/%d epochs); nothing to do.", self.epoch, self.max_epoch)

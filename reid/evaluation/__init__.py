@@ -1,11 +1,19 @@
 """Evaluation: distances, CMC/mAP/mINP, k-reciprocal re-ranking, query expansion, feature files."""
 from .distance import compute_distance
+from .evaluator import EvalResult, evaluate_features, evaluate_model, format_table
+from .extract import Features, extract_features
 from .feature_io import load_features, save_features
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
 from .rerank import re_ranking
 
 __all__ = [
+    "EvalResult",
+    "Features",
+    "evaluate_features",
+    "evaluate_model",
+    "extract_features",
+    "format_table",
     "aqe",
     "compute_distance",
     "evaluate_rank",

@@ -47,16 +47,20 @@ def load_features(path: str) -> Tuple[Features, Features]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Feature file {path!r} does not exist; write one with tools/test.py --save-features.")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            missing = [k for k in KEYS if k not in data.files]
-            if missing:
-                raise ValueError(
-                    f"Feature file {path!r} lacks {', '.join(missing)}; it was not written by "
-                    "save_features (expected keys: " + ", ".join(KEYS) + ")."
-                )
-            arrays = {k: data[k] for k in KEYS}
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        data = np.load(path, allow_pickle=False)
+        if not hasattr(data, "files"):  # a plain .npy array
+            raise ValueError("it holds a single array")
+        with data:
+            arrays = {k: data[k] for k in KEYS if k in data.files}
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        # numpy reports a non-npz file as pickled data, a truncated one as a bad zip.
         raise ValueError(f"Feature file {path!r} is not a readable .npz file ({e}); write it again.") from e
+    missing = [k for k in KEYS if k not in arrays]
+    if missing:
+        raise ValueError(
+            f"Feature file {path!r} lacks {', '.join(missing)}; it was not written by "
+            "save_features (expected keys: " + ", ".join(KEYS) + ")."
+        )
     out = []
     for split in SPLITS:
         feats = arrays[f"{split}_feats"]

@@ -9,7 +9,7 @@ Protocol (one query at a time, see docs/evaluation.md):
 
 With ``r_1 < ... < r_m`` the 1-based ranks of the m matches:
   * AP   = (1/m) * sum_k k / r_k       (precision at each hit; not the trapezoid variant)
-  * INP  = m / r_m                     (Ye et al., TPAMI 2021, eq. 2)
+  * INP  = m / r_m                     (Ye et al., TPAMI 2021, where mINP is introduced)
   * CMC@k = fraction of valid queries with r_1 <= k.
 
 How it is computed without sorting indices: the rank of a match p is one plus the number
@@ -37,6 +37,7 @@ from .distance import (
     check_metric,
     check_same_dim,
     feature_center,
+    matmul_operand,
     pairwise_block,
     prepare_features,
     rows_per_block,
@@ -47,9 +48,9 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 # Entries of the distance matrix ranked per task. ~2M float32 (8 MB) keeps a task's sort
 # buffer cache-friendly and leaves enough tasks to spread over the threads.
 _TASK_ELEMENTS = 1 << 21
-# Entries per distance block computed from features (evaluate_rank_from_features): 64M
-# float32 = 256 MB, large enough for an efficient matrix product.
-_BLOCK_ELEMENTS = 1 << 26
+# Entries per distance block computed from features (evaluate_rank_from_features): 32M
+# float32 = 128 MB, large enough for an efficient matrix product.
+_BLOCK_ELEMENTS = 1 << 25
 # Rows x gallery entries compared at once when resolving equal distances.
 _TIE_ELEMENTS = 1 << 22
 
@@ -378,9 +379,9 @@ def evaluate_rank_from_features(
     """`evaluate_rank` of ``compute_distance(q_feats, g_feats, metric)`` without the full matrix.
 
     Distances are computed for a block of queries at a time (``chunk_size`` rows, default
-    ~64M distances = 256 MB per block) and ranked immediately, so peak memory is the
-    features plus one block, not ``Q x G`` (35 GB as float64 / 3.8 GB as float32 at MSMT17
-    size). Results equal `evaluate_rank` on the full matrix. Arguments and errors as in
+    ~32M distances = 128 MB per block) and ranked immediately, so the query x gallery
+    matrix (3.8 GB as float32 at MSMT17 size) never exists. Results equal `evaluate_rank`
+    on ``compute_distance(q_feats, g_feats, metric)``. Arguments and errors as in
     `evaluate_rank` and `compute_distance`.
     """
     max_rank = _check_max_rank(max_rank)
@@ -401,11 +402,12 @@ def evaluate_rank_from_features(
     task_rows = min(block_rows, _rows_per_task(num_g, None))
     threads = _num_threads(num_threads)
     parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    g_op = matmul_operand(g, min(block_rows, num_q))
     with ThreadPoolExecutor(threads) if threads > 1 else _NoPool() as pool:
         for r0 in range(0, num_q, block_rows):
             r1 = min(r0 + block_rows, num_q)
             qs = q_sq[r0:r1] if q_sq is not None else None
-            block = pairwise_block(q[r0:r1], qs, g, g_sq, metric)
+            block = pairwise_block(q[r0:r1], qs, g, g_sq, metric, b_op=g_op)
             parts.extend(_rank_block(block, r0, q_cam_np, g_cam_np, groups, task_rows, pool))
     return _summarise(parts, max_rank)
 

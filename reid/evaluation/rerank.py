@@ -1,24 +1,39 @@
 """k-reciprocal re-ranking (Zhong et al., "Re-ranking Person Re-identification with
 k-reciprocal Encoding", CVPR 2017), exact and sparse.
 
-The output equals the published algorithm (see docs/evaluation.md for the step list);
-what differs is only how it is computed. The original keeps several dense N x N matrices
-(N = query + gallery): 1.5 GB each at Market-1501 size, 35 GB at MSMT17 size. Every
-step, however, only looks at the top-(k1 + 1) neighbours of each item and at the
-non-zero entries of V, which has O(k1^2) entries per row. So here:
+The algorithm, as the authors' published code computes it (N = Q + G items, queries first;
+N(i, k) = the k + 1 nearest items of i, itself included, by ascending distance):
 
-  1. one pass over the N x N distances in symmetric blocks (each block is computed once
-     and used for its rows and, transposed, for its columns) keeps the sorted top-K
-     neighbour list of every item, every row's maximum distance and the query x gallery
-     block that the output needs;
-  2. k-reciprocal sets, the half-k1 expansion and the Gaussian-kernel weights are computed
-     from the neighbour lists for all items at once (padded index arrays, no Python loop
-     over items) and stored as sparse CSR rows of V;
-  3. local query expansion is a sparse product, and the Jaccard distance of each query to
-     each gallery item is a min-sum over shared non-zero columns, accumulated from the
-     inverted index (columns of V) into one chunk of output rows at a time.
+  S1  d(i, j) = plain distance (cosine: 1 - cos, euclidean: not squared) over all N items,
+      squared once, each row divided by its maximum: d(i, j) = D(i, j)^2 / max_j' D(i, j')^2.
+  S2  k-reciprocal set R(i, k) = {j in N(i, k) : i in N(j, k)}  (paper Sec. 3.2).
+  S3  expansion: R*(i) = R(i, k1) united with R(c, round(k1 / 2)) for every c in R(i, k1)
+      with |R(c, round(k1/2)) & R(i, k1)| > 2/3 |R(c, round(k1/2))|  (paper Sec. 3.2;
+      round = numpy.around, halves to even).
+  S4  V[i, j] = exp(-d(i, j)) / sum_{j' in R*(i)} exp(-d(i, j')) for j in R*(i), else 0
+      (Gaussian-kernel encoding, paper Sec. 3.3).
+  S5  local query expansion, for k2 > 1: V[i] <- mean of V[j] over the k2 nearest j of i,
+      i itself first (paper Sec. 3.4).
+  S6  s(q, g) = sum_k min(V[q, k], V[g, k]); Jaccard distance 1 - s / (2 - s)
+      (= 1 - sum min / sum max, as V rows sum to 1; paper Sec. 3.3);
+      final(q, g) = (1 - lambda) * Jaccard + lambda * d(q, g)  (paper Sec. 3.4).
 
-Memory: O(N * K + nnz(V) + Q * G); no N x N matrix is ever formed.
+The output equals this to float rounding; what differs is only how it is computed. The
+original keeps several dense N x N matrices: 1.5 GB each at Market-1501 size, 35 GB at
+MSMT17 size. Every step, however, only reads the nearest neighbours of each item and the
+non-zero entries of V (O(k1^2) per row). So here:
+
+  * one pass over the N x N distances in symmetric blocks (each block computed once, used
+    for its rows and, transposed, for its columns) keeps a sorted nearest-neighbour list
+    and the maximum distance of every item, and the query x gallery block of the output;
+  * S2-S4 work on those lists for all items at once (padded index arrays, no Python loop
+    over items) and store V as sparse CSR rows;
+  * S5 is a sparse product; S6 accumulates the min-sum over the gallery items sharing a
+    non-zero column of V (inverted index), one chunk of output rows at a time.
+
+Memory: O(N * k1 + nnz(V) + Q * G); no N x N matrix is ever formed. Equal distances may be
+ordered differently from the original's quicksort (whose order among ties is itself
+arbitrary), so exact equality holds for inputs without tied distances.
 """
 from __future__ import annotations
 
@@ -33,6 +48,7 @@ from .distance import (
     check_metric,
     check_same_dim,
     feature_center,
+    matmul_operand,
     pair_distances,
     pairwise_block,
     prepare_features,
@@ -49,8 +65,6 @@ _ROW_CHUNK = 4096
 _TRIPLES = 1 << 22
 # Output entries (query x gallery) combined at once in the final mix (16 MB as float64).
 _OUT_ELEMENTS = 1 << 21
-# Feature pairs gathered at once when a member is not on an item's neighbour list.
-_PAIR_CHUNK = 8192
 
 
 def _check_params(k1: int, k2: int, lambda_value: float) -> Tuple[int, int, float]:
@@ -128,21 +142,23 @@ class _NeighbourLists:
 def _neighbour_pass(
     x: torch.Tensor, x_sq: Optional[torch.Tensor], num_q: int, metric: str, k: int, block: int
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Step 1: sorted top-k neighbours (indices, distances) and maximum distance of every
-    item, plus the plain query x gallery distances, from one pass over symmetric blocks."""
+    """The block pass: sorted top-k neighbours (indices, plain distances) and maximum plain
+    distance of every item (S1's row maxima), plus the plain query x gallery distances."""
     n = x.shape[0]
     lists = _NeighbourLists(n, k)
     row_max = np.zeros(n, dtype=np.float32)
     qg = np.empty((num_q, n - num_q), dtype=np.float32)
     starts = list(range(0, n, block))
+    # Every block of items takes part in many products: convert each once.
+    ops = [matmul_operand(x[s : s + block], block) for s in starts]
     # Column block b first meets its own diagonal block, so every list is first filled
     # from a contiguous row-direction block; then the blocks (a, b), a < b, above it.
     for bi, b0 in enumerate(starts):
         b1 = min(b0 + block, n)
-        for a0 in [b0] + starts[:bi]:
-            a1 = min(a0 + block, n)
+        for ai in [bi] + list(range(bi)):
+            a0, a1 = starts[ai], min(starts[ai] + block, n)
             sa, sb = (x_sq[a0:a1], x_sq[b0:b1]) if x_sq is not None else (None, None)
-            d = pairwise_block(x[a0:a1], sa, x[b0:b1], sb, metric).cpu().numpy()
+            d = pairwise_block(x[a0:a1], sa, x[b0:b1], sb, metric, a_op=ops[ai], b_op=ops[bi]).cpu().numpy()
             np.maximum(row_max[a0:a1], d.max(axis=1), out=row_max[a0:a1])
             lists.fold(d, a0, b0, columns=False)
             if b0 != a0:
@@ -156,23 +172,21 @@ def _neighbour_pass(
     return lists.i, lists.d, row_max, qg
 
 
-def _reciprocal(nbr: torch.Tensor, k: int) -> torch.Tensor:
-    """mask[i, p] = True iff nbr[i, p] (p < k) is a k-reciprocal neighbour of i, i.e. i is
-    among the first k entries of nbr[nbr[i, p]] (paper eq. 3, with k = k1 + 1 entries
-    including the item itself, as in the published code)."""
+def _reciprocal(nbr: np.ndarray, k: int) -> np.ndarray:
+    """S2: mask[i, p] = True iff nbr[i, p] (p < k) is a reciprocal neighbour of i, i.e. i is
+    among the first k entries of nbr[nbr[i, p]] (k = k1 + 1: the list includes the item)."""
     f = nbr[:, :k]
-    out = torch.empty(f.shape, dtype=torch.bool, device=nbr.device)
+    out = np.empty(f.shape, dtype=bool)
     for r0 in range(0, f.shape[0], _ROW_CHUNK):
         r1 = min(r0 + _ROW_CHUNK, f.shape[0])
-        me = torch.arange(r0, r1, device=nbr.device).view(-1, 1, 1)
-        out[r0:r1] = (f[f[r0:r1]] == me).any(dim=2)
+        out[r0:r1] = (f[f[r0:r1]] == np.arange(r0, r1)[:, None, None]).any(axis=2)
     return out
 
 
-def _expanded_sets(nbr: torch.Tensor, k1: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Step 2a: R*(i), the k-reciprocal set of i expanded with the half-k1 reciprocal sets
-    R(c, round(k1/2)) of its members c that share more than 2/3 of their items with R(i)
-    (paper eq. 4). Returns (row, col) index arrays of all members, sorted and unique per row."""
+def _expanded_sets(nbr: np.ndarray, k1: int) -> Tuple[np.ndarray, np.ndarray]:
+    """S3: R*(i), the k1-reciprocal set of i expanded with the half-k1 reciprocal sets
+    R(c, round(k1/2)) of its members c that share more than 2/3 of their items with R(i).
+    Returns (row, col) index arrays of all members, sorted and unique per row."""
     n = nbr.shape[0]
     kf = min(k1 + 1, n)
     # Half of k1 rounded like the published code (numpy.around: halves to even).
@@ -184,56 +198,54 @@ def _expanded_sets(nbr: torch.Tensor, k1: int) -> Tuple[np.ndarray, np.ndarray]:
         r1 = min(r0 + _ROW_CHUNK, n)
         f, ok = fwd[r0:r1], fwd_ok[r0:r1]
         cand, cand_ok = half[f], half_ok[f]  # [c, kf, kh]: R(c, kh) of each forward neighbour
-        in_r = ((cand.unsqueeze(3) == f.view(-1, 1, 1, kf)) & ok.view(-1, 1, 1, kf)).any(dim=3)
-        inter = (in_r & cand_ok).sum(dim=2)
-        size = cand_ok.sum(dim=2)
+        r_set = np.where(ok, f, -1)  # R(i): forward neighbours that are reciprocal
+        in_r = (cand[:, :, :, None] == r_set[:, None, None, :]).any(axis=3)
+        inter = (in_r & cand_ok).sum(axis=2)
+        size = cand_ok.sum(axis=2)
         # Same comparison as the published code: |R(c) & R(i)| > 2/3 * |R(c)| in float64.
-        accept = ok & (inter.double() > (2.0 / 3.0) * size.double())
-        members = torch.cat([f.masked_fill(~ok, n), cand.masked_fill(~(accept.unsqueeze(2) & cand_ok), n).flatten(1)], 1)
-        members = torch.sort(members, dim=1).values
+        accept = ok & (inter > (2.0 / 3.0) * size)
+        members = np.concatenate(
+            [np.where(ok, f, n), np.where(accept[:, :, None] & cand_ok, cand, n).reshape(r1 - r0, -1)], axis=1
+        )
+        members.sort(axis=1)
         keep = members < n
         keep[:, 1:] &= members[:, 1:] != members[:, :-1]
-        r, c = keep.nonzero(as_tuple=True)
-        rows_out.append((r + r0).cpu().numpy())
-        cols_out.append(members[r, c].cpu().numpy())
+        r, c = np.nonzero(keep)
+        rows_out.append(r + r0)
+        cols_out.append(members[r, c])
     return np.concatenate(rows_out), np.concatenate(cols_out)
 
 
 def _member_distances(
     rows: np.ndarray,
     cols: np.ndarray,
-    nbr_i: torch.Tensor,
-    nbr_d: torch.Tensor,
+    nbr_i: np.ndarray,
+    nbr_d: np.ndarray,
     x: torch.Tensor,
     x_sq: Optional[torch.Tensor],
     metric: str,
 ) -> np.ndarray:
-    """d(i, j) for every member pair: read from i's neighbour list when j is on it (most
-    pairs), computed from the features otherwise (members reached through a neighbour)."""
+    """Plain D(i, j) for every S3 member pair (for S4's weights): read from i's neighbour
+    list when j is on it (most pairs), computed from the features otherwise (members
+    reached through a neighbour's set)."""
     out = np.empty(rows.shape[0], dtype=np.float32)
-    step = 1 << 20
-    dev = x.device
+    step = 1 << 18
     for a in range(0, rows.shape[0], step):
-        r = torch.from_numpy(rows[a : a + step])
-        c = torch.from_numpy(cols[a : a + step])
-        hit = nbr_i[r] == c.unsqueeze(1)
-        found = hit.any(dim=1)
-        d = torch.gather(nbr_d[r], 1, hit.to(torch.uint8).argmax(dim=1, keepdim=True)).squeeze(1)
-        miss = (~found).nonzero(as_tuple=True)[0]
-        # Misses are computed from gathered feature rows; small slices bound that memory.
-        for m0 in range(0, miss.numel(), _PAIR_CHUNK):
-            mm = miss[m0 : m0 + _PAIR_CHUNK]
-            d[mm] = pair_distances(x, x_sq, r[mm].to(dev), c[mm].to(dev), metric).cpu()
-        out[a : a + step] = d.numpy()
+        r, c = rows[a : a + step], cols[a : a + step]
+        hit = nbr_i[r] == c[:, None]
+        found = hit.any(axis=1)
+        out[a : a + step] = np.take_along_axis(nbr_d[r], hit.argmax(axis=1)[:, None], axis=1)[:, 0]
+        miss = np.flatnonzero(~found)
+        if miss.size:
+            out[a + miss] = pair_distances(x, x_sq, r[miss], c[miss], metric)
     return out
 
 
 def _jaccard_into(
     out: np.ndarray, v: sp.csr_matrix, num_q: int, lam: float, row_max: np.ndarray
 ) -> None:
-    """Step 3b + final mix, in place on `out` (which holds the plain q x g distances):
-    out = (1 - lam) * (1 - s / (2 - s)) + lam * d^2 / max_d^2, with s = sum_k min(V_qk, V_gk)
-    (paper eqs. 10-11 and 12; the published code's 1 - min / (2 - min) form).
+    """S6, in place on `out` (which holds the plain q x g distances D):
+    out = (1 - lam) * (1 - s / (2 - s)) + lam * D^2 / max D^2, s = sum_k min(V_qk, V_gk).
 
     s is non-zero only where a query and a gallery item share a non-zero column of V, so
     the dense part (s = 0, Jaccard distance 1) is written with float32 array operations
@@ -321,20 +333,23 @@ def re_ranking(
     x = torch.cat([q, g], dim=0)
     del q, g
     n = x.shape[0]
-    x, x_sq = prepare_features(x, metric, feature_center(x) if metric == "euclidean" else None)
-    k = min(max(k1 + 1, k2), n)
+    x, x_sq = prepare_features(x, metric, feature_center(x) if metric == "euclidean" else None, inplace=True)
+    # The algorithm reads the first k1 + 1 (and k2) neighbours; keeping twice that many
+    # costs little and holds almost every expanded-set member, whose distance is then
+    # looked up instead of recomputed from gathered features (slow: random row reads).
+    k = min(max(2 * (k1 + 1), k2), n)
     block = int(block_size) if block_size is not None else _BLOCK
     if block < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}.")
 
-    nbr_np, nbr_d_np, row_max, out = _neighbour_pass(x, x_sq, num_q, metric, k, block)
-    nbr_i, nbr_d = torch.from_numpy(nbr_np), torch.from_numpy(nbr_d_np)
+    nbr_i, nbr_d, row_max, out = _neighbour_pass(x, x_sq, num_q, metric, k, block)
     # A row whose items are all identical has maximum 0; its normalised distances are 0/0
     # in the original. Dividing by 1 instead keeps them 0 (and the output finite).
     row_max = np.where(row_max > 0, row_max, 1.0).astype(np.float32)
 
-    rows, cols = _expanded_sets(nbr_i, k1)
+    rows, cols = _expanded_sets(nbr_i, k1)  # S2, S3
     dist = _member_distances(rows, cols, nbr_i, nbr_d, x, x_sq, metric).astype(np.float64)
+    # S4 with S1's normalised squared distance.
     weight = np.exp(-(dist * dist) / row_max[rows].astype(np.float64) ** 2)
     weight /= np.bincount(rows, weights=weight, minlength=n)[rows]
     v = sp.csr_matrix((weight.astype(np.float32), (rows, cols)), shape=(n, n))
@@ -342,16 +357,16 @@ def re_ranking(
 
     kq = min(k2, n)
     if k2 != 1:
-        # Local query expansion: V_i <- mean of V over i's k2 nearest items (itself first).
+        # S5: V_i <- mean of V over i's k2 nearest items (itself first), as a sparse product.
         avg = sp.csr_matrix(
             (np.full(n * kq, 1.0 / kq, dtype=np.float32),
-             nbr_np[:, :kq].ravel(),
+             nbr_i[:, :kq].ravel(),
              np.arange(0, n * kq + 1, kq)),
             shape=(n, n),
         )
         v = (avg @ v).tocsr()
     v.sort_indices()
-    del nbr_i, nbr_d, nbr_np, nbr_d_np, x, x_sq
+    del nbr_i, nbr_d, x, x_sq
 
-    _jaccard_into(out, v, num_q, lam, row_max)
+    _jaccard_into(out, v, num_q, lam, row_max)  # S6
     return out

@@ -18,7 +18,7 @@ Counts: list_train 30,248 images / 1,041 ids; list_val 2,373 images of the same 
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import List
 
 from .base import (
     DATASET_REGISTRY,

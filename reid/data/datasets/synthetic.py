@@ -45,7 +45,7 @@ class SyntheticParams:
     num_train_ids: int = 100
     num_test_ids: int = 100
     num_cameras: int = 6
-    images_per_camera: int = 4
+    images_per_camera: int = 5
     num_distractors: int = 100
     seed: int = 0
     image_size: Tuple[int, int] = (128, 64)
@@ -197,7 +197,7 @@ class SyntheticDataset(ReIDDataset):
         num_train_ids: int = 100,
         num_test_ids: int = 100,
         num_cameras: int = 6,
-        images_per_camera: int = 4,
+        images_per_camera: int = 5,
         num_distractors: Optional[int] = None,
         seed: int = 0,
         image_size: Sequence[int] = (128, 64),

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 #: Bump when the drawing changes, so cached datasets made by an older renderer are not reused.
-RENDER_VERSION = 1
+RENDER_VERSION = 4
 
 Colour = Tuple[int, int, int]
 VIEWS = ("front", "back", "side")
@@ -45,11 +45,19 @@ def _hsv(h: float, s: float, v: float) -> Colour:
 
 
 def _garment_colour(rng: np.random.Generator, neutral_p: float) -> Colour:
-    """A clothing colour: a saturated hue most of the time, black/white/grey otherwise."""
+    """A clothing colour: a saturated hue most of the time, black/white/grey otherwise.
+
+    Hue, saturation and value come from a few well-separated levels (12 hues 30 degrees apart)
+    with a little jitter, like the colour names people would use; a continuous hue would let
+    the cameras' colour casts turn one identity's colour into another's.
+    """
     if rng.random() < neutral_p:
-        v = rng.choice([0.1, 0.25, 0.5, 0.75, 0.95]) + rng.uniform(-0.05, 0.05)
-        return _hsv(rng.random(), rng.uniform(0, 0.12), float(np.clip(v, 0, 1)))
-    return _hsv(rng.random(), rng.uniform(0.5, 1.0), rng.uniform(0.45, 0.95))
+        v = rng.choice([0.1, 0.3, 0.55, 0.8, 0.95]) + rng.uniform(-0.03, 0.03)
+        return _hsv(rng.random(), rng.uniform(0, 0.1), float(np.clip(v, 0, 1)))
+    hue = rng.integers(12) / 12 + rng.normal(0, 0.012)
+    sat = rng.choice([0.55, 0.8, 1.0]) + rng.uniform(-0.05, 0.0)
+    val = rng.choice([0.5, 0.7, 0.92]) + rng.uniform(-0.04, 0.04)
+    return _hsv(hue, sat, val)
 
 
 def _contrast_colour(rng: np.random.Generator, base: Colour) -> Colour:
@@ -112,14 +120,14 @@ class CameraSpec:
 
 def sample_identity(rng: np.random.Generator) -> IdentitySpec:
     """Draw a random person."""
-    upper = _garment_colour(rng, 0.25)
+    upper = _garment_colour(rng, 0.15)
     lower = _NEUTRAL_LOWER[rng.integers(len(_NEUTRAL_LOWER))] if rng.random() < 0.5 else _garment_colour(rng, 0.2)
     opt = lambda p: _garment_colour(rng, 0.3) if rng.random() < p else None  # noqa: E731
     return IdentitySpec(
         upper=upper,
         upper2=_contrast_colour(rng, upper),
         pattern=PATTERNS[rng.choice(len(PATTERNS), p=[0.36, 0.16, 0.12, 0.14, 0.22])],
-        period=float(rng.uniform(0.035, 0.07)),
+        period=float(rng.uniform(0.05, 0.09)),
         logo_shape=int(rng.integers(3)),
         short_sleeves=bool(rng.random() < 0.35),
         lower=tuple(int(x) for x in lower),  # type: ignore[arg-type]
@@ -159,13 +167,13 @@ def sample_camera(rng: np.random.Generator) -> CameraSpec:
         floor_y=float(rng.uniform(0.55, 0.85)),
         bg_period=float(rng.uniform(0.12, 0.4)),
         clutter=clutter,
-        gain=float(rng.uniform(0.65, 1.3)),
-        cast=tuple(float(x) for x in rng.uniform(0.85, 1.15, 3)),  # type: ignore[arg-type]
+        gain=float(rng.uniform(0.72, 1.22)),
+        cast=tuple(float(x) for x in rng.uniform(0.92, 1.08, 3)),  # type: ignore[arg-type]
         light_slope=float(rng.uniform(-0.4, 0.4)),
-        blur=float(rng.uniform(0.0, 1.2)),
+        blur=float(rng.uniform(0.0, 0.9)),
         noise=float(rng.uniform(1.0, 6.0)),
         view_p=tuple(float(x) for x in view_p),  # type: ignore[arg-type]
-        scale=float(rng.uniform(0.74, 0.92)),
+        scale=float(rng.uniform(0.8, 0.95)),
         occluder_p=float(rng.uniform(0.0, 0.25)),
         occluder=bright(),
     )
@@ -302,8 +310,8 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
             L.poly([(lc[0], lc[1] - ls), (lc[0] + ls, lc[1] + ls), (lc[0] - ls, lc[1] + ls)], ident.upper2)
 
     if ident.backpack is not None and view == "back":
-        L.poly([(cx - 0.75 * sw, shoulder_y + 0.03 * hp), (cx + 0.75 * sw, shoulder_y + 0.03 * hp),
-                (cx + 0.7 * sw, hip - 0.03 * hp), (cx - 0.7 * sw, hip - 0.03 * hp)], ident.backpack)
+        L.poly([(cx - 0.6 * sw, shoulder_y + 0.04 * hp), (cx + 0.6 * sw, shoulder_y + 0.04 * hp),
+                (cx + 0.55 * sw, hip - 0.05 * hp), (cx - 0.55 * sw, hip - 0.05 * hp)], ident.backpack)
     elif ident.backpack is not None and view == "front":
         for s in (-1, 1):
             L.line((cx + s * 0.6 * sw, shoulder_y), (cx + s * 0.55 * sw, hip - 0.08 * hp), 0.35 * limb, ident.backpack)
@@ -334,12 +342,15 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
             L.line((cx + 0.3 * sw, neck), (cx + 0.35 * sw, neck + 0.16 * hp), 0.5 * limb, ident.scarf)
 
     # Head: hair first, then the face where it is visible from this view.
+    if ident.long_hair and side:  # hangs behind the head, so drawn before the face
+        L.poly([(head_c[0] - 0.95 * r, top + r), (head_c[0] + 0.1 * r, top + r),
+                (head_c[0] + 0.05 * r, neck + 0.08 * hp), (head_c[0] - 0.9 * r, neck + 0.08 * hp)], ident.hair)
     L.ellipse(head_c, (0.88 * r, r), ident.hair)
     if view == "front":
         L.ellipse((head_c[0], head_c[1] + 0.18 * r), (0.78 * r, 0.82 * r), ident.skin)
     elif side:
         L.ellipse((head_c[0] + 0.25 * r, head_c[1] + 0.15 * r), (0.6 * r, 0.82 * r), ident.skin)
-    if ident.long_hair and view != "front":
+    if ident.long_hair and view == "back":
         L.poly([(cx - 0.95 * r, top + r), (cx + 0.95 * r, top + r), (cx + 0.9 * r, neck + 0.08 * hp),
                 (cx - 0.9 * r, neck + 0.08 * hp)], ident.hair)
     if ident.hat is not None:

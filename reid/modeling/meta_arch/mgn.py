@@ -144,6 +144,12 @@ class MGN(nn.Module):
         set_stage_stride(conv5, stride)
         return nn.Sequential(copy.deepcopy(layer3_rest), conv5)
 
+    def backbone_parameters(self) -> List[nn.Parameter]:
+        """The ImageNet-initialised parts (trunk and the three branches), which
+        ``SOLVER.FREEZE_ITERS`` freezes; the reductions, neck and heads keep training."""
+        parts = (self.trunk, self.branch_global, self.branch_part2, self.branch_part3)
+        return [p for part in parts for p in part.parameters()]
+
     def reduced_features(self, images: torch.Tensor) -> List[torch.Tensor]:
         """Raw pixels -> the 8 reduced features ``[B, REDUCTION_DIM]`` in documented order."""
         shared = self.trunk(self.preprocess(images))
