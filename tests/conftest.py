@@ -25,3 +25,18 @@ def _write_jpeg(path: str, size: Sequence[int] = (32, 16), value: int = -1) -> s
 def write_jpeg() -> Callable[..., str]:
     """``write_jpeg(path, size=(32, 16), value=-1)``: create a small JPEG (folders included)."""
     return _write_jpeg
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread_module():
+    """Run a module's tests with one torch intra-op thread, restoring the count afterwards.
+
+    Test machines are small and shared: several intra-op threads fighting for 2 cores make
+    tiny convolutions 10-30x slower.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -22,13 +22,8 @@ SIZE = [64, 32]
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Test machines are small and shared: several intra-op threads fighting for 2 cores make
-    # tiny convolutions 10-30x slower, so this module runs torch single-threaded.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_torch_thread(one_torch_thread_module):
+    """Run this module with one torch thread (see conftest.one_torch_thread_module)."""
 
 
 def _train_cfg():

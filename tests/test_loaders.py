@@ -124,14 +124,22 @@ def test_train_loader_with_a_worker_is_repeatable(root):
     cfg = tiny_cfg(root)
     cfg.DATALOADER.NUM_WORKERS = 1
     td = build_train_data(cfg)
+    loader = build_train_loader(cfg, td.items)
+    # Workers restart every epoch, so re-seeding the generator (as the trainer does per epoch)
+    # reaches them: a resumed run draws the same augmentations as an uninterrupted one.
+    assert not loader.persistent_workers
     firsts = []
     for _ in range(2):
-        loader = build_train_loader(cfg, td.items)
-        assert loader.persistent_workers
+        loader.generator.manual_seed(123)
         loader.sampler.set_epoch(0)
         firsts.append(next(iter(loader)))
     assert firsts[0]["img_paths"] == firsts[1]["img_paths"]
     assert torch.equal(firsts[0]["images"], firsts[1]["images"])  # same augmentations
+    loader.generator.manual_seed(124)
+    loader.sampler.set_epoch(0)
+    other = next(iter(loader))
+    assert other["img_paths"] == firsts[0]["img_paths"]  # sampling depends on the epoch only
+    assert not torch.equal(other["images"], firsts[0]["images"])  # another seed, other augmentations
 
 
 def test_test_loader_query_then_gallery(root):

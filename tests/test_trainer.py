@@ -415,6 +415,33 @@ def test_real_pipeline_resume_after_signal_matches_straight_run(synthetic_root, 
     assert_same_weights(a, b)
 
 
+@pytest.mark.slow
+def test_real_loader_with_workers_resumes_exactly_at_epoch_boundary(synthetic_root, tmp_path):
+    # Loader workers restart each epoch and take that epoch's seed, so augmentations after a
+    # resume at an epoch boundary are those of the uninterrupted run.
+    extra = {"SOLVER.MAX_EPOCH": 2, "DATALOADER.NUM_WORKERS": 2}
+    straight = real_trainer(real_cfg(synthetic_root, tmp_path / "a", **extra))
+    straight.train()
+    ipe = straight.iters_per_epoch
+    holder = {}
+
+    def on_forward(call):
+        if call == ipe - 1:  # during the last iteration of epoch 1
+            holder["t"]._on_signal(signal.SIGTERM, None)
+
+    interrupted = real_trainer(real_cfg(synthetic_root, tmp_path / "b", **extra), on_forward)
+    holder["t"] = interrupted
+    with pytest.raises(TrainingInterrupted) as err:
+        interrupted.train()
+    assert err.value.exit_code == 143
+    resumed = real_trainer(real_cfg(synthetic_root, tmp_path / "b", **extra), resume=True)
+    # Saved after the last batch of epoch 1: either "epoch 1 done" or "epoch 1, all batches done".
+    assert (resumed.epoch, resumed.start_batch) in ((1, 0), (0, ipe))
+    resumed.train()
+    assert_same_weights(model_state(str(tmp_path / "a" / "model_final.pth")),
+                        model_state(str(tmp_path / "b" / "model_final.pth")))
+
+
 # ----------------------------------------------------------------------------------------
 # Run plumbing: logger, metrics writer, seeding, device resolution, progress bar.
 # ----------------------------------------------------------------------------------------

@@ -179,9 +179,10 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     Batch size per process = SOLVER.IMS_PER_BATCH / world size (when torch.distributed is
     initialised). ``loader.sampler`` has ``set_epoch(epoch, start_batch=0)``; ``loader.generator``
     (a torch.Generator seeded with SEED) seeds the workers' torch RNGs and so the augmentations;
-    reseed it per epoch for order-independent augmentation. With persistent workers (the
-    default when NUM_WORKERS > 0) the workers are seeded once, at the first epoch, so
-    augmentations repeat for a whole uninterrupted run but not across a resume.
+    reseed it per epoch for order-independent augmentation. Workers are not persistent: they
+    are started again each epoch and so take that epoch's seed, which makes a run resumed at
+    an epoch boundary draw the same augmentations as an uninterrupted one (the cost is one
+    worker start per epoch).
     """
     rank, world = _dist_info()
     total = int(cfg.SOLVER.IMS_PER_BATCH)
@@ -207,7 +208,7 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
         sampler=sampler,
         drop_last=True,
         generator=generator,
-        persistent_workers=kw["num_workers"] > 0,
+        persistent_workers=False,
         **kw,
     )
 
