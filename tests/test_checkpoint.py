@@ -1,5 +1,6 @@
 """Checkpoints: atomic save, weights_only loading, head mismatch / drop_head, pointer and pruning."""
 import os
+import pickle
 import random
 
 import numpy as np
@@ -75,7 +76,7 @@ def test_failed_save_keeps_previous_file(tmp_path):
     path = str(tmp_path / "model_0001.pth")
     save_checkpoint(path, epoch=1)
     before = open(path, "rb").read()
-    with pytest.raises(Exception):
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # what pickle raises for a lambda
         save_checkpoint(path, epoch=2, bad=lambda: None)  # not serialisable
     assert open(path, "rb").read() == before
     assert os.listdir(tmp_path) == ["model_0001.pth"]  # no temp file left behind

@@ -11,6 +11,7 @@ from reid.modeling.heads import (
     HEAD_REGISTRY,
     AMSoftmaxHead,
     CurricularFaceHead,
+    LinearHead,
     build_head,
 )
 from reid.modeling.losses import cross_entropy_loss
@@ -66,11 +67,23 @@ def test_cosface_is_amsoftmax():
     assert isinstance(build_head("cosface", 8, 4), AMSoftmaxHead)
 
 
+def test_scale_and_margin_of_heads_without_them_are_ignored_with_a_warning(caplog):
+    # Callers may pass scale/margin to every head (DESIGN.md); heads without one keep their own.
+    with caplog.at_level("WARNING", logger="reid.modeling.heads.build"):
+        linear = build_head("linear", 8, 4, scale=30.0, margin=0.35)
+        normface = build_head("normface", 8, 4, scale=30.0, margin=0.35)
+    assert isinstance(linear, LinearHead)
+    assert (normface.scale, normface.margin) == (30.0, 0.0)  # its scale is used, not its margin
+    text = caplog.text
+    assert "'linear' has no scale" in text and "'normface' has no margin" in text and "amsoftmax" in text
+    # Passing the head's own value (0 margin for normface) is not worth a warning.
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="reid.modeling.heads.build"):
+        build_head("normface", 8, 4, margin=0.0)
+    assert caplog.text == ""
+
+
 def test_bad_arguments_name_the_value():
-    with pytest.raises(ValueError, match="no scale"):
-        build_head("linear", 8, 4, scale=30.0)
-    with pytest.raises(ValueError, match="no margin"):
-        build_head("normface", 8, 4, margin=0.35)
     with pytest.raises(ValueError, match="scale must be > 0"):
         build_head("circle", 8, 4, scale=0.0)
     with pytest.raises(ValueError, match=r"\[0, pi\)"):

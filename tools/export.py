@@ -29,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from reid.inference.commands import USER_ERRORS, add_model_arguments, export_command, predictor_from_args  # noqa: E402
+from reid.inference.commands import add_model_arguments, export_command, predictor_from_args, run_user_command  # noqa: E402
 from reid.inference.export import DEFAULT_OPSET  # noqa: E402
 
 
@@ -49,14 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+    def work() -> None:
         predictor = predictor_from_args(args)
         export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,
                        check=not args.no_check, tol=args.tol)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_user_command(work)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from reid.inference.commands import USER_ERRORS, add_model_arguments, extract_command, predictor_from_args  # noqa: E402
+from reid.inference.commands import add_model_arguments, extract_command, predictor_from_args, run_user_command  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,13 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+    def work() -> None:
         predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers)
         extract_command(predictor, args.input, args.output, progress=not args.quiet)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_user_command(work)
 
 
 if __name__ == "__main__":

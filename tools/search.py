@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from reid.inference.commands import USER_ERRORS, add_model_arguments, predictor_from_args, search_command  # noqa: E402
+from reid.inference.commands import add_model_arguments, predictor_from_args, search_command, run_user_command  # noqa: E402
 from reid.inference.search import BACKENDS  # noqa: E402
 
 
@@ -46,14 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+    def work() -> None:
         predictor = predictor_from_args(args, batch_size=args.batch_size)
         search_command(predictor, args.gallery, args.query, k=args.topk, backend=args.backend,
                        draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_user_command(work)
 
 
 if __name__ == "__main__":

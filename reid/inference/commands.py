@@ -33,6 +33,16 @@ class ExportMismatchError(RuntimeError):
 USER_ERRORS = (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError)
 
 
+def run_user_command(command: Callable[[], Any]) -> int:
+    """Run a tool's work; a user mistake (USER_ERRORS) prints ``error: ...`` and gives exit code 1."""
+    try:
+        command()
+    except USER_ERRORS as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 class ConsoleProgress:
     """Progress of a long extraction on stderr.
 
@@ -218,6 +228,7 @@ __all__ = [
     "ConsoleProgress",
     "ExportMismatchError",
     "USER_ERRORS",
+    "run_user_command",
     "add_model_arguments",
     "export_command",
     "extract_command",

@@ -1,6 +1,7 @@
 """Head registry, published defaults and ``build_head``."""
 from __future__ import annotations
 
+import logging
 import math
 from typing import Dict, Optional, Tuple
 
@@ -14,6 +15,8 @@ from .circle import CircleHead
 from .curricular import CurricularFaceHead
 from .linear import LinearHead
 from .normface import NormFaceHead
+
+logger = logging.getLogger(__name__)
 
 HEAD_REGISTRY = Registry("head")
 HEAD_REGISTRY.register("linear")(LinearHead)
@@ -51,17 +54,22 @@ _ALL_EXTRA_KWARGS = sorted({k for kw in HEAD_EXTRA_KWARGS.values() for k in kw})
 def _resolve(
     name: str, what: str, value: Optional[float], default: Optional[float]
 ) -> Optional[float]:
-    """None or a negative value -> the head's default; otherwise a checked float."""
+    """None or a negative value -> the head's default; otherwise a checked float.
+
+    A head that has no such parameter (linear: scale and margin; normface: margin) keeps its
+    own, so code may pass scale/margin to every head; the value is ignored loudly, not silently.
+    """
     if value is None or float(value) < 0:
         return default
     value = float(value)
+    if what in getattr(HEAD_REGISTRY.get(name), "FIXED_PARAMS", ()) and value != (default or 0.0):
+        with_param = ", ".join(n for n, d in HEAD_DEFAULTS.items() if what not in getattr(HEAD_REGISTRY.get(n), "FIXED_PARAMS", ()))
+        logger.warning(
+            "Head %r has no %s: %s=%s is ignored (heads with a %s: %s).", name, what, what, value, what, with_param
+        )
+        return default
     if not math.isfinite(value):
         raise ValueError(f"Head {name!r}: {what} must be finite, got {value}.")
-    if default is None:
-        raise ValueError(
-            f"Head {name!r} has no {what}, got {what}={value}; pass None or -1 "
-            f"(heads with a {what}: {', '.join(n for n, d in HEAD_DEFAULTS.items() if d[what] is not None)})."
-        )
     if what == "scale" and value == 0:
         raise ValueError(
             f"Head {name!r}: scale must be > 0 (or -1 for the default {default}), got 0."

@@ -22,6 +22,8 @@ class LinearHead(nn.Module):
 
     DEFAULT_SCALE = None
     DEFAULT_MARGIN = None
+    # Plain logits have neither: build_head ignores a given scale/margin (with a warning).
+    FIXED_PARAMS = ("scale", "margin")
     EXTRA_KWARGS: dict = {}
 
     def __init__(self, in_features: int, num_classes: int) -> None:

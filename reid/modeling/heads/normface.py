@@ -17,6 +17,8 @@ class NormFaceHead(CosineHead):
 
     DEFAULT_SCALE = 64.0
     DEFAULT_MARGIN = 0.0
+    # Its margin is fixed at 0: build_head ignores a given margin (with a warning).
+    FIXED_PARAMS = ("margin",)
 
     def __init__(
         self, in_features: int, num_classes: int, scale: float = 64.0, margin: float = 0.0
