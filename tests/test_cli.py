@@ -86,6 +86,15 @@ def test_eval_only_uses_last_checkpoint(trained_run):
     base, out = trained_run
     rc = cli_train.main(["--config-file", str(out / "config.yaml"), "--eval-only"])
     assert rc == 0
+    # The table logged for "epoch 0" must be that of the final weights: the same mAP as the
+    # evaluation the training run recorded after its last epoch (a fresh model would differ).
+    log = (out / "log.txt").read_text()
+    table = log[log.rindex("synthetic after epoch 0:"):]
+    plain = next(line for line in table.splitlines() if line.startswith("| plain"))
+    logged_map = float(plain.strip("|").split("|")[4])
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained_map = [r for r in records if r["type"] == "eval"][-1]["mAP"]
+    assert logged_map == pytest.approx(trained_map, abs=0.006)
 
 
 def test_tools_scripts_show_help_with_examples():

@@ -1,7 +1,6 @@
 """Export round trips: TorchScript always, ONNX when onnx + onnxruntime are installed."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
@@ -21,6 +20,7 @@ from reid.inference.export import (
 )
 from reid.inference.onnx_ops import adaptive_bins
 from reid.modeling import build_model
+from _tools import load_tool
 
 # torch.jit.load itself warns that TorchScript is deprecated; that is not what these tests check.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
@@ -31,15 +31,6 @@ SIZE = (64, 32)  # tiny input: MGN's part maps are 4 x 2, so 3 stripes do not di
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread(one_torch_thread_module):
     """Run this module with one torch thread (see conftest.one_torch_thread_module)."""
-
-
-def _load_tool(name: str):
-    """Import tools/<name>.py under a private module name (tools/ is not a package)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_tool_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _cfg(arch: str):
@@ -145,7 +136,7 @@ def test_onnx_without_packages_says_what_to_install(model, tmp_path, monkeypatch
 
 
 def test_export_tool_writes_and_checks(tmp_path, capsys):
-    export_tool = _load_tool("export")
+    export_tool = load_tool("export")
     cfg = _cfg("baseline")
     cfg.MODEL.HEADS.NUM_CLASSES = 3  # a trained model has a head; export must drop it
     torch.manual_seed(1)

@@ -1,7 +1,6 @@
 """Predictor: loading a trained model in one call, and features of files, folders and arrays."""
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import List
 
@@ -17,6 +16,7 @@ from reid.data.transforms import build_transforms
 from reid.engine.checkpoint import CheckpointError
 from reid.inference import Predictor, collect_images, load_gallery, load_predictor
 from reid.modeling import build_model
+from _tools import load_tool
 
 SIZE = [64, 32]
 
@@ -204,10 +204,7 @@ def test_weights_of_another_architecture_are_refused(trained):
 def test_extract_tool_saves_features_with_paths(trained, image_folder, tmp_path, capsys):
     run, model, cfg = trained
     root, expected_paths = image_folder
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "extract.py")
-    spec = importlib.util.spec_from_file_location("_tool_extract", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("extract")
     out = tmp_path / "gallery.npz"
     assert tool.main(["--run", str(run), "--input", str(root), "--output", str(out), "--num-workers", "0"]) == 0
     err = capsys.readouterr().err

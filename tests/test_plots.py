@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 
@@ -11,6 +10,7 @@ import pytest
 import torch
 
 from reid.visualization import plots
+from _tools import load_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN_PNG_BYTES = 10_000  # a titled, labelled figure with data; an empty canvas is ~2-5 KB
@@ -25,13 +25,6 @@ def _png_ok(path):
     assert os.path.isfile(path) and os.path.getsize(path) > MIN_PNG_BYTES
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-
-
-def _load_tool(name):
-    spec = importlib.util.spec_from_file_location(f"tool_{name}", os.path.join(ROOT, "tools", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _write_run(folder, records):
@@ -225,7 +218,7 @@ def test_gradient_data_equals_autograd_of_the_losses(tmp_path):
 
 
 def test_tools_plot_subcommands(tmp_path, capsys):
-    tool = _load_tool("plot")
+    tool = load_tool("plot")
     run = _write_run(tmp_path / "run", [_train(10, 0.2, 0.1), _train(20, 0.5, 0.05)])
     assert tool.main(["dynamics", run, "-o", str(tmp_path / "dyn.png")]) == 0
     _png_ok(str(tmp_path / "dyn.png"))
@@ -257,7 +250,7 @@ def test_tools_plot_from_saved_features(tmp_path):
              gallery_feats=_clustered_features(rng, g_pids).astype(np.float32), query_pids=q_pids,
              gallery_pids=g_pids, query_camids=q_cams, gallery_camids=g_cams,
              query_paths=np.array([f"q{i}.jpg" for i in range(16)]), gallery_paths=np.array([f"g{i}.jpg" for i in range(32)]))
-    tool = _load_tool("plot")
+    tool = load_tool("plot")
     assert tool.main(["cmc", "--features", str(tmp_path / "f.npz"), "--k1", "4", "--k2", "2", "-o", str(tmp_path / "c.png")]) == 0
     data = json.load(open(tmp_path / "c.json"))
     assert set(data["curves"]) == {"original", "re-ranked"}

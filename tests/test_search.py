@@ -1,7 +1,6 @@
 """Saved galleries and top-K search, down to tools/search.py finding a planted match."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ import torch
 from reid.config import get_cfg, save_config
 from reid.inference import ExactIndex, Gallery, build_index, load_gallery, save_gallery, search
 from reid.modeling import build_model
+from _tools import load_tool
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -148,14 +148,6 @@ def test_faiss_asked_for_but_missing(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- tools/search.py
-def _load_tool(name: str):
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_tool_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_search_tool_finds_the_query_itself(tmp_path, capsys):
     cfg = get_cfg()
     cfg.MODEL.BACKBONE.NAME = "resnet18"
@@ -175,10 +167,10 @@ def test_search_tool_finds_the_query_itself(tmp_path, capsys):
     query = tmp_path / "queries" / "q.jpg"
     shutil.copy(tmp_path / "gallery" / "5.jpg", query)  # an exact copy of gallery image 5
 
-    assert _load_tool("extract").main(["--run", str(run), "--input", str(tmp_path / "gallery"),
+    assert load_tool("extract").main(["--run", str(run), "--input", str(tmp_path / "gallery"),
                                        "--output", str(tmp_path / "g.npz"), "--quiet", "--num-workers", "0"]) == 0
     capsys.readouterr()
-    tool = _load_tool("search")
+    tool = load_tool("search")
     args = ["--run", str(run), "--gallery", str(tmp_path / "g.npz"), "--query", str(tmp_path / "queries"),
             "-k", "3", "--draw", str(tmp_path / "pics"), "--json", str(tmp_path / "m.json")]
     assert tool.main(args) == 0

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 from html.parser import HTMLParser
 
@@ -17,6 +16,7 @@ from reid.visualization import (
     visualize_ranked_results,
 )
 from reid.visualization.tiles import IGNORED_COLOR, MATCH_COLOR, MISMATCH_COLOR, QUERY_COLOR, TileGeometry
+from _tools import load_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -280,13 +280,6 @@ def _features_npz(path, query, gallery, qf, gf):
     return str(path)
 
 
-def _load_tool(name):
-    spec = importlib.util.spec_from_file_location(f"tool_{name}", os.path.join(ROOT, "tools", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_tools_visualize_from_saved_features(example, tmp_path, capsys):
     query, gallery, _ = example
     rng = np.random.default_rng(0)
@@ -294,7 +287,7 @@ def test_tools_visualize_from_saved_features(example, tmp_path, capsys):
     qf = centres[[q[1] for q in query]] + 0.3 * rng.normal(size=(2, 8))
     gf = centres[[g[1] for g in gallery]] + 0.3 * rng.normal(size=(6, 8))
     npz = _features_npz(tmp_path / "feats.npz", query, gallery, qf, gf)
-    tool = _load_tool("visualize")
+    tool = load_tool("visualize")
     out = tmp_path / "vis"
     rc = tool.main([npz, "-o", str(out), "--topk", "3", "--rerank", "--k1", "3", "--k2", "1", "--both-rows",
                     "--format", "png", "--tile-height", "128"])
