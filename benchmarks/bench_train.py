@@ -7,7 +7,9 @@ with 751 identities (Market-1501) and the Circle head. Two data sources:
 
 * default: one batch of random uint8 images already on the device (compute only);
 * ``--with-loader``: the real pipeline (JPEG decoding, augmentation, collation, host-to-device
-  copy) over a generated synthetic dataset, to see whether data loading limits training.
+  copy) over a generated synthetic dataset of 128x64 JPEGs (Market-1501's crop size), to see
+  whether data loading limits training. ``benchmarks/bench_loader.py`` measures the pipeline
+  alone.
 
 Timing: ``--warmup`` untimed iterations (cuDNN autotuning, allocator warm-up), then ``--iters``
 timed ones, with ``torch.cuda.synchronize()`` before and after the timed loop. Each model runs
@@ -105,10 +107,11 @@ def _cfg(args: argparse.Namespace, name: str, out: str):
     cfg.DATASETS.ROOT = args.data_root
     cfg.DATASETS.NAMES = ["synthetic"]
     s = cfg.DATASETS.SYNTHETIC
-    # Enough identities for P = batch / 4 distinct ones per batch, images at the input size.
+    # Enough identities for P = batch / 4 distinct ones per batch; JPEGs of Market-1501's crop
+    # size (128x64), upscaled to the input size by the transform as in a real run.
     s.NUM_TRAIN_IDS = max(100, args.batch_size // 4 * 2)
     s.NUM_TEST_IDS = 10
-    s.IMAGE_SIZE = list(size)
+    s.IMAGE_SIZE = [128, 64]
     return cfg
 
 

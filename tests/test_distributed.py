@@ -71,6 +71,7 @@ WORKER = textwrap.dedent(
     cfg.MODEL.BACKBONE.NAME = "resnet18"
     cfg.MODEL.BACKBONE.PRETRAINED = False
     cfg.MODEL.DEVICE = "cpu"
+    cfg.MODEL.HEADS.NAME = "curricularface"  # its buffer t must stay equal on both ranks
     cfg.MODEL.SYNC_BN = True  # must degrade to per-process BN on the CPU, with a warning
     cfg.SOLVER.IMS_PER_BATCH = 16  # 8 per process
     cfg.DATALOADER.NUM_INSTANCE = 2
@@ -94,7 +95,8 @@ WORKER = textwrap.dedent(
     trainer.train()
     torch.save(trainer.model.state_dict(), os.path.join(side, f"model_rank{info.rank}.pth"))
     with open(os.path.join(side, f"rank{info.rank}.json"), "w") as f:
-        json.dump({"world": info.world_size, "backend": info.backend, "targets": seen, "loss_id": local}, f)
+        json.dump({"world": info.world_size, "backend": info.backend, "targets": seen, "loss_id": local,
+                   "t": float(trainer.model.head.t), "aug_seed": trainer.train_loader.generator.initial_seed()}, f)
     cleanup_distributed()
     """
 )
@@ -123,6 +125,12 @@ def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
     ids = [{t for batch in r["targets"] for t in batch} for r in ranks]
     assert ids[0] and ids[1] and not ids[0] & ids[1], f"ranks shared identities: {ids}"
     assert len(ranks[0]["targets"]) == len(ranks[1]["targets"])  # same number of iterations
+
+    # Each rank draws its own augmentations (the loader workers' seed mixes in the rank).
+    assert ranks[0]["aug_seed"] != ranks[1]["aug_seed"]
+    # CurricularFace's t follows the mean over both ranks' batches, so the ranks agree on it
+    # (it is also compared with the rest of the state below).
+    assert ranks[0]["t"] == ranks[1]["t"] != 0.0
 
     # DDP kept the replicas identical; rank 0's checkpoint holds them.
     final = torch.load(str(out / "model_final.pth"), weights_only=True)["model"]

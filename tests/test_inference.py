@@ -14,7 +14,7 @@ from reid.config import get_cfg, save_config
 from reid.data.image_io import CorruptImageError, read_image
 from reid.data.transforms import build_transforms
 from reid.engine.checkpoint import CheckpointError
-from reid.inference import Predictor, collect_images, load_gallery, load_predictor
+from reid.inference import Predictor, collect_entries, collect_images, load_gallery, load_predictor
 from reid.modeling import build_model
 from _tools import load_tool
 
@@ -170,6 +170,15 @@ def test_list_files_relative_paths_and_dataset_lines(tmp_path, trained):
     listing = tmp_path / "list.txt"
     listing.write_text("# query list\nimgs/a.jpg 3 1\n\nimgs/b c.jpg\n")
     assert collect_images(listing) == paths
+    entries = collect_entries(listing)
+    assert entries.pids == [3, None] and entries.camids == [1, None] and entries.num_labelled == 1
+    assert entries.label_arrays() == (None, None)  # not every image is labelled
+    # The custom dataset's format: header, commas, a path with a space, a trailing comment.
+    listing.write_text("path,pid,camid\nimgs/b c.jpg,7,2\nimgs/a.jpg 3 0  # first camera\n")
+    entries = collect_entries(listing)
+    assert entries.paths == paths[::-1]
+    pids, camids = entries.label_arrays()
+    assert pids.dtype == np.int64 and pids.tolist() == [7, 3] and camids.tolist() == [2, 0]
     listing.write_text("imgs/a.jpg\nimgs/missing.jpg\n")
     with pytest.raises(FileNotFoundError, match="missing.jpg"):
         collect_images(listing)
@@ -213,5 +222,21 @@ def test_extract_tool_saves_features_with_paths(trained, image_folder, tmp_path,
     assert gallery.paths == [os.path.abspath(p) for p in expected_paths]
     np.testing.assert_allclose(gallery.feats, _direct_features(model, cfg, expected_paths), atol=1e-5)
     assert gallery.meta["input_size"] == "64x32" and gallery.meta["weights"].endswith("model_final.pth")
+    assert gallery.pids is None and gallery.camids is None  # a folder gives no labels
+    # A list file of 'path pid camid' lines: the labels are saved with the features.
+    listing = tmp_path / "labelled.txt"
+    listing.write_text("".join(f"{p} {10 + i} {i % 2}\n" for i, p in enumerate(expected_paths)))
+    out2 = tmp_path / "labelled.npz"
+    assert tool.main(["--run", str(run), "--input", str(listing), "--output", str(out2), "--num-workers", "0",
+                      "--quiet"]) == 0
+    assert "with their paths, pids and camids" in capsys.readouterr().out
+    labelled = load_gallery(out2)
+    assert labelled.pids.tolist() == [10, 11, 12, 13, 14] and labelled.camids.tolist() == [0, 1, 0, 1, 0]
+    np.testing.assert_allclose(labelled.feats, gallery.feats, atol=1e-6)
+    # Labelled list plus an unlabelled folder: no labels, and the log says why.
+    assert tool.main(["--run", str(run), "--input", str(listing), str(root), "--output", str(out2),
+                      "--num-workers", "0", "--quiet"]) == 0
+    assert "5 of 10 images have 'path pid camid' labels" in capsys.readouterr().out
+    assert load_gallery(out2).pids is None
     assert tool.main(["--run", str(run), "--input", str(tmp_path / "none"), "--output", str(out)]) == 1
     assert "none" in capsys.readouterr().err

@@ -92,7 +92,10 @@ def test_train_mode_returns_configured_finite_losses_and_stats():
     for value in losses.values():
         assert value.dim() == 0 and torch.isfinite(value)
     assert set(model.last_stats) == {"s_p", "s_n"}
-    assert all(isinstance(v, float) and -1.0 <= v <= 1.0 for v in model.last_stats.values())
+    # Detached 0-d tensors (logging them needs no device-to-host copy inside the forward).
+    for v in model.last_stats.values():
+        assert isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad
+        assert -1.0 <= float(v) <= 1.0
 
 
 def test_loss_weights_scale_the_losses():
@@ -140,6 +143,32 @@ def test_no_head_without_identity_loss():
     assert model.head is None
     losses = model.train()(images(), TARGETS)
     assert set(losses) == {"loss_triplet"} and model.last_stats == {}
+
+
+@pytest.mark.parametrize(
+    "arch,opts",
+    [
+        ("baseline", {"MODEL__LOSSES__NAMES": ["identity", "triplet"]}),
+        ("baseline", {"MODEL__LOSSES__NAMES": ["triplet"]}),  # FEAT before: the neck is unreached
+        ("baseline", {"MODEL__LOSSES__NAMES": ["triplet"], "MODEL__LOSSES__TRIPLET__FEAT": "after"}),
+        ("baseline", {"MODEL__LOSSES__NAMES": ["pair_circle"], "MODEL__LOSSES__PAIR_CIRCLE__FEAT": "before"}),
+        ("mgn", {"MODEL__LOSSES__NAMES": ["identity", "triplet"]}),
+        ("mgn", {"MODEL__LOSSES__NAMES": ["triplet"]}),
+        ("mgn", {"MODEL__LOSSES__NAMES": ["identity", "triplet"], "MODEL__MGN__LOSS_LAYOUT": "per_branch"}),
+        ("mgn", {"MODEL__LOSSES__NAMES": ["triplet"], "MODEL__MGN__LOSS_LAYOUT": "per_branch"}),
+    ],
+)
+def test_every_trainable_parameter_gets_a_gradient(arch, opts):
+    # DistributedDataParallel stops at the second iteration when a parameter it manages gets
+    # no gradient, so whatever the losses, the parts they do not reach must be frozen.
+    model = build(make_cfg(arch, MODEL__MGN__REDUCTION_DIM=16, **opts)).train()
+    sum(model(images(), TARGETS).values()).backward()
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert not missing
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    neck_used = "identity" in opts["MODEL__LOSSES__NAMES"] or "after" in opts.values()
+    assert ("neck.weight" in frozen) == (not neck_used)
+    assert "neck.bias" in frozen  # the BNNeck shift is frozen in any case
 
 
 def test_train_mode_without_targets_is_a_clear_error():

@@ -494,6 +494,62 @@ def test_seeding_and_device_resolution():
             resolve_device("cuda")
 
 
+def test_cuda_devices_always_carry_an_index(monkeypatch):
+    # torch.cuda.set_device and DDP refuse torch.device("cuda"); "auto"/"cuda" must resolve
+    # to the current device's index. CUDA is faked: only the answers of torch.cuda matter.
+    from reid.engine.distributed import local_cuda_index
+    from reid.utils.misc import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device("auto") == torch.device("cuda", 1)
+    assert resolve_device("cuda") == torch.device("cuda", 1)
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    with pytest.raises(ValueError, match="only 2 CUDA device"):
+        resolve_device("cuda:2")
+    # One GPU per process: torchrun's local rank, or index 0 when the launcher has already
+    # narrowed CUDA_VISIBLE_DEVICES to one GPU per process (SLURM).
+    assert local_cuda_index(1) == 1
+    with pytest.raises(RuntimeError, match="LOCAL_RANK 2 but only 2 CUDA device"):
+        local_cuda_index(2)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert local_cuda_index(3) == 0
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(RuntimeError, match="lower --nproc_per_node"):
+        local_cuda_index(1)
+
+
+def test_resume_with_a_gradient_scaler_from_a_checkpoint_without_one(straight, tmp_path):
+    # Switching to fp16 on resume: a checkpoint saved without a scaler still resumes, with a
+    # fresh scaler. (fp16 needs CUDA, so a CPU scaler stands in for it.)
+    shutil.copytree(straight, tmp_path, dirs_exist_ok=True)
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 3})
+    setup_logger(cfg.OUTPUT_DIR)
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg), progress=False)
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    assert trainer.resume_or_load(resume=True).endswith("model_final.pth")
+    assert trainer.iteration == 2 * IPE and trainer.scaler.get_scale() == 1024.0
+    assert "has no gradient-scaler state" in open(tmp_path / "log.txt").read()
+
+
+def test_log_averages_the_gradient_norm_over_finite_steps(tmp_path):
+    # fp16 steps that the scaler skips have an infinite norm; they must not make the mean inf.
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1})
+    setup_logger(cfg.OUTPUT_DIR)
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg), progress=False)
+    trainer._t0 = 0.0
+    window = {"loss": 3.0, "lr": 0.3, "images": 24.0,
+              "grad_norm": torch.tensor(2.0) + torch.tensor(4.0) + torch.tensor(0.0),
+              "grad_norm_steps": torch.tensor(1.0) + torch.tensor(1.0) + torch.tensor(0.0)}
+    trainer._log_window(0, 2, window, 3, 1.0)
+    trainer.metrics.close()
+    record = read_metrics(str(tmp_path))[-1]
+    assert record["grad_norm"] == 3.0 and record["loss"] == 1.0 and record["images_per_s"] == 24.0
+    assert "grad_norm_steps" not in record
+
+
 def test_progress_bar_when_asked(tmp_path, capsys):
     cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1})
     setup_logger(cfg.OUTPUT_DIR)

@@ -3,7 +3,8 @@
 
 Folders are searched recursively for .jpg, .jpeg, .png, .bmp, .tif, .tiff and .webp files
 (sorted by path); a list file names one image per line (relative paths start from the list
-file's folder; "path pid camid" lines work too). Features are L2-normalised, made exactly
+file's folder; "path pid camid" lines work too, and their pids/camids are saved when every
+image has them). Features are L2-normalised, made exactly
 as the evaluator makes them (resize to INPUT.SIZE_TEST, TEST.FLIP, TEST.AMP), and saved
 with the absolute path of each image to an .npz file (default) or a .safetensors file
 (needs `pip install safetensors`). Progress is shown on stderr.

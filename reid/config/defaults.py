@@ -23,7 +23,7 @@ _C = CN()
 _C.SEED = 0
 # Folder that receives everything a run writes: config.yaml, log.txt, metrics.jsonl, checkpoints.
 _C.OUTPUT_DIR = "output"
-# Use deterministic torch kernels where they exist (slower; for exact repeatability).
+# Deterministic CUDA kernels (cuDNN, torch.use_deterministic_algorithms): slower, for exact repeatability.
 _C.CUDNN_DETERMINISTIC = False
 
 # ---------------------------------------------------------------------------- #

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Dict, Mapping, Optional
 
 import torch
@@ -43,6 +44,30 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"Environment variable {name}={value!r} must be an integer (torchrun sets it).") from e
 
 
+# Rank 0 evaluates (and saves) while the other ranks wait in a barrier; PyTorch's default of
+# 10 minutes for NCCL would abort a job whose evaluation is long (MSMT17 with re-ranking).
+PROCESS_GROUP_TIMEOUT = timedelta(hours=2)
+
+
+def local_cuda_index(local_rank: int) -> int:
+    """The CUDA device index of the process with `local_rank` on its node.
+
+    Normally ``local_rank`` itself. A launcher that gives each process its own GPU (SLURM
+    binding through a per-task ``CUDA_VISIBLE_DEVICES``) shows every process one device,
+    which is then index 0 whatever the local rank. More processes than GPUs otherwise is an
+    error: processes sharing a GPU would silently run slower.
+    """
+    count = torch.cuda.device_count()
+    if local_rank < count:
+        return local_rank
+    if count == 1 and os.environ.get("CUDA_VISIBLE_DEVICES", "").strip():
+        return 0
+    raise RuntimeError(
+        f"LOCAL_RANK {local_rank} but only {count} CUDA device(s) are visible; lower "
+        "--nproc_per_node to the number of GPUs."
+    )
+
+
 def init_distributed(device_spec: str = "auto") -> DistInfo:
     """Join the process group described by torchrun's environment variables, if any.
 
@@ -66,12 +91,7 @@ def init_distributed(device_spec: str = "auto") -> DistInfo:
     spec = str(device_spec).lower()
     use_cuda = torch.cuda.is_available() and spec != "cpu"
     if use_cuda:
-        if local_rank >= torch.cuda.device_count():
-            raise RuntimeError(
-                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} CUDA device(s) are "
-                "visible; lower --nproc_per_node to the number of GPUs."
-            )
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(local_cuda_index(local_rank))
     backend = "nccl" if use_cuda else "gloo"
     missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
@@ -79,7 +99,8 @@ def init_distributed(device_spec: str = "auto") -> DistInfo:
             f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set; launch with "
             "torchrun --nproc_per_node N tools/train.py ... (it sets them)."
         )
-    dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world_size)
+    dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world_size,
+                            timeout=PROCESS_GROUP_TIMEOUT)
     return DistInfo(rank, world_size, local_rank, backend)
 
 
@@ -107,11 +128,14 @@ def barrier() -> None:
 def all_reduce_mean(values: Mapping[str, float], device: Optional[torch.device] = None) -> Dict[str, float]:
     """Mean of each named float over all processes (returned unchanged when single-process).
 
-    `device` must be the CUDA device with NCCL; the CPU is fine for gloo.
+    `device` defaults to the one the backend needs: this process's CUDA device with NCCL,
+    the CPU with gloo.
     """
     world = get_world_size()
     if world == 1 or not values:
         return {k: float(v) for k, v in values.items()}
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     keys = sorted(values)
     t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
@@ -139,32 +163,46 @@ def convert_sync_bn(model: nn.Module, device: torch.device) -> nn.Module:
     return nn.SyncBatchNorm.convert_sync_batchnorm(model)
 
 
+def has_sync_bn(model: nn.Module) -> bool:
+    """Whether `model` contains SyncBatchNorm layers."""
+    return any(isinstance(m, nn.SyncBatchNorm) for m in model.modules())
+
+
 def wrap_ddp(model: nn.Module, device: torch.device, find_unused_parameters: bool = False) -> nn.Module:
     """Wrap `model` in DistributedDataParallel when more than one process runs.
 
     `find_unused_parameters` must be True while some trainable parameters get no gradient
     in an iteration, as when the backbone is frozen for ``SOLVER.FREEZE_ITERS`` iterations
     (the trainer passes it then). Permanently frozen parameters (the BNNeck shift,
-    ``requires_grad=False``) are ignored by DDP and need nothing.
+    ``requires_grad=False``) are ignored by DDP and need nothing; the models freeze the
+    parts no configured loss reaches for this reason.
+
+    Buffers: with SyncBatchNorm every rank computes the same running statistics (and the
+    CurricularFace ``t`` is all-reduced by the head), so rank 0's buffers are not broadcast
+    before every forward; with per-process BatchNorm they are, to keep the ranks' models
+    identical. Gradients are bucket views (no copy into the all-reduce buckets).
     """
     if get_world_size() <= 1:
         return model
+    kwargs = dict(find_unused_parameters=find_unused_parameters, broadcast_buffers=not has_sync_bn(model),
+                  gradient_as_bucket_view=True)
     if device.type == "cuda":
-        return nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index], output_device=device.index, find_unused_parameters=find_unused_parameters
-        )
-    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused_parameters)
+        return nn.parallel.DistributedDataParallel(model, device_ids=[device.index], output_device=device.index, **kwargs)
+    return nn.parallel.DistributedDataParallel(model, **kwargs)
 
 
 __all__ = [
     "DistInfo",
+    "PROCESS_GROUP_TIMEOUT",
     "all_reduce_mean",
     "barrier",
     "cleanup_distributed",
     "convert_sync_bn",
     "get_rank",
     "get_world_size",
+    "has_sync_bn",
     "init_distributed",
     "is_main_process",
+    "local_cuda_index",
     "wrap_ddp",
 ]

@@ -12,6 +12,7 @@ a model never depends on the config and an optimizer state dict always fits on r
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Dict, List, Tuple
 
 import torch
@@ -63,6 +64,19 @@ def build_param_groups(cfg, model: nn.Module) -> List[Dict[str, Any]]:
     return [buckets[k] for k in sorted(buckets)]
 
 
+def _fused(cls: type, groups: List[Dict[str, Any]]) -> Dict[str, bool]:
+    """``{"fused": True}`` when every parameter is a floating CUDA tensor and `cls` has a fused
+    kernel: one kernel for all parameters instead of several per tensor, and with fp16 the
+    gradient scaler then skips its per-step device-to-host check. CPU runs keep the default
+    implementation (and so their results)."""
+    params = [p[1] if isinstance(p, tuple) else p for g in groups for p in g["params"]]  # (name, tensor) pairs
+    if not params or not all(p.is_cuda and p.is_floating_point() for p in params):
+        return {}
+    if "fused" not in inspect.signature(cls.__init__).parameters:
+        return {}
+    return {"fused": True}
+
+
 def build_optimizer(cfg, model: nn.Module) -> torch.optim.Optimizer:
     """``SOLVER.OPTIMIZER`` ("SGD", "Adam", "AdamW") over :func:`build_param_groups`.
 
@@ -83,11 +97,11 @@ def build_optimizer(cfg, model: nn.Module) -> torch.optim.Optimizer:
                 f"SOLVER.NESTEROV needs SOLVER.MOMENTUM > 0 (got {momentum}); raise the momentum "
                 "or set SOLVER.NESTEROV False."
             )
-        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov)
+        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov, **_fused(torch.optim.SGD, groups))
     if key in ("adam", "adamw"):
         betas = (float(solver.MOMENTUM), 0.999)
         cls = torch.optim.Adam if key == "adam" else torch.optim.AdamW
-        return cls(groups, lr=lr, betas=betas)
+        return cls(groups, lr=lr, betas=betas, **_fused(cls, groups))
     raise ValueError(f"Unknown SOLVER.OPTIMIZER {name!r}. Valid names: {', '.join(OPTIMIZERS)}.")
 
 

@@ -47,7 +47,7 @@ from .checkpoint import (
     load_checkpoint,
     periodic_name,
 )
-from .distributed import barrier, convert_sync_bn, get_rank, get_world_size, wrap_ddp
+from .distributed import barrier, convert_sync_bn, get_rank, get_world_size, local_cuda_index, wrap_ddp
 from .lr_scheduler import build_lr_scheduler
 from .optimizer import build_optimizer
 
@@ -285,6 +285,8 @@ class Trainer:
         self._rng_to_restore: Optional[Dict[str, Any]] = None
         self._stop_signal: Optional[int] = None
         self._stop_after_step = False
+        # (DDP) the stop request as a device tensor, set in place: no host-to-device copy per step
+        self._stop_flag = torch.zeros((), device=self.device)
         self.eval_records: List[Dict[str, Any]] = []
 
         if self.is_main:
@@ -302,7 +304,7 @@ class Trainer:
         if device.type == "cuda" and self.world_size > 1:
             # One GPU per process: torchrun's LOCAL_RANK picks it (an index in MODEL.DEVICE
             # would put every process on the same GPU).
-            local = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            local = torch.device("cuda", local_cuda_index(int(os.environ.get("LOCAL_RANK", 0))))
             if device.index is not None and device.index != local.index:
                 self.logger.warning("MODEL.DEVICE %s ignored under torchrun: this process uses %s.", spec, local)
             device = local
@@ -317,6 +319,13 @@ class Trainer:
         torch.backends.cudnn.deterministic = deterministic
         # Autotuning picks the fastest kernels for the fixed input size, but non-deterministically.
         torch.backends.cudnn.benchmark = not deterministic
+        if deterministic:
+            # cuDNN's flag alone leaves other CUDA kernels free to use atomics (the cross-entropy
+            # backward, adaptive max pooling's backward in MGN). warn_only: an op without a
+            # deterministic kernel warns instead of stopping the run. cuBLAS needs its workspace
+            # setting before its first use, i.e. now.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
@@ -345,13 +354,14 @@ class Trainer:
 
     def resume_from(self, path: str) -> None:
         """Restore the full training state saved in checkpoint `path`."""
-        data = load_checkpoint(
-            path,
-            model=self.model,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            scaler=self.scaler if self.scaler.is_enabled() else None,
-        )
+        data = load_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler)
+        if self.scaler.is_enabled():
+            if data.get("scaler") is not None:
+                self.scaler.load_state_dict(data["scaler"])
+            else:
+                # A run switched to fp16 on resume (the checkpoint was float32 or bf16): the
+                # scaler starts afresh and finds its scale within a few iterations.
+                self.logger.info("%s has no gradient-scaler state (saved without fp16); starting a new scaler.", path)
         sampler = data.get("sampler") or {"epoch": int(data.get("epoch", 0)), "start_batch": 0}
         self.epoch = int(sampler["epoch"])
         self.start_batch = int(sampler["start_batch"])
@@ -453,7 +463,9 @@ class Trainer:
         self._rng_to_restore = None
         generator = getattr(self.train_loader, "generator", None)
         if isinstance(generator, torch.Generator):
-            generator.manual_seed(derive_seed(seed, epoch))
+            # Each rank its own augmentation stream (the ranks' workers would otherwise flip and
+            # erase in lockstep); rank 0 keeps the single-process stream.
+            generator.manual_seed(derive_seed(seed, epoch) if self.rank == 0 else derive_seed(seed, epoch, self.rank))
         return self._set_sampler_epoch(epoch, start_batch)
 
     def _set_sampler_epoch(self, epoch: int, start_batch: int) -> int:
@@ -504,8 +516,13 @@ class Trainer:
     def run_step(self, batch: Any, epoch: int, batch_idx: int) -> Dict[str, float]:
         """One optimisation step; returns the logged values (rank-averaged) of this iteration.
 
-        Raises :class:`NonFiniteLossError` before any backward pass when a loss term is NaN
-        or infinite, so the weights and the optimizer stay as they were.
+        Raises :class:`NonFiniteLossError` before the optimizer step when a loss term is NaN
+        or infinite, so the weights and the optimizer state stay as they were.
+
+        GPU work is queued without waiting: the one device-to-host copy per step (the loss
+        terms and head statistics, for the NaN check and the log) is made after the backward
+        pass has been queued, so the GPU keeps computing while the host checks. ``grad_norm``
+        (with SOLVER.CLIP_GRAD_NORM) stays a device tensor until the log line needs it.
         """
         if self.freeze_iters > 0:
             self._set_backbone_frozen(self.iteration < self.freeze_iters)
@@ -522,22 +539,26 @@ class Trainer:
         total = torch.stack(terms).sum() if len(terms) > 1 else terms[0]
         stats = getattr(self.model, "last_stats", None) or {}
         stat_names = sorted(k for k, v in stats.items() if isinstance(v, (int, float, torch.Tensor)))
-        # One vector, one device->host sync and (DDP) one all-reduce per iteration carries the
+        # One vector, one device->host copy and (DDP) one all-reduce per iteration carries the
         # loss terms for the NaN check and logging, the head statistics and (DDP) the stop flag.
         parts = [total.detach()] + [t.detach() for t in terms]
         parts += [torch.as_tensor(stats[k], dtype=torch.float32, device=self.device).detach().reshape(()) for k in stat_names]
         if self.world_size > 1:
-            parts.append(torch.tensor(1.0 if self._stop_signal is not None else 0.0, device=self.device))
+            if self._stop_signal is not None:
+                self._stop_flag.fill_(1.0)
+            parts.append(self._stop_flag)
         vec = torch.stack([p.to(torch.float32) for p in parts])
         if self.world_size > 1:
             dist.all_reduce(vec, op=dist.ReduceOp.SUM)
-            values = vec.tolist()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(total).backward()
+        values = vec.tolist()  # waits for the forward (and the all-reduce), not the backward
+        if self.world_size > 1:
             stop = values.pop() > 0
             values = [v / self.world_size for v in values]
         else:
-            values = vec.tolist()
             stop = self._stop_signal is not None
-        record: Dict[str, float] = {"loss": values[0]}
+        record: Dict[str, Any] = {"loss": values[0]}
         record.update({k: v for k, v in zip(names, values[1 : 1 + len(names)])})
         record.update({k: v for k, v in zip(stat_names, values[1 + len(names) :])})
         for key in names + ["loss"]:
@@ -551,12 +572,14 @@ class Trainer:
         self._stop_after_step = stop
 
         record["lr"] = float(self.optimizer.param_groups[0]["lr"])
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(total).backward()
         if self.clip_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)
             params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
-            record["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.clip_grad_norm))
+            norm = torch.nn.utils.clip_grad_norm_(params, self.clip_grad_norm).detach().float()
+            # fp16 steps that the scaler skips have an infinite norm; the log averages the others.
+            finite = torch.isfinite(norm)
+            record["grad_norm"] = torch.where(finite, norm, torch.zeros_like(norm))
+            record["grad_norm_steps"] = finite.float()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
@@ -666,7 +689,7 @@ class Trainer:
                            desc=f"epoch {epoch + 1}/{self.max_epoch}", leave=False, dynamic_ncols=True)
             except ImportError:
                 bar = None
-        window: Dict[str, float] = {}
+        window: Dict[str, Any] = {}  # sums of the step records (floats, or device tensors)
         count = 0
         t_window = time.perf_counter()
         try:
@@ -691,8 +714,11 @@ class Trainer:
             if bar is not None:
                 bar.close()
 
-    def _log_window(self, epoch: int, batch_idx: int, window: Mapping[str, float], count: int, elapsed: float) -> None:
-        means = {k: v / count for k, v in window.items() if k != "images"}
+    def _log_window(self, epoch: int, batch_idx: int, window: Mapping[str, Any], count: int, elapsed: float) -> None:
+        window = {k: float(v) for k, v in window.items()}  # device tensors (grad_norm) sync here, once
+        means = {k: v / count for k, v in window.items() if k not in ("images", "grad_norm", "grad_norm_steps")}
+        if window.get("grad_norm_steps", 0.0) > 0:
+            means["grad_norm"] = window["grad_norm"] / window["grad_norm_steps"]
         images_per_s = window.get("images", 0.0) / max(elapsed, 1e-9)
         sec_per_iter = elapsed / max(count, 1)
         eta = (self.max_iters - self.iteration) * sec_per_iter

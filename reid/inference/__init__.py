@@ -23,7 +23,7 @@ from .gallery import Gallery, load_gallery, save_gallery
 from .loading import build_inference_model, load_weights
 from .predictor import Predictor, load_predictor
 from .search import ExactIndex, FaissIndex, SearchResult, build_index, faiss_available, search
-from .sources import IMAGE_EXTENSIONS, collect_images
+from .sources import IMAGE_EXTENSIONS, ImageEntries, collect_entries, collect_images
 
 __all__ = [
     "ExactIndex",
@@ -31,11 +31,13 @@ __all__ = [
     "FaissIndex",
     "Gallery",
     "IMAGE_EXTENSIONS",
+    "ImageEntries",
     "NormalizedFeatureModel",
     "Predictor",
     "SearchResult",
     "build_index",
     "build_inference_model",
+    "collect_entries",
     "collect_images",
     "compare_with_export",
     "export_model",

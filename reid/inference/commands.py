@@ -19,7 +19,7 @@ from .export import DEFAULT_OPSET, ExportCheck, compare_with_export, export_form
 from .gallery import Gallery, gallery_format, load_gallery, require_safetensors, save_gallery
 from .predictor import Predictor, load_predictor
 from .search import BACKENDS, build_index
-from .sources import collect_images
+from .sources import collect_entries, collect_images
 
 Log = Callable[[str], None]
 
@@ -148,17 +148,27 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     """Features of every image in `sources` (folders, list files, images) saved to `output`.
 
     Paths are stored absolute, so a search run from another folder still finds the images.
+    When every image comes from ``path pid camid`` list lines, the pids and camids are saved
+    too (a search then reports them); when only some are labelled, none are saved and the
+    log says why.
     """
     fmt = gallery_format(output)  # a bad extension fails now, not after an hour of extraction
     if fmt == "safetensors":
         require_safetensors()
-    paths = [os.path.abspath(p) for p in collect_images(sources)]
+    entries = collect_entries(sources)
+    paths = [os.path.abspath(p) for p in entries.paths]
+    pids, camids = entries.label_arrays()
+    labelled = entries.num_labelled
+    if 0 < labelled < len(paths):
+        log(f"note: {labelled} of {len(paths)} images have 'path pid camid' labels; labels are saved only "
+            "when every image has one, so this gallery has none")
     log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, "
         f"device {predictor.device}, flip {predictor.flip})")
     feats = predictor.extract_paths(paths, progress=ConsoleProgress("extract") if progress else None)
-    gallery = Gallery(feats=feats, paths=paths, meta=model_meta(predictor))
+    gallery = Gallery(feats=feats, paths=paths, pids=pids, camids=camids, meta=model_meta(predictor))
     save_gallery(gallery, output)
-    log(f"saved {len(gallery)} features ({gallery.dim}-d) with their paths to {output}")
+    what = "paths, pids and camids" if pids is not None else "paths"
+    log(f"saved {len(gallery)} features ({gallery.dim}-d) with their {what} to {output}")
     return gallery
 
 

@@ -1,8 +1,13 @@
-"""Turn what a user points at (a folder, a list file, image files) into a list of image paths."""
+"""Turn what a user points at (a folder, a list file, image files) into image paths (and labels)."""
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from reid.data.datasets.custom import is_header, split_list_line
 
 # Extensions OpenCV decodes out of the box; compared case-insensitively (".JPG" is common).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -35,67 +40,140 @@ def images_in_folder(folder: PathLike) -> List[str]:
     return found
 
 
-def images_in_list(list_file: PathLike) -> List[str]:
-    """The image paths named in a text file, one per line.
+@dataclass
+class ImageEntries:
+    """Image paths in order, with the ``pid``/``camid`` of each where a list file gave one.
 
-    Blank lines and lines starting with ``#`` are skipped. A line may also be a dataset list
-    entry ``path pid camid``: when the whole line is not a file, its first field is the path.
-    Relative paths are relative to the list file's folder (as in the custom dataset lists).
-    Missing files raise a FileNotFoundError naming the first few.
+    ``pids[i]``/``camids[i]`` are None for images from folders, image files and list lines
+    that name only a path.
+    """
+
+    paths: List[str] = field(default_factory=list)
+    pids: List[Optional[int]] = field(default_factory=list)
+    camids: List[Optional[int]] = field(default_factory=list)
+
+    def add(self, path: str, pid: Optional[int] = None, camid: Optional[int] = None) -> None:
+        self.paths.append(path)
+        self.pids.append(pid)
+        self.camids.append(camid)
+
+    def extend(self, other: "ImageEntries") -> None:
+        self.paths += other.paths
+        self.pids += other.pids
+        self.camids += other.camids
+
+    @property
+    def num_labelled(self) -> int:
+        """How many images have both a pid and a camid."""
+        return sum(p is not None and c is not None for p, c in zip(self.pids, self.camids))
+
+    def label_arrays(self) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+        """int64 ``(pids, camids)`` when every image is labelled, else ``(None, None)``."""
+        if not self.paths or self.num_labelled < len(self.paths):
+            return None, None
+        return np.asarray(self.pids, dtype=np.int64), np.asarray(self.camids, dtype=np.int64)
+
+
+def _labelled_line(content: str) -> Optional[Tuple[str, int, int]]:
+    fields = split_list_line(content)
+    if len(fields) != 3 or not fields[0]:
+        return None
+    try:
+        return fields[0], int(fields[1]), int(fields[2])
+    except ValueError:
+        return None
+
+
+def list_entries(list_file: PathLike) -> ImageEntries:
+    """The images named in a text file, one per line, with their labels where given.
+
+    A line is an image path, or a dataset list entry ``path pid camid`` in the custom
+    dataset's format (whitespace or commas; the path may contain spaces). A line that is an
+    existing file as a whole is always just a path. Blank lines, ``#`` comments and a
+    ``path pid camid`` header are skipped. Relative paths are relative to the list file's
+    folder. Missing files raise a FileNotFoundError naming the first few.
     """
     list_file = os.fspath(list_file)
     base = os.path.dirname(os.path.abspath(list_file))
-    paths: List[str] = []
-    with open(list_file, "r", encoding="utf-8") as f:
+
+    def resolve(path: str) -> str:
+        return os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
+
+    entries = ImageEntries()
+    with open(list_file, "r", encoding="utf-8-sig") as f:
         for line in f:
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
-            candidate = line if os.path.isabs(line) else os.path.join(base, line)
-            if not os.path.isfile(candidate) and len(line.split()) > 1:
-                first = line.split()[0]
-                candidate = first if os.path.isabs(first) else os.path.join(base, first)
-            paths.append(os.path.normpath(candidate))
-    if not paths:
+            if os.path.isfile(resolve(line)):
+                entries.add(resolve(line))
+                continue
+            content = line.split("#", 1)[0].strip()
+            if is_header(split_list_line(content)):
+                continue
+            labelled = _labelled_line(content)
+            if labelled is not None:
+                entries.add(resolve(labelled[0]), labelled[1], labelled[2])
+            else:
+                entries.add(resolve(content))
+    if not entries.paths:
         raise ValueError(f"List file {list_file!r} names no images; put one image path per line.")
-    missing = [p for p in paths if not os.path.isfile(p)]
+    missing = [p for p in entries.paths if not os.path.isfile(p)]
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
         raise FileNotFoundError(
             f"List file {list_file!r} names {len(missing)} images that do not exist: {shown}. "
-            "Relative paths are taken relative to the list file's folder."
+            "Relative paths are taken relative to the list file's folder; a line is a path, or "
+            "'path pid camid'."
         )
-    return paths
+    return entries
 
 
-def collect_images(sources: Union[PathLike, Iterable[PathLike]]) -> List[str]:
-    """Image paths from one or more sources, in order.
+def images_in_list(list_file: PathLike) -> List[str]:
+    """The image paths named in a text file (see :func:`list_entries` for the format)."""
+    return list_entries(list_file).paths
+
+
+def collect_entries(sources: Union[PathLike, Iterable[PathLike]]) -> ImageEntries:
+    """Images from one or more sources, in order, with the labels list files give.
 
     Each source is an image file, a folder (searched recursively) or a list file (any other
-    file: one path per line).
+    file: one path, or ``path pid camid``, per line).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
-    paths: List[str] = []
+    entries = ImageEntries()
     for src in sources:
         src = os.fspath(src)
         if os.path.isdir(src):
-            paths.extend(images_in_folder(src))
+            for path in images_in_folder(src):
+                entries.add(path)
         elif os.path.isfile(src):
-            paths.extend([src] if is_image_file(src) else images_in_list(src))
+            if is_image_file(src):
+                entries.add(src)
+            else:
+                entries.extend(list_entries(src))
         else:
             raise FileNotFoundError(
                 f"{src!r} does not exist; pass an image file, a folder of images or a list file."
             )
-    if not paths:
+    if not entries.paths:
         raise ValueError("No image sources given; pass at least one image, folder or list file.")
-    return paths
+    return entries
+
+
+def collect_images(sources: Union[PathLike, Iterable[PathLike]]) -> List[str]:
+    """Image paths from one or more sources, in order (see :func:`collect_entries`)."""
+    return collect_entries(sources).paths
 
 
 __all__: Sequence[str] = [
     "IMAGE_EXTENSIONS",
+    "ImageEntries",
+    "collect_entries",
     "collect_images",
     "images_in_folder",
     "images_in_list",
+    "list_entries",
     "is_image_file",
 ]

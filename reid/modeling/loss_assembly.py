@@ -85,6 +85,15 @@ class LossAssembly:
         )
 
     @property
+    def uses_after_features(self) -> bool:
+        """Whether any loss sees the features after the neck (else the neck gets no gradient)."""
+        return (
+            self.uses_identity
+            or ("triplet" in self.names and self.triplet_feat == "after")
+            or ("pair_circle" in self.names and self.pair_circle_feat == "after")
+        )
+
+    @property
     def uses_identity(self) -> bool:
         """Whether an identity head is needed for training."""
         return "identity" in self.names
@@ -95,7 +104,7 @@ class LossAssembly:
         heads: Sequence[nn.Module],
         id_features: Sequence[torch.Tensor],
         pair_features: Mapping[str, Sequence[torch.Tensor]],
-    ) -> Tuple[Dict[str, torch.Tensor], Dict[str, float]]:
+    ) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
         """Compute the weighted losses.
 
         Args:
@@ -108,11 +117,13 @@ class LossAssembly:
                 averaged) the triplet / pair-wise Circle losses see, per ``*.FEAT``.
 
         Returns:
-            ``(losses, stats)``: losses keyed ``loss_*``; stats ``{"s_p", "s_n"}`` (floats,
-            mean positive / negative cosine of the first head; empty without a head).
+            ``(losses, stats)``: losses keyed ``loss_*``; stats ``{"s_p", "s_n"}`` (detached
+            0-d tensors on the features' device, mean positive / negative cosine of the first
+            head; empty without a head). They stay tensors so that logging them needs no
+            device-to-host copy in the middle of a GPU step.
         """
         losses: Dict[str, torch.Tensor] = {}
-        stats: Dict[str, float] = {}
+        stats: Dict[str, torch.Tensor] = {}
         if self.uses_identity:
             if not heads:
                 raise RuntimeError(
@@ -129,7 +140,7 @@ class LossAssembly:
             ]
             losses["loss_id"] = self.id_weight * torch.stack(terms).mean()
             head_stats = getattr(heads[0], "last_stats", None) or {}
-            stats = {k: float(v) for k, v in head_stats.items() if k in ("s_p", "s_n")}
+            stats = {k: v.detach().float().reshape(()) for k, v in head_stats.items() if k in ("s_p", "s_n")}
         if "triplet" in self.names:
             terms = [
                 triplet_loss(

@@ -41,11 +41,13 @@ def resolve_device(spec: str) -> torch.device:
 
     "auto" picks CUDA when it is available, else the CPU. Asking for CUDA on a machine
     without it is an error rather than a silent CPU fallback: a run configured for a GPU
-    would otherwise take hours longer without telling anyone.
+    would otherwise take hours longer without telling anyone. A CUDA device always comes
+    back with its index ("cuda" -> the current device, normally ``cuda:0``), because
+    ``torch.cuda.set_device`` and DistributedDataParallel refuse a device without one.
     """
     text = str(spec).strip().lower()
     if text in ("", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        text = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(text)
     except RuntimeError as e:
@@ -63,6 +65,8 @@ def resolve_device(spec: str) -> torch.device:
                 f"MODEL.DEVICE is {spec!r} but only {torch.cuda.device_count()} CUDA device(s) "
                 "exist; pick an index below that."
             )
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
     elif device.type != "cpu":
         raise ValueError(f"MODEL.DEVICE {spec!r} is not supported; use 'auto', 'cpu', 'cuda' or 'cuda:N'.")
     return device

@@ -34,6 +34,21 @@ def _resolve_list(root: str, list_file: str, what: str) -> str:
     )
 
 
+def split_list_line(line: str) -> List[str]:
+    """The fields of one list line: ``[path, pid, camid]`` when it has three, stripped.
+
+    Commas separate when the line has one, else whitespace; the path may contain spaces
+    because only the last two separators split. Comments must already be removed.
+    """
+    sep = "," if "," in line else None
+    return [x.strip() for x in line.rsplit(sep, 2)]
+
+
+def is_header(fields: List[str]) -> bool:
+    """Whether `fields` is the optional ``path pid camid`` header line."""
+    return [x.lower() for x in fields] == list(_HEADER_TOKENS)
+
+
 def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
     """Parse one list file into items (junk pid -1 dropped).
 
@@ -48,9 +63,8 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue
-            sep = "," if "," in line else None
-            fields = [x.strip() for x in line.rsplit(sep, 2)]
-            if first_content and [x.lower() for x in fields] == list(_HEADER_TOKENS):
+            fields = split_list_line(line)
+            if first_content and is_header(fields):
                 first_content = False
                 continue
             first_content = False

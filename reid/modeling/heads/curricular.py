@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from .arcface import check_angular_margin
@@ -24,6 +25,8 @@ class CurricularFaceHead(CosineHead):
     then uses the new t, as in the paper's algorithm. The 0.99 weighs the old value, so t
     is a slow moving average (the authors' released training does the same; the formula as
     printed in the paper reads as if alpha weighed the batch mean). Eval mode never changes t.
+    In a multi-process run the batch mean is averaged over the processes (an all-reduce), so
+    every rank holds the same t, the EMA of the global batch's mean as on one GPU.
 
     Defaults s = 64, m = 0.5, momentum = 0.99.
     """
@@ -53,6 +56,10 @@ class CurricularFaceHead(CosineHead):
         if self.training:
             with torch.no_grad():
                 batch_mean = target_cosine(cos.detach(), target_mask).mean()
+                if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                    # Training forwards run in lockstep on every rank, so this collective is safe.
+                    dist.all_reduce(batch_mean, op=dist.ReduceOp.SUM)
+                    batch_mean = batch_mean / dist.get_world_size()
                 self.t.mul_(self.momentum).add_((1.0 - self.momentum) * batch_mean.to(self.t.dtype))
         # A copy, so that a later in-place update of the buffer (next step, or DDP's buffer
         # broadcast) can never touch a value this step's graph holds.

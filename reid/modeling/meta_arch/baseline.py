@@ -10,7 +10,7 @@ from ..backbones import build_backbone
 from ..loss_assembly import LossAssembly
 from ..neck import build_neck
 from ..pooling import build_pooling
-from .common import missing_targets_error, neck_feat_from_cfg
+from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
 from .identity_head import build_identity_head
 from .preprocess import PixelNormalizer
 
@@ -36,12 +36,14 @@ class Baseline(nn.Module):
         self.neck = build_neck(heads_cfg.NECK, self.feature_dim)
         self.neck_feat = neck_feat_from_cfg(cfg)
         self.loss_assembly = LossAssembly.from_cfg(cfg)
+        if not self.loss_assembly.uses_after_features:
+            freeze_unreached([self.neck], "the neck (every loss uses the features before it)")
         # Without the identity loss a head would hold unused parameters (which also
         # breaks DistributedDataParallel), so none is built.
         self.head: Optional[nn.Module] = (
             build_identity_head(cfg, self.feature_dim) if self.loss_assembly.uses_identity else None
         )
-        self.last_stats: Dict[str, float] = {}
+        self.last_stats: Dict[str, torch.Tensor] = {}
 
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None

@@ -1,7 +1,32 @@
 """Small checks shared by the meta architectures."""
 from __future__ import annotations
 
+import logging
+from typing import Iterable
+
+from torch import nn
+
 from ..loss_assembly import FEAT_CHOICES
+
+logger = logging.getLogger(__name__)
+
+
+def freeze_unreached(modules: Iterable[nn.Module], why: str) -> None:
+    """Freeze (``requires_grad=False``) modules that no configured loss reaches.
+
+    Their parameters would never get a gradient: DistributedDataParallel stops with
+    "Expected to have finished reduction" on the second iteration when a parameter it
+    manages gets none, and weight decay would shrink them for nothing. Frozen, they keep
+    their initial values (a BNNeck then still normalises with its running statistics).
+    """
+    frozen = 0
+    for module in modules:
+        for p in module.parameters():
+            if p.requires_grad:
+                p.requires_grad_(False)
+                frozen += 1
+    if frozen:
+        logger.info("Frozen %d parameter tensor(s) that no loss trains: %s.", frozen, why)
 
 
 def neck_feat_from_cfg(cfg) -> str:
@@ -22,4 +47,4 @@ def missing_targets_error() -> ValueError:
     )
 
 
-__all__ = ["missing_targets_error", "neck_feat_from_cfg"]
+__all__ = ["freeze_unreached", "missing_targets_error", "neck_feat_from_cfg"]

@@ -42,7 +42,7 @@ from torch import nn
 from ..backbones import build_backbone, set_stage_stride
 from ..loss_assembly import LossAssembly
 from ..neck import build_neck
-from .common import missing_targets_error, neck_feat_from_cfg
+from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
 from .identity_head import build_identity_head
 from .preprocess import PixelNormalizer
 
@@ -121,6 +121,12 @@ class MGN(nn.Module):
         self.neck = build_neck(cfg.MODEL.HEADS.NECK, self.feature_dim)
         self.neck_feat = neck_feat_from_cfg(cfg)
         self.loss_assembly = LossAssembly.from_cfg(cfg)
+        if not self.loss_assembly.uses_after_features:
+            freeze_unreached([self.neck], "the neck (every loss uses the features before it)")
+        if self.layout == "per_branch" and not self.loss_assembly.uses_identity:
+            # Per-branch pair losses see only the global features; the part reductions feed
+            # only the per-part identity heads.
+            freeze_unreached(self.reductions[NUM_GLOBAL:], "the part reductions (no identity loss)")
 
         heads: List[nn.Module] = []
         if self.loss_assembly.uses_identity:
@@ -134,7 +140,7 @@ class MGN(nn.Module):
                 ]
                 heads = [h for h in built if h is not None]
         self.heads = nn.ModuleList(heads)
-        self.last_stats: Dict[str, float] = {}
+        self.last_stats: Dict[str, torch.Tensor] = {}
 
     @staticmethod
     def _branch(layer3_rest: nn.Sequential, layer4: nn.Sequential, stride: int) -> nn.Sequential:
