@@ -19,6 +19,11 @@ in its own subprocess so that peak memory (CUDA: ``max_memory_allocated``; CPU: 
     python benchmarks/bench_train.py --device cpu --batch-size 8 --iters 3 --warmup 1
     python benchmarks/bench_train.py --device cuda --amp bf16 --channels-last
     python benchmarks/bench_train.py --device cuda --amp fp16 --channels-last --with-loader --workers 8
+    python benchmarks/bench_train.py --device cuda --grid --workers 8   # every row of docs/benchmarks.md
+
+``--grid`` runs every combination for both models in one call: AMP off / bf16 / fp16 (CUDA
+only) x channels_last off / on (CUDA only), in-memory, then the fastest setting per model
+again with the real loader; the table shows which of compute or loading sets the pace.
 """
 from __future__ import annotations
 
@@ -58,6 +63,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-root", default=os.path.join(tempfile.gettempdir(), "reid_bench_data"),
                    help="where the synthetic dataset is generated for --with-loader")
     p.add_argument("--num-classes", type=int, default=751, help="identities of the classifier (Market-1501: 751)")
+    p.add_argument("--grid", action="store_true",
+                   help="every AMP x channels_last combination per model, then the fastest with the loader")
     p.add_argument("--json", action="store_true", help="(internal) print one JSON result instead of a table")
     return p.parse_args(argv)
 
@@ -205,17 +212,45 @@ def main(argv=None) -> int:
     names = list(MODELS) if args.model == "all" else [args.model]
     rows = []
     for name in names:
-        # A fresh process per model keeps peak-memory figures separate.
-        cmd = [sys.executable, os.path.abspath(__file__), "--json"] + _forward_args(args, name)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.stderr.write(proc.stdout + proc.stderr)
-            return proc.returncode
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        settings = _grid(args) if args.grid else [args]
+        model_rows = []
+        for setting in settings:
+            row = _run_one(setting, name)
+            if row is None:
+                return 1
+            model_rows.append(row)
+        if args.grid:
+            best = max(model_rows, key=lambda r: r["images_per_s"])
+            with_loader = argparse.Namespace(**{**vars(args), "amp": best["amp"],
+                                                "channels_last": best["channels_last"], "with_loader": True})
+            row = _run_one(with_loader, name)
+            if row is None:
+                return 1
+            model_rows.append(row)
+        rows += model_rows
     print(f"host: {platform.node()} | {platform.processor() or platform.machine()} | "
           f"{os.cpu_count()} CPUs | torch {torch.__version__}")
     print(table(rows))
     return 0
+
+
+def _grid(args: argparse.Namespace) -> List[argparse.Namespace]:
+    """The in-memory settings of ``--grid``: fp16 and channels_last only where they apply."""
+    gpu = str(args.device).startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
+    amps = ["off", "bf16", "fp16"] if gpu else ["off", "bf16"]
+    layouts = [False, True] if gpu else [False]
+    return [argparse.Namespace(**{**vars(args), "amp": amp, "channels_last": cl, "with_loader": False})
+            for amp in amps for cl in layouts]
+
+
+def _run_one(args: argparse.Namespace, name: str):
+    """One measurement in a fresh process (so peak-memory figures are its own); None on failure."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--json"] + _forward_args(args, name)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _forward_args(args: argparse.Namespace, name: str) -> List[str]:

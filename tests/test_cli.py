@@ -76,6 +76,31 @@ def test_test_cli_prints_table_writes_metrics_features_and_pictures(trained_run,
     assert (vis / "index.html").is_file() and len(list(vis.glob("*.jpg"))) == 2
 
 
+def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_run, monkeypatch, capsys):
+    base, out = trained_run
+    test_out = base / "test_fail"
+    common = ["--config-file", str(out / "config.yaml"), "MODEL.WEIGHTS", str(out / "model_final.pth"),
+              "--output-dir", str(test_out), "TEST.MAX_RANK", "3"]
+    # Bad picture options are refused before any work, naming the option.
+    for flag, value in (("--visualize", "-1"), ("--vis-topk", "0")):
+        with pytest.raises(SystemExit):
+            cli_test.main(common + [flag, value])
+        assert flag in capsys.readouterr().err
+    assert not (test_out / "metrics.json").exists()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cli_test, "visualize_from_features", broken)
+    with pytest.raises(OSError, match="disk full"):
+        cli_test.main(common + ["--visualize", "2"])
+    report = json.loads((test_out / "metrics.json").read_text())  # written before the pictures
+    assert report["settings"] == {"metric": "cosine", "max_rank": 3, "rerank": None, "aqe": None}
+    plain = report["results"]["synthetic"]["plain"]
+    # MAX_RANK 3 still reports a true R-10: the curve is computed at least 10 deep.
+    assert len(plain["cmc"]) == 10 and plain["R-10"] == pytest.approx(100 * plain["cmc"][9], abs=1e-3)
+
+
 def test_test_cli_without_weights_says_what_to_pass(trained_run):
     _, out = trained_run
     with pytest.raises(CheckpointError, match="MODEL.WEIGHTS"):

@@ -13,6 +13,7 @@ from reid.evaluation import (
     format_table,
     re_ranking,
 )
+from reid.evaluation.evaluator import summarize
 
 
 class ColumnProfile(nn.Module):
@@ -107,3 +108,11 @@ def test_format_table_lists_rows_and_columns():
     lines = table.splitlines()
     assert lines[0] == "t" and "R-1" in lines[1] and "mINP" in lines[1]
     assert "91.23" in lines[3] and "80.50" in lines[3]
+
+
+def test_summary_refuses_a_cmc_shorter_than_the_reported_ranks():
+    # R-10 from a 3-deep curve would silently be CMC@3 under the R-10 label.
+    with pytest.raises(ValueError, match="R-10.*max_rank >= 10"):
+        summarize({"cmc": np.array([0.5, 0.7, 0.9]), "mAP": 0.5, "mINP": 0.3})
+    row = summarize({"cmc": np.linspace(0.5, 1.0, 10), "mAP": 0.5, "mINP": 0.3})
+    assert row["R-10"] == pytest.approx(100.0) and row["R-5"] == pytest.approx(100 * (0.5 + 4 * 0.5 / 9))

@@ -261,3 +261,14 @@ def test_tools_plot_from_saved_features(tmp_path):
     assert data["curves"]["original"] == pytest.approx(np.asarray(ref).tolist())
     assert tool.main(["similarity", "--features", str(tmp_path / "f.npz"), "-o", str(tmp_path / "s.png")]) == 0
     _png_ok(str(tmp_path / "s.png"))
+
+
+def test_pair_sampling_rate_gives_about_max_pairs_positives():
+    # Same-camera same-identity pairs are not positives (protocol junk); the sampling rate
+    # must be computed from the cross-camera ones, or far fewer than max_pairs come out.
+    rng = np.random.default_rng(0)
+    qf, gf = rng.normal(size=(200, 8)), rng.normal(size=(3000, 8))
+    qp, gp = rng.integers(0, 20, 200), rng.integers(0, 20, 3000)
+    qc, gc = rng.integers(0, 3, 200), rng.integers(0, 3, 3000)
+    res = plots.pair_similarities(qf, gf, qp, gp, qc, gc, max_pairs=1000, seed=1)
+    assert 900 < len(res.positive) < 1100 and 900 < len(res.negative) < 1100

@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
+from reid.evaluation import evaluate_rank
 from reid.visualization import (
     rank_gallery,
     select_queries,
@@ -84,10 +85,15 @@ def test_rank_gallery_follows_protocol_and_stable_ties():
     assert junk.rank.tolist() == [0, 1, 2, 3, 4]
     assert junk.ignored.tolist() == [True, False, False, False, False]
     assert not junk.match[0]  # an ignored entry is never counted as a match
-    # pid -1 gallery images are junk too
+    # pid -1 is just another identity, as in evaluate_rank (the loaders drop Market's junk)
     pids_j = pids.copy()
     pids_j[1] = -1
-    assert 1 not in rank_gallery(dist, 1, 0, pids_j, cams, topk=4).gallery_index.tolist()
+    minus = rank_gallery(dist, 1, 0, pids_j, cams, topk=4)
+    assert minus.gallery_index.tolist() == [1, 2, 3, 4] and not minus.match[0]
+    ap = evaluate_rank(dist[None], np.array([1]), pids_j, np.array([0]), cams, max_rank=4)["all_AP"][0]
+    hits = minus.rank[minus.match]  # the matches' ranks on the picture: 2 and 4
+    assert hits.tolist() == [2, 4]
+    assert ap == pytest.approx(np.mean(np.arange(1, len(hits) + 1) / hits))  # the metric uses those ranks
     # a gallery smaller than K gives a shorter row
     assert len(rank_gallery(dist, 1, 0, pids, cams, topk=50)) == 5
     with pytest.raises(ValueError, match="topk"):

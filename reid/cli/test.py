@@ -39,6 +39,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--save-features", default="", metavar="FILE", help="save query/gallery features (.npz)")
     parser.add_argument("--output-dir", default="", help="where results go (default OUTPUT_DIR/test)")
     args = parse_args(parser, argv)
+    if args.visualize < 0:
+        parser.error(f"--visualize takes the number of queries to draw (0 = none), got {args.visualize}")
+    if args.vis_topk < 1:
+        parser.error(f"--vis-topk takes the gallery images per ranked row (at least 1), got {args.vis_topk}")
     # Testing needs no identity head; NUM_CLASSES 0 builds the model without it.
     cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", "0"])
     out = args.output_dir or os.path.join(str(cfg.OUTPUT_DIR), "test")
@@ -58,7 +62,21 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)
     model.to(device)
     logger.info("Model: %s; weights %s; device %s", model_summary(model), cfg.MODEL.WEIGHTS, device)
-    report = {"weights": str(cfg.MODEL.WEIGHTS), "flip": bool(args.flip or cfg.TEST.FLIP), "results": {}}
+    t = cfg.TEST
+    report = {
+        "weights": str(cfg.MODEL.WEIGHTS),
+        "flip": bool(args.flip or t.FLIP),
+        # What the numbers depend on beyond the weights, so they can be reproduced (the saved
+        # features are the un-expanded ones: AQE, when on, is applied at evaluation time).
+        "settings": {
+            "metric": str(t.METRIC), "max_rank": int(t.MAX_RANK),
+            "rerank": {"k1": int(t.RERANK.K1), "k2": int(t.RERANK.K2), "lambda": float(t.RERANK.LAMBDA)}
+            if (args.rerank or t.RERANK.ENABLED) else None,
+            "aqe": {"k": int(t.AQE.QE_K), "alpha": float(t.AQE.ALPHA)} if t.AQE.ENABLED else None,
+        },
+        "results": {},
+    }
+    path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
         query, gallery = build_test_data(cfg, name)
         res = evaluate_model(
@@ -67,11 +85,17 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
             keep_distmat=args.visualize > 0,
         )
         print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
+        valid = int(np.isfinite(res.all_ap["plain"]).sum())
+        if valid < len(query):
+            logger.info("%s: %d of %d queries have no match in the gallery from another camera; they are "
+                        "left out of every metric.", name, len(query) - valid, len(query))
         report["results"][name] = {
             row: {**metrics, "num_valid_queries": int(np.isfinite(res.all_ap[row]).sum()),
                   "cmc": [round(float(v), 6) for v in res.cmc[row]]}
             for row, metrics in res.metrics.items()
         }
+        # Written after every test set, before any picture: a failure later keeps the numbers.
+        atomic_write_text(path, json.dumps(report, indent=2))
         if args.save_features:
             path = args.save_features
             if len(cfg.DATASETS.TESTS) > 1:
@@ -90,8 +114,6 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
                 rerank_all_AP=res.all_ap.get("rerank"), seed=int(cfg.SEED),
             )
             logger.info("Ranked results of %d queries: %s", args.visualize, os.path.join(vis_dir, "index.html"))
-    path = os.path.join(out, "metrics.json")
-    atomic_write_text(path, json.dumps(report, indent=2))
     logger.info("Wrote %s", path)
     return 0
 

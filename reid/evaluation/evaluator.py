@@ -39,9 +39,18 @@ class EvalResult:
 
 
 def summarize(result: dict, ranks: Sequence[int] = REPORTED_RANKS) -> Dict[str, float]:
-    """Turn an `evaluate_rank` result into percentages keyed "R-1", "R-5", "R-10", "mAP", "mINP"."""
+    """Turn an `evaluate_rank` result into percentages keyed "R-1", "R-5", "R-10", "mAP", "mINP".
+
+    The CMC curve must reach the largest rank asked for (evaluate with ``max_rank`` at least
+    that deep); a shorter one is an error rather than a silently mislabelled number.
+    """
     cmc = np.asarray(result["cmc"])
-    row = {f"R-{r}": float(cmc[min(r, len(cmc)) - 1]) * 100.0 for r in ranks}
+    if max(ranks) > len(cmc):
+        raise ValueError(
+            f"The CMC curve has {len(cmc)} ranks but R-{max(ranks)} was asked for; evaluate with "
+            f"max_rank >= {max(ranks)}."
+        )
+    row = {f"R-{r}": float(cmc[r - 1]) * 100.0 for r in ranks}
     row["mAP"] = float(result["mAP"]) * 100.0
     row["mINP"] = float(result["mINP"]) * 100.0
     return row
@@ -78,8 +87,10 @@ def evaluate_features(
 
     With ``aqe_k > 0`` queries are expanded with their top-k gallery neighbours first.
     ``keep_distmat`` keeps the plain query x gallery matrix (for pictures); it is built only then.
+    The CMC curves go to ``max_rank``, and at least to the deepest reported rank (R-10).
     """
     start = time.perf_counter()
+    max_rank = max(int(max_rank), max(REPORTED_RANKS))
     qf, gf = query.feats, gallery.feats
     if aqe_k > 0:
         qf = aqe(qf, gf, k=aqe_k, alpha=aqe_alpha)

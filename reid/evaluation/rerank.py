@@ -4,8 +4,11 @@ k-reciprocal Encoding", CVPR 2017), exact and sparse.
 The algorithm, as the authors' published code computes it (N = Q + G items, queries first;
 N(i, k) = the k + 1 nearest items of i, itself included, by ascending distance):
 
-  S1  d(i, j) = plain distance (cosine: 1 - cos, euclidean: not squared) over all N items,
-      squared once, each row divided by its maximum: d(i, j) = D(i, j)^2 / max_j' D(i, j')^2.
+  S1  d(i, j) = squared Euclidean distance over all N items, each row divided by its
+      maximum: d(i, j) = E(i, j) / max_j' E(i, j'). For euclidean, E = D^2 with D the plain
+      (not squared) distance; for cosine, E = 1 - cos, which is half the squared Euclidean
+      distance of the L2-normalised features (the published code's 2 - 2 cos), so both
+      metrics give the same result on normalised features.
   S2  k-reciprocal set R(i, k) = {j in N(i, k) : i in N(j, k)}  (paper Sec. 3.2).
   S3  expansion: R*(i) = R(i, k1) united with R(c, round(k1 / 2)) for every c in R(i, k1)
       with |R(c, round(k1/2)) & R(i, k1)| > 2/3 |R(c, round(k1/2))|  (paper Sec. 3.2;
@@ -242,10 +245,11 @@ def _member_distances(
 
 
 def _jaccard_into(
-    out: np.ndarray, v: sp.csr_matrix, num_q: int, lam: float, row_max: np.ndarray
+    out: np.ndarray, v: sp.csr_matrix, num_q: int, lam: float, row_max: np.ndarray, power: int
 ) -> None:
     """S6, in place on `out` (which holds the plain q x g distances D):
-    out = (1 - lam) * (1 - s / (2 - s)) + lam * D^2 / max D^2, s = sum_k min(V_qk, V_gk).
+    out = (1 - lam) * (1 - s / (2 - s)) + lam * E / max E, s = sum_k min(V_qk, V_gk), with
+    E = D^`power` (2 for euclidean, 1 for cosine; `row_max` is max D).
 
     s is non-zero only where a query and a gallery item share a non-zero column of V, so
     the dense part (s = 0, Jaccard distance 1) is written with float32 array operations
@@ -259,7 +263,7 @@ def _jaccard_into(
     per_entry = np.diff(col_ptr)[vq.indices].astype(np.int64)
     cum_entry = np.concatenate([[0], np.cumsum(per_entry)])
     cum_row = cum_entry[vq.indptr]
-    scale = (lam / row_max[:num_q].astype(np.float64) ** 2).astype(np.float32)
+    scale = (lam / row_max[:num_q].astype(np.float64) ** power).astype(np.float32)
     rows_cap = max(1, _OUT_ELEMENTS // max(1, num_g))
     r0 = 0
     while r0 < num_q:
@@ -267,7 +271,8 @@ def _jaccard_into(
         r1 = min(num_q, r0 + rows_cap, int(np.searchsorted(cum_row, cum_row[r0] + _TRIPLES, side="right")) - 1)
         r1 = max(r1, r0 + 1)
         blk = out[r0:r1]
-        blk *= blk
+        if power == 2:
+            blk *= blk
         blk *= scale[r0:r1, None]
         blk += np.float32(1.0 - lam)
         e0, e1 = vq.indptr[r0], vq.indptr[r1]
@@ -302,9 +307,9 @@ def re_ranking(
     """k-reciprocal re-ranked query x gallery distances, numpy float32 ``[Q, G]``.
 
     Equal (up to float rounding) to the published algorithm on inputs without tied
-    distances: the base distance d over all N = Q + G items is ``metric``'s plain distance
-    (cosine: 1 - cos; euclidean: not squared) *squared once*, and each row is divided by
-    its maximum; V rows are exp(-d) over the expanded k-reciprocal set, normalised to sum 1;
+    distances: the base distance d over all N = Q + G items is the squared Euclidean
+    distance (euclidean: the plain distance squared once; cosine: 1 - cos, half the squared
+    Euclidean distance of the L2-normalised features), each row divided by its maximum; V rows are exp(-d) over the expanded k-reciprocal set, normalised to sum 1;
     local query expansion averages V over the k2 nearest items (itself included; skipped
     for k2 = 1); the result is ``(1 - lambda) * jaccard + lambda * d`` on the query x
     gallery block.
@@ -349,8 +354,11 @@ def re_ranking(
 
     rows, cols = _expanded_sets(nbr_i, k1)  # S2, S3
     dist = _member_distances(rows, cols, nbr_i, nbr_d, x, x_sq, metric).astype(np.float64)
-    # S4 with S1's normalised squared distance.
-    weight = np.exp(-(dist * dist) / row_max[rows].astype(np.float64) ** 2)
+    # S1's squared Euclidean distance from the plain one: D^2 for euclidean; for cosine the
+    # plain 1 - cos is already (half) the squared Euclidean distance of unit vectors.
+    power = 2 if metric == "euclidean" else 1
+    # S4 with S1's normalised distance.
+    weight = np.exp(-(dist**power) / row_max[rows].astype(np.float64) ** power)
     weight /= np.bincount(rows, weights=weight, minlength=n)[rows]
     v = sp.csr_matrix((weight.astype(np.float32), (rows, cols)), shape=(n, n))
     del rows, cols, dist, weight
@@ -368,5 +376,5 @@ def re_ranking(
     v.sort_indices()
     del nbr_i, nbr_d, x, x_sq
 
-    _jaccard_into(out, v, num_q, lam, row_max)  # S6
+    _jaccard_into(out, v, num_q, lam, row_max, power)  # S6
     return out

@@ -1,7 +1,7 @@
 """Ranked-result pictures: a query, then its top-K gallery images with green/red borders.
 
 The order and the entries shown are the metric's: a stable sort of the distance row, with
-same-identity-same-camera (and pid -1) gallery images left out or greyed, so the ranks on the
+same-identity-same-camera gallery images left out or greyed, so the ranks on the
 picture are the ranks CMC and AP count. With re-ranking the picture shows the re-ranked order,
 optionally with the original order in a row above it.
 """

@@ -48,7 +48,8 @@ def rank_gallery(
     g_camids = np.asarray(g_camids)
     order = np.argsort(dist_row, kind="stable")
     pids, cams = g_pids[order], g_camids[order]
-    ignored = ((pids == q_pid) & (cams == q_camid)) | (pids == -1)
+    # Exactly evaluate_rank's junk rule, so the ranks drawn are the ranks the metric counts.
+    ignored = (pids == q_pid) & (cams == q_camid)
     counted = np.cumsum(~ignored)  # counted entries up to and including each position
     keep = ~ignored & (counted <= topk)
     if show_junk:

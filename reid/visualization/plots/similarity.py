@@ -65,7 +65,13 @@ def pair_similarities(
     same_pid = np.where(uniq[pos_i] == q_pids, counts[pos_i], 0)
     n_junk = int((g_pids == -1).sum())
     real_q = q_pids != -1
-    total_pos = int(same_pid[real_q].sum())  # upper bound: includes same-camera pairs
+    # Positives exclude same-camera pairs (the protocol's junk): subtract each query's
+    # (pid, camera) count so the rate gives about max_pairs positives.
+    keys, inv = np.unique(np.concatenate([np.stack([g_pids, g_camids], 1), np.stack([q_pids, q_camids], 1)]),
+                          axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    same_cam = np.bincount(inv[: len(g_pids)], minlength=len(keys))[inv[len(g_pids) :]]
+    total_pos = int((same_pid - same_cam)[real_q].sum())
     total_neg = int((len(g_pids) - same_pid - n_junk)[real_q].sum())
     p_pos = min(1.0, max_pairs / max(total_pos, 1))
     p_neg = min(1.0, max_pairs / max(total_neg, 1))
