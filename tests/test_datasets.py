@@ -292,3 +292,152 @@ def test_download_market_unpacks_with_gdown(tmp_path, write_jpeg, monkeypatch):
     assert folder == os.path.join(root, "Market-1501-v15.09.15") and sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]
     assert len(build_dataset("market1501", root).train) == 6
     assert download.download_dataset("market1501", root) == folder and len(calls) == 1  # already there
+
+
+# ------------------------------------------------------------------------------- review fixes
+def test_market_skips_macos_appledouble_files(tmp_path, write_jpeg):
+    base = make_market(str(tmp_path), write_jpeg)
+    for sub in ("bounding_box_train", "query", "bounding_box_test"):
+        # AppleDouble resource files: binary metadata, named like the image with "._" in front
+        (tmp_path / base / sub / "._0002_c1s1_000451_03.jpg").write_bytes(b"\x00\x05\x16\x07" + b"\0" * 60)
+    (tmp_path / base / "query" / ".hidden.jpg").write_bytes(b"")
+    ds = build_dataset("market1501", str(tmp_path))
+    assert (len(ds.train), len(ds.query), len(ds.gallery)) == (6, 2, 4)
+    assert not any(os.path.basename(p).startswith(".") for p, _, _ in ds.train + ds.query + ds.gallery)
+
+
+def append_line(base, lst, line):
+    with open(os.path.join(base, lst), "a") as f:
+        f.write(line + "\n")
+
+
+@pytest.mark.parametrize("pid", ["-1", "--1", "1_0", "+1", "x"])
+def test_msmt17_pid_must_be_a_plain_number(tmp_path, write_jpeg, pid):
+    base = make_msmt(str(tmp_path), write_jpeg)
+    append_line(base, "list_train.txt", f"{msmt_name(9, 0, 1)} {pid}")
+    with pytest.raises(DatasetFormatError, match=r"list_train.txt, line 5: expected") as e:
+        build_dataset("msmt17", str(tmp_path))
+    assert repr(f"{msmt_name(9, 0, 1)} {pid}") in str(e.value)
+
+
+def test_msmt17_list_val_only_needed_with_combine_val(tmp_path, write_jpeg):
+    base = make_msmt(str(tmp_path), write_jpeg)
+    os.remove(os.path.join(base, "list_val.txt"))
+    ds = build_dataset("msmt17", str(tmp_path), combine_val=False)
+    assert len(ds.train) == 4 and ds.num_train_pids == 3
+    with pytest.raises(DatasetNotFoundError, match=r"lacks: list_val.txt[\s\S]*MSMT17_COMBINE_VAL"):
+        build_dataset("msmt17", str(tmp_path), combine_val=True)
+
+
+def test_msmt17_version_from_config_picks_the_release(tmp_path, write_jpeg):
+    from reid.config import get_cfg
+    from reid.data import build_test_data
+
+    make_msmt(str(tmp_path), write_jpeg, "v1")
+    make_msmt(str(tmp_path), write_jpeg, "v2")
+    cfg = get_cfg()
+    cfg.DATASETS.ROOT = str(tmp_path)
+    for version, sub in (("auto", "MSMT17_V1"), ("v1", "MSMT17_V1"), ("v2", "MSMT17_V2"), ("V2", "MSMT17_V2")):
+        cfg.DATASETS.MSMT17_VERSION = version
+        query, _ = build_test_data(cfg, "msmt17")
+        assert all(os.sep + sub + os.sep in p for p, _, _ in query), version
+    cfg.DATASETS.MSMT17_VERSION = "v3"
+    with pytest.raises(ValueError, match=r"DATASETS.MSMT17_VERSION.*'auto', 'v1', 'v2'.*'v3'"):
+        build_test_data(cfg, "msmt17")
+
+
+@pytest.mark.parametrize("lst", ["list_train.txt", "list_val.txt", "list_query.txt", "list_gallery.txt"])
+def test_msmt17_missing_first_image_fails_at_load_with_the_layout(tmp_path, write_jpeg, lst):
+    base = make_msmt(str(tmp_path), write_jpeg)
+    first = open(os.path.join(base, lst)).readline().split()[0]
+    sub = "train" if lst in ("list_train.txt", "list_val.txt") else "test"
+    os.remove(os.path.join(base, sub, first))
+    with pytest.raises(DatasetNotFoundError) as e:
+        build_dataset("msmt17", str(tmp_path))
+    msg = str(e.value)
+    assert lst in msg and os.path.basename(first) in msg and "does not exist" in msg
+    assert "mask_train_v2" in msg and "list_gallery.txt" in msg  # the expected layout
+
+
+def test_msmt17_image_folders_one_level_too_deep_fail_at_load(tmp_path, write_jpeg):
+    base = make_msmt(str(tmp_path), write_jpeg)
+    os.rename(os.path.join(base, "train"), os.path.join(base, "inner"))
+    os.makedirs(os.path.join(base, "train"))
+    os.rename(os.path.join(base, "inner"), os.path.join(base, "train", "train"))  # unzip made an extra level
+    with pytest.raises(DatasetNotFoundError, match=r"list_train.txt: its first image .*does not exist"):
+        build_dataset("msmt17", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "line", ["a.jpg 1_0 0", "a.jpg 1 0_1", "a.jpg +1 0", "a.jpg 1 -0", "a.jpg --1 0", "a.jpg -2 0"]
+)
+def test_custom_ids_must_be_plain_integers(tmp_path, write_jpeg, line):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text(f"a.jpg 3 0\n{line}\n")
+    with pytest.raises(DatasetFormatError, match=r"train.txt, line 2") as e:
+        build_dataset("custom", str(tmp_path), train_list="train.txt")
+    assert repr(line) in str(e.value)
+
+
+def test_custom_junk_pid_still_dropped(tmp_path, write_jpeg):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text("a.jpg 3 0\na.jpg -1 2\na.jpg,12,1\n")
+    ds = build_dataset("custom", str(tmp_path), train_list="train.txt")
+    assert [(pid, cam) for _, pid, cam in ds.train] == [(0, 0), (1, 1)]
+
+
+def market_zip(src_root, write_jpeg, archive):
+    import zipfile
+
+    src = make_market(src_root, write_jpeg)
+    with zipfile.ZipFile(archive, "w") as zf:
+        for dirpath, _, files in os.walk(src):
+            for f in files:
+                full = os.path.join(dirpath, f)
+                zf.write(full, os.path.relpath(full, os.path.dirname(src)))
+    return archive
+
+
+def block_gdown(monkeypatch):
+    import builtins
+    import sys
+
+    real_import = builtins.__import__
+
+    def no_gdown(name, *args, **kwargs):
+        if name == "gdown":
+            raise ImportError("No module named 'gdown'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "gdown", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_gdown)
+
+
+def test_download_uses_an_archive_already_in_the_root_without_gdown(tmp_path, write_jpeg, monkeypatch):
+    from reid.data import download
+
+    block_gdown(monkeypatch)
+    root = tmp_path / "root"
+    root.mkdir()
+    mirror = download.GDRIVE_MIRRORS["market1501"]
+    with pytest.raises(download.DownloadUnavailableError, match="gdown is not installed.*by hand"):
+        download.download_dataset("market1501", str(root))  # nothing there: gdown would be needed
+    market_zip(str(tmp_path / "src"), write_jpeg, str(root / mirror["archive"]))
+    folder = download.download_dataset("market1501", str(root), keep_archive=True)
+    assert folder == str(root / mirror["folder"])
+    assert sorted(os.listdir(root)) == sorted([mirror["folder"], mirror["archive"]])
+    assert len(build_dataset("market1501", str(root)).train) == 6
+
+
+def test_download_damaged_archive_is_deleted_with_manual_steps(tmp_path, monkeypatch):
+    from reid.data import download
+
+    block_gdown(monkeypatch)
+    mirror = download.GDRIVE_MIRRORS["market1501"]
+    archive = tmp_path / mirror["archive"]
+    archive.write_text("<!DOCTYPE html><html><title>Google Drive - Quota exceeded</title></html>")
+    with pytest.raises(download.DownloadUnavailableError) as e:
+        download.download_dataset("market1501", str(tmp_path))
+    msg = str(e.value)
+    assert mirror["archive"] in msg and "not a valid zip" in msg and "by hand" in msg and mirror["file_id"] in msg
+    assert os.listdir(tmp_path) == []  # neither the bad archive nor a .unpack-* folder is left

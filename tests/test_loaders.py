@@ -17,7 +17,7 @@ from reid.data import (
     dataset_kwargs,
 )
 from reid.data.dataset_wrappers import ImageDataset
-from reid.data.image_io import CorruptImageError, filter_readable, read_image
+from reid.data.image_io import CorruptImageError, filter_readable, jpeg_is_truncated, read_image
 from reid.data.samplers import ShuffleSampler
 
 
@@ -159,7 +159,8 @@ def test_dataset_kwargs_from_config():
     cfg = get_cfg()
     cfg.DATASETS.MSMT17_COMBINE_VAL = False
     cfg.DATASETS.CUSTOM.TRAIN_LIST = "t.txt"
-    assert dataset_kwargs(cfg, "msmt17") == {"combine_val": False}
+    cfg.DATASETS.MSMT17_VERSION = "v2"
+    assert dataset_kwargs(cfg, "msmt17") == {"combine_val": False, "version": "v2"}
     assert dataset_kwargs(cfg, "custom")["train_list"] == "t.txt"
     syn = dataset_kwargs(cfg, "synthetic")
     assert syn["num_train_ids"] == cfg.DATASETS.SYNTHETIC.NUM_TRAIN_IDS and syn["image_size"] == (128, 64)
@@ -218,3 +219,85 @@ def test_skip_mode_replaces_an_image_that_breaks_later(tmp_path, write_jpeg):
     assert ds.num_replaced == 1 and sample["images"].shape == (3, 32, 16)
     with pytest.raises(CorruptImageError, match="0.jpg"):
         ImageDataset(items)[0]
+
+
+def test_read_image_missing_file_says_check_the_root_not_skip(tmp_path):
+    with pytest.raises(CorruptImageError) as e:
+        read_image(str(tmp_path / "gone" / "missing.jpg"))
+    msg = str(e.value)
+    assert "missing.jpg" in msg and "does not exist" in msg and "DATASETS.ROOT" in msg
+    assert "SKIP_CORRUPT" not in msg and "Replace or delete" not in msg
+
+
+def jpeg_with_thumbnail(write_jpeg, path):
+    """A JPEG whose APP1 segment holds a complete small JPEG, as an EXIF thumbnail does."""
+    main = open(write_jpeg(str(path), size=(32, 16)), "rb").read()
+    thumb = open(write_jpeg(str(path) + ".thumb.jpg", size=(8, 8)), "rb").read()
+    payload = b"Exif\0\0" + thumb
+    data = main[:2] + b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload + main[2:]
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
+def test_jpeg_padded_after_its_end_marker_is_accepted(tmp_path, write_jpeg):
+    path = write_jpeg(str(tmp_path / "padded.jpg"), size=(64, 32))
+    clean = read_image(path)
+    with open(path, "ab") as f:
+        f.write(b"\0" * 3000)  # more than the 1 KB tail the old check searched
+    assert np.array_equal(read_image(path), clean)
+    assert filter_readable([(path, 1, 0)])[1] == []
+    data = jpeg_with_thumbnail(write_jpeg, tmp_path / "thumb.jpg")
+    assert not jpeg_is_truncated(data) and read_image(str(tmp_path / "thumb.jpg")).shape == (32, 16, 3)
+
+
+def test_jpeg_cut_in_its_main_scan_is_truncated_despite_a_thumbnail_end_marker(tmp_path, write_jpeg):
+    data = jpeg_with_thumbnail(write_jpeg, tmp_path / "cut.jpg")
+    sos = data.rfind(b"\xff\xda")  # the main image's start of scan
+    cut = data[: sos + (len(data) - sos) // 2]
+    # The thumbnail's end marker survives the cut, close to the end of the file.
+    assert b"\xff\xd9" in cut and len(cut) - cut.rfind(b"\xff\xd9") < 1024
+    assert jpeg_is_truncated(cut)
+    (tmp_path / "cut.jpg").write_bytes(cut)
+    with pytest.raises(CorruptImageError, match="cut.jpg.*truncated"):
+        read_image(str(tmp_path / "cut.jpg"))
+
+
+def test_same_dataset_twice_is_refused(root):
+    cfg = tiny_cfg(root, names=("synthetic", "Synthetic"))
+    with pytest.raises(ValueError, match=r"DATASETS.NAMES.*'synthetic' more than once"):
+        build_train_data(cfg)
+
+
+def corrupt_all(folder):
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            with open(os.path.join(dirpath, f), "w") as fh:
+                fh.write("<html>not an image</html>")
+
+
+def test_skip_corrupt_with_nothing_readable_says_so(tmp_path, write_jpeg):
+    add_market(tmp_path, write_jpeg)
+    corrupt_all(tmp_path / "market1501" / "bounding_box_train")
+    cfg = tiny_cfg(tmp_path, names=("market1501",))
+    cfg.DATASETS.SKIP_CORRUPT = True
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError) as e:
+        build_train_data(cfg)
+    msg = str(e.value)
+    assert "market1501" in msg and "failed to read" in msg and "DATASETS.ROOT" in msg and str(tmp_path) in msg
+    assert "IMS_PER_BATCH" not in msg
+    for split, folder in (("query", "query"), ("gallery", "bounding_box_test")):
+        add_market(tmp_path, write_jpeg)  # readable again
+        corrupt_all(tmp_path / "market1501" / folder)
+        with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match=f"{split} images of market1501.*failed"):
+            build_test_data(cfg, "market1501")
+
+
+def test_test_loader_never_replaces_an_image_that_breaks_later(tmp_path, write_jpeg):
+    add_market(tmp_path, write_jpeg)
+    cfg = tiny_cfg(tmp_path, names=("market1501",))
+    cfg.DATASETS.SKIP_CORRUPT = True
+    query, gallery = build_test_data(cfg, "market1501")
+    truncate(query[0][0])  # breaks after the up-front scan; its gallery match has the same pid
+    with pytest.raises(CorruptImageError, match="0002_c4s1_002351_00.jpg"):
+        list(build_test_loader(cfg, query, gallery))

@@ -116,3 +116,55 @@ def test_shuffle_sampler_permutation_ddp_and_resume():
     assert set(shards[0].tolist()).isdisjoint(shards[1].tolist())
     with pytest.raises(ValueError, match="IMS_PER_BATCH"):
         ShuffleSampler(5, 10)
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_groups_never_repeat_an_image_when_the_identity_has_k(k):
+    # Sizes not divisible by K (and some below K) exercise the topped-up last group.
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(k + 1, 4 * k, 30)
+    sizes[sizes % k == 0] += 1
+    sizes[:3] = [1, 2, k - 1]
+    pids = rng.permutation(np.repeat(np.arange(30), sizes))
+    count = np.bincount(pids)
+    bs = 4 * k
+    for seed in range(3):
+        s = IdentitySampler(pids, bs, k, seed=seed)
+        for epoch in range(4):
+            for group in s.epoch_indices(epoch).reshape(-1, k):  # groups stay contiguous in a batch
+                pid = pids[group[0]]
+                assert (pids[group] == pid).all()
+                uses = np.unique(group, return_counts=True)[1]
+                if count[pid] >= k:
+                    assert len(uses) == k, f"seed {seed} epoch {epoch}: repeated image in {group}"
+                else:  # fewer than K images: all of them, spread evenly
+                    assert len(uses) == count[pid] and uses.max() - uses.min() <= 1
+
+
+def test_state_dict_restores_the_resume_point():
+    pids = market_like_pids()
+    s = IdentitySampler(pids, 16, 4, seed=3)
+    s.set_epoch(4, start_batch=5)
+    state = s.state_dict()
+    assert state == {"epoch": 4, "seed": 3, "start_batch": 5}
+    t = IdentitySampler(pids, 16, 4, seed=0)
+    t.load_state_dict(state)
+    assert (t.epoch, t.seed, t.start_batch) == (4, 3, 5)
+    assert list(t) == s.epoch_indices(4).tolist()[5 * 16:] == list(s)
+    old = ShuffleSampler(103, 10, seed=0)
+    old.load_state_dict({"epoch": 2, "seed": 9})  # saved before start_batch was stored
+    assert (old.epoch, old.seed, old.start_batch) == (2, 9, 0)
+    assert list(old) == ShuffleSampler(103, 10, seed=9).epoch_indices(2).tolist()
+
+
+def test_ddp_surplus_drop_keeps_every_identity():
+    # Many one-group identities next to large ones: a rank over its share must drop surplus
+    # groups from the large identities, never an identity's only group.
+    rng = np.random.default_rng(0)
+    sizes = np.where(np.arange(50) % 5 == 0, rng.integers(30, 60, 50), rng.integers(1, 5, 50))
+    pids = np.repeat(np.arange(50), sizes)
+    for seed in range(10):
+        ranks = [IdentitySampler(pids, 16, 4, seed=seed, rank=r, world_size=2) for r in range(2)]
+        for epoch in range(3):
+            seen = set(pids[ranks[0].epoch_indices(epoch)].tolist()) | set(pids[ranks[1].epoch_indices(epoch)].tolist())
+            assert seen == set(range(50)), f"seed {seed} epoch {epoch}: missing {set(range(50)) - seen}"

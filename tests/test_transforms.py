@@ -118,3 +118,35 @@ def test_color_jitter_keeps_uint8():
 def test_rejects_non_rgb_arrays():
     with pytest.raises(ValueError, match="uint8"):
         to_chw_tensor(np.zeros((4, 4, 3), np.float32))
+
+
+def erased_boxes(erase, n, size=(100, 100)):
+    """(height, width) of the rectangle `erase` draws on `n` constant images."""
+    x = torch.full((3, *size), 7, dtype=torch.uint8)
+    out = []
+    for _ in range(n):
+        changed = (erase(x) != x).any(0)
+        out.append((int(changed.any(1).sum()), int(changed.any(0).sum())))
+    return np.array(out)
+
+
+def test_random_erasing_aspect_ratio_is_uniform_as_in_the_paper():
+    # A small area on a square image: every first attempt fits, so the boxes show the raw law.
+    torch.manual_seed(0)
+    hw = erased_boxes(RandomErasing(1.0, (0.05, 0.05), 0.3, "mean"), 2000)
+    ratio = hw[:, 0] / hw[:, 1]
+    assert ratio.min() > 0.25 and ratio.max() < 1 / 0.25
+    # Uniform in [0.3, 1/0.3]: P(tall) = (1/0.3 - 1) / (1/0.3 - 0.3) = 0.769; log-uniform: 0.5.
+    assert abs((ratio > 1).mean() - 0.769) < 0.04
+    assert abs(np.median(ratio) - (0.3 + 1 / 0.3) / 2) < 0.15  # log-uniform median: 1.0
+
+
+def test_random_erasing_defaults_fill_with_the_mean():
+    cfg = get_cfg()
+    assert cfg.INPUT.REA.FILL == "mean"
+    cfg.INPUT.REA.PROB = 1.0
+    rea = build_transforms(cfg, is_train=True).transforms[-1]
+    assert isinstance(rea, RandomErasing) and rea.fill == "mean" and RandomErasing().fill == "mean"
+    assert rea.mean.flatten().tolist() == [round(m) for m in cfg.MODEL.PIXEL_MEAN]
+    with pytest.raises(ValueError, match="INPUT.REA.MIN_RATIO"):
+        RandomErasing(min_ratio=3.0)

@@ -138,8 +138,8 @@ _C.INPUT.REA.PROB = 0.5
 _C.INPUT.REA.AREA = [0.02, 0.4]
 # Minimum aspect ratio of the erased rectangle (the maximum is its inverse).
 _C.INPUT.REA.MIN_RATIO = 0.3
-# Fill of the erased rectangle: "random" (uniform uint8 noise per pixel) or "mean" (MODEL.PIXEL_MEAN).
-_C.INPUT.REA.FILL = "random"
+# Fill of the erased rectangle: "mean" (MODEL.PIXEL_MEAN, as BoT/fast-reid) or "random" (uniform uint8 noise).
+_C.INPUT.REA.FILL = "mean"
 
 _C.INPUT.CJ = CN()
 # Colour jitter on or off (off by default: clothing colour is identity evidence).
@@ -169,6 +169,8 @@ _C.DATASETS.ROOT = "datasets"
 _C.DATASETS.SKIP_CORRUPT = False
 # MSMT17: train on list_train + list_val (32,621 images, the usual protocol) instead of list_train only.
 _C.DATASETS.MSMT17_COMBINE_VAL = True
+# MSMT17 release: "auto" (V1 if present, else V2), "v1" (train/test) or "v2" (mask_train_v2/mask_test_v2).
+_C.DATASETS.MSMT17_VERSION = "auto"
 
 _C.DATASETS.CUSTOM = CN()
 # Custom dataset: text/CSV list "path pid camid" for training (paths relative to the list's folder).

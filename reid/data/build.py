@@ -43,7 +43,7 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     name = name.lower()
     d = cfg.DATASETS
     if name == "msmt17":
-        return {"combine_val": bool(d.MSMT17_COMBINE_VAL)}
+        return {"combine_val": bool(d.MSMT17_COMBINE_VAL), "version": str(d.MSMT17_VERSION)}
     if name == "custom":
         c = d.CUSTOM
         return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
@@ -102,12 +102,31 @@ def _hold_out(items: List[Item], num_val: int, seed: int) -> Tuple[List[Item], L
     return train, query, gallery
 
 
+def _require_readable(items: List[Item], what: str, root: str) -> None:
+    """Stop when the SKIP_CORRUPT scan left nothing: later errors would point elsewhere."""
+    if not items:
+        raise ValueError(
+            f"DATASETS.SKIP_CORRUPT: every one of {what} failed to read, so none is left. This usually "
+            f"means a wrong DATASETS.ROOT (now {root!r}) or dataset layout, or files that are not images; "
+            f"the warning above names the first few."
+        )
+
+
 def build_train_data(cfg) -> TrainData:
     """Combine the train splits of DATASETS.NAMES, hold out TEST.VAL_IDS identities, relabel.
 
     Pids are offset per dataset so identities never collide; camera ids stay as each dataset
-    numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported) here.
+    numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported) here,
+    and a ValueError says so when none is left. A dataset named twice raises ValueError.
     """
+    names = [str(n).lower() for n in cfg.DATASETS.NAMES]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        # Loading a dataset twice would train on every image twice, as two different identities.
+        raise ValueError(
+            f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} names {', '.join(map(repr, dup))} more than once; "
+            f"list each dataset once."
+        )
     datasets, items, offset = [], [], 0
     for name in cfg.DATASETS.NAMES:
         ds = _load(cfg, name)
@@ -118,6 +137,7 @@ def build_train_data(cfg) -> TrainData:
         raise ValueError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has no training images.")
     if cfg.DATASETS.SKIP_CORRUPT:
         items, _ = filter_readable(items, "training images")
+        _require_readable(items, f"the training images of {', '.join(cfg.DATASETS.NAMES)}", cfg.DATASETS.ROOT)
     val_query: List[Item] = []
     val_gallery: List[Item] = []
     if cfg.TEST.VAL_IDS > 0:
@@ -131,7 +151,10 @@ def build_train_data(cfg) -> TrainData:
 
 
 def build_test_data(cfg, name: str) -> Tuple[List[Item], List[Item]]:
-    """(query, gallery) of test dataset `name` (unreadable images dropped with SKIP_CORRUPT)."""
+    """(query, gallery) of test dataset `name` (unreadable images dropped with SKIP_CORRUPT).
+
+    Raises ValueError when either split is empty, also after dropping unreadable images.
+    """
     ds = _load(cfg, name)
     query, gallery = ds.query, ds.gallery
     if not query or not gallery:
@@ -141,7 +164,9 @@ def build_test_data(cfg, name: str) -> Tuple[List[Item], List[Item]]:
         )
     if cfg.DATASETS.SKIP_CORRUPT:
         query, _ = filter_readable(query, f"{name} query images")
+        _require_readable(query, f"the query images of {name}", cfg.DATASETS.ROOT)
         gallery, _ = filter_readable(gallery, f"{name} gallery images")
+        _require_readable(gallery, f"the gallery images of {name}", cfg.DATASETS.ROOT)
     return query, gallery
 
 
@@ -214,8 +239,14 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
 
 
 def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader:
-    """Loader over ``query + gallery`` in that order (no shuffling), TEST.IMS_PER_BATCH per batch."""
-    dataset = ImageDataset(list(query) + list(gallery), build_transforms(cfg, is_train=False),
-                           bool(cfg.DATASETS.SKIP_CORRUPT))
+    """Loader over ``query + gallery`` in that order (no shuffling), TEST.IMS_PER_BATCH per batch.
+
+    An unreadable image always raises CorruptImageError naming it, even with SKIP_CORRUPT.
+    """
+    # Never replace a bad image here: the replacement (another image of the same pid, often
+    # from the other split) would silently corrupt the evaluation, e.g. a query turning into
+    # one of its gallery matches. With SKIP_CORRUPT, build_test_data has already dropped the
+    # images that were bad at start-up; one that breaks later must stop the run.
+    dataset = ImageDataset(list(query) + list(gallery), build_transforms(cfg, is_train=False), skip_corrupt=False)
     return DataLoader(dataset, batch_size=int(cfg.TEST.IMS_PER_BATCH), shuffle=False, drop_last=False,
                       **_loader_kwargs(cfg))

@@ -14,6 +14,7 @@ import argparse
 import os
 import shutil
 import zipfile
+import zlib
 from typing import Dict, Optional
 
 from .datasets.base import README_HINT
@@ -51,8 +52,9 @@ class DownloadUnavailableError(RuntimeError):
 def download_dataset(name: str, root: str = "datasets", keep_archive: bool = False) -> str:
     """Fetch and unpack dataset `name` into `root` with gdown; returns the dataset folder.
 
-    Raises DownloadUnavailableError with manual steps for datasets without a public mirror,
-    and when gdown is missing or the mirror fails.
+    An archive already in `root` (e.g. downloaded by hand) is unpacked without gdown. Raises
+    DownloadUnavailableError with manual steps for datasets without a public mirror, when
+    gdown is missing or the mirror fails, and when the archive is damaged (it is then deleted).
     """
     key = name.lower()
     if key not in GDRIVE_MIRRORS:
@@ -62,36 +64,33 @@ def download_dataset(name: str, root: str = "datasets", keep_archive: bool = Fal
     folder = os.path.join(root, mirror["folder"])
     if os.path.isdir(folder):
         return folder
-    try:
-        import gdown
-    except ImportError:
-        raise DownloadUnavailableError(
-            "gdown is not installed (pip install gdown), or download the archive by hand: "
-            f"https://drive.google.com/file/d/{mirror['file_id']}/view . {README_HINT}"
-        ) from None
-    os.makedirs(root, exist_ok=True)
     archive = os.path.join(root, mirror["archive"])
+    by_hand = (
+        f"Download {mirror['archive']} by hand from https://drive.google.com/file/d/{mirror['file_id']}/view "
+        f"into {root} and run this again (it unpacks an archive it finds there). {README_HINT}"
+    )
+    # An archive already in the root (e.g. downloaded by hand) needs no gdown.
     if not os.path.isfile(archive):
-        part = archive + ".part"  # gdown writes here; renamed only when complete
-        try:
-            result: Optional[str] = gdown.download(id=mirror["file_id"], output=part, quiet=False)
-        except Exception as e:  # gdown raises its own error types for quota, HTML pages, network
-            result = None
-            print(f"gdown: {type(e).__name__}: {e}")
-        if not result or not os.path.isfile(part):
-            raise DownloadUnavailableError(
-                f"Downloading {mirror['archive']} from Google Drive failed (the mirror may be gone or over "
-                f"its quota). Download it by hand from https://drive.google.com/file/d/{mirror['file_id']}/view "
-                f"into {root}. {README_HINT}"
-            )
-        os.replace(part, archive)
+        _fetch(mirror, root, archive, by_hand)
     tmp = os.path.join(root, f".unpack-{mirror['folder']}")
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(tmp)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(tmp)
+    except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+        # Keeping a damaged archive (often Drive's HTML quota page saved under the zip's name)
+        # would make every later attempt fail the same way.
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.remove(archive)
+        raise DownloadUnavailableError(
+            f"{archive} is not a valid zip archive ({type(e).__name__}: {e}); it was deleted. The mirror "
+            f"may have sent an error page (e.g. Google Drive's download quota). {by_hand}"
+        ) from None
     unpacked = os.path.join(tmp, mirror["folder"])
     if not os.path.isdir(unpacked):
+        found = sorted(os.listdir(tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
         raise DownloadUnavailableError(
-            f"{archive} does not contain the folder {mirror['folder']}/ (found: {sorted(os.listdir(tmp))}); "
+            f"{archive} does not contain the folder {mirror['folder']}/ (found: {found}); "
             f"the mirror may have changed. Unpack it by hand. {README_HINT}"
         )
     os.replace(unpacked, folder)  # the dataset folder appears only once fully unpacked
@@ -99,6 +98,27 @@ def download_dataset(name: str, root: str = "datasets", keep_archive: bool = Fal
     if not keep_archive:
         os.remove(archive)
     return folder
+
+
+def _fetch(mirror: Dict[str, str], root: str, archive: str, by_hand: str) -> None:
+    """Download `mirror`'s archive to `archive` with gdown; DownloadUnavailableError on failure."""
+    try:
+        import gdown
+    except ImportError:
+        raise DownloadUnavailableError(f"gdown is not installed (pip install gdown). {by_hand}") from None
+    os.makedirs(root, exist_ok=True)
+    part = archive + ".part"  # gdown writes here; renamed only when complete
+    try:
+        result: Optional[str] = gdown.download(id=mirror["file_id"], output=part, quiet=False)
+    except Exception as e:  # gdown raises its own error types for quota, HTML pages, network
+        result = None
+        print(f"gdown: {type(e).__name__}: {e}")
+    if not result or not os.path.isfile(part):
+        raise DownloadUnavailableError(
+            f"Downloading {mirror['archive']} from Google Drive failed (the mirror may be gone or over "
+            f"its quota). {by_hand}"
+        )
+    os.replace(part, archive)
 
 
 def main(argv=None) -> None:

@@ -6,9 +6,13 @@ Policy for corrupt or unreadable images (DATASETS.SKIP_CORRUPT):
   naming the file. Nothing is scanned up front, so start-up stays fast.
 * True: ``filter_readable`` decodes every image once when the loaders are built and drops
   the bad ones, warning with their count and the first few names (the scan costs one decode
-  per image, a few seconds for Market-1501). An image that breaks after the scan is replaced
-  at load time by another image of the same identity, with a warning naming it, so a long
-  run does not die.
+  per image, a few seconds for Market-1501). A training image that breaks after the scan is
+  replaced at load time by another image of the same identity, with a warning naming it, so
+  a long run does not die; a test image that breaks later stops the run (a replacement could
+  move an image between query and gallery and so corrupt the evaluation).
+
+A missing file gets its own message (check DATASETS.ROOT and the layout), since skipping or
+replacing it is the wrong advice when a path is wrong.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 _JPEG_SOI = b"\xff\xd8"
 _JPEG_EOI = b"\xff\xd9"
+_JPEG_SOS = b"\xff\xda"
 
 
 class CorruptImageError(OSError):
@@ -38,18 +43,41 @@ def _corrupt(path: str, why: str) -> CorruptImageError:
     )
 
 
+def _missing(path: str) -> CorruptImageError:
+    # A missing file is a path problem, not a damaged image: replacing or skipping it is the
+    # wrong advice, since usually every image of the dataset is missing the same way.
+    return CorruptImageError(
+        f"Cannot read image {path!r}: the file does not exist. Check DATASETS.ROOT and the dataset "
+        f"layout (see datasets/README.md), or the list file that names this path."
+    )
+
+
+def jpeg_is_truncated(buf: bytes) -> bool:
+    """Whether JPEG bytes `buf` end before the end of their last scan.
+
+    Many libjpeg builds decode a truncated JPEG into a grey-filled image without failing, so
+    the markers decide: the file is truncated when its last end-of-image marker (FF D9) is
+    missing or comes before its last start-of-scan marker (FF DA). Entropy-coded data
+    byte-stuffs 0xFF, so neither marker can occur inside a scan, and an embedded (EXIF)
+    thumbnail's markers come before the main scan; data padded after the end-of-image marker
+    is allowed.
+    """
+    eoi = buf.rfind(_JPEG_EOI)
+    return eoi < 0 or eoi < buf.rfind(_JPEG_SOS)
+
+
 def _decode(path: str, flags: int) -> np.ndarray:
     try:
         data = np.fromfile(path, dtype=np.uint8)
+    except FileNotFoundError:
+        raise _missing(path) from None
     except OSError as e:
         raise _corrupt(path, f"{type(e).__name__}: {e.strerror or e}") from None
     if data.size == 0:
         raise _corrupt(path, "the file is empty")
     buf = data.tobytes()
-    # libjpeg decodes a truncated JPEG into a grey-filled image without failing; the missing
-    # end-of-image marker is the reliable sign. Search the tail only: some writers pad after it.
-    if buf[:2] == _JPEG_SOI and _JPEG_EOI not in buf[-1024:]:
-        raise _corrupt(path, "the JPEG is truncated (no end-of-image marker)")
+    if buf[:2] == _JPEG_SOI and jpeg_is_truncated(buf):
+        raise _corrupt(path, "the JPEG is truncated (its last scan has no end-of-image marker)")
     img = cv2.imdecode(data, flags)
     if img is None:
         raise _corrupt(path, "OpenCV could not decode it (not an image, or damaged)")

@@ -55,11 +55,17 @@ class _EpochSampler(Sampler[int]):
         return self._epoch_indices(epoch)
 
     def state_dict(self) -> Dict[str, int]:
-        return {"epoch": self.epoch, "seed": self.seed}
+        """Epoch, seed and the batches to skip as last given to ``set_epoch``, to resume mid-epoch.
+
+        The sampler does not see how far the loader got; a trainer that saves mid-epoch calls
+        ``set_epoch(epoch, start_batch=batches_done)`` first (or stores that count itself).
+        """
+        return {"epoch": self.epoch, "seed": self.seed, "start_batch": self.start_batch}
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
+        """Restore `state_dict()`; a state saved before ``start_batch`` was stored starts the epoch."""
         self.seed = int(state["seed"])
-        self.set_epoch(int(state["epoch"]))
+        self.set_epoch(int(state["epoch"]), int(state.get("start_batch", 0)))
 
     def _epoch_indices(self, epoch: int) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -76,17 +82,20 @@ class IdentitySampler(_EpochSampler):
 
     One epoch: the identities are shuffled and dealt to the ranks as whole identities, balanced
     by image count (every rank sees different people). On each rank every identity's images are
-    shuffled and cut into groups of K; the last group is topped up with re-drawn images of the
-    same identity, and an identity with fewer than K images gets one group drawn with
-    replacement. So every image appears at least once per epoch and about once overall. Groups
-    are then scheduled into batches of P distinct identities, drawing identities in proportion to
-    the groups they have left (and taking any identity whose groups would otherwise not fit), so
-    all groups are used; a last, partly empty batch is topped up with fresh groups.
+    shuffled and cut into groups of K; the last group is topped up by wrapping around to the
+    start of that shuffled order, so every group holds K distinct images whenever the identity
+    has at least K, and an identity with fewer than K images gets one group that repeats its
+    images as evenly as possible (counts differ by at most one). So every image appears at
+    least once per epoch and about once overall. Groups are then scheduled into batches of P
+    distinct identities, drawing identities in proportion to the groups they have left (and
+    taking any identity whose groups would otherwise not fit), so all groups are used; a last,
+    partly empty batch is topped up with fresh groups (K distinct images where possible).
 
     The epoch length is fixed by the pids alone so that all ranks run the same number of
     batches: ``num_batches = max(ceil(groups / (P * world_size)), largest group count)``. Under
     DDP a rank whose identities hold more groups than that drops a few surplus groups that
-    epoch (a different few every epoch).
+    epoch (a different few every epoch), taken from identities with more than one group first,
+    so every identity of the rank still appears when its batches can hold one group of each.
     """
 
     def __init__(
@@ -150,8 +159,9 @@ class IdentitySampler(_EpochSampler):
         slots = ngr * k
         slot_owner = np.repeat(np.arange(len(ids)), slots)
         slot_off = np.arange(slots.sum()) - np.repeat(np.cumsum(slots) - slots, slots)
-        extra = (rng.random(len(slot_off)) * cnt[slot_owner]).astype(np.int64)  # top-up draws
-        pick = np.where(slot_off < cnt[slot_owner], slot_off, extra)
+        # Top up the last group by wrapping around the already-shuffled images: re-drawing from
+        # all of them would often repeat an image that is already in the same group.
+        pick = slot_off % cnt[slot_owner]
         groups = items[first_img[slot_owner] + pick].reshape(-1, k)
         return groups, np.cumsum(ngr) - ngr, ngr.copy()
 
@@ -168,12 +178,17 @@ class IdentitySampler(_EpochSampler):
         groups, first, left = self._make_groups(ids, rng)
         p, nb = self.num_identities, self.num_batches
         # Enforce what a schedule of nb batches can hold: <= nb groups per identity and
-        # <= P * nb in all (only DDP imbalance can break these; the surplus is dropped at random).
+        # <= P * nb in all (only DDP imbalance can break these; the surplus is dropped at random,
+        # from identities' second and later groups first so that no identity misses the epoch).
         left = np.minimum(left, nb)
         surplus = int(left.sum()) - p * nb
-        if surplus > 0:
-            drop = rng.choice(np.repeat(np.arange(len(ids)), left), surplus, replace=False)
+        for floor in (1, 0):
+            if surplus <= 0:
+                break
+            pool = np.repeat(np.arange(len(ids)), np.maximum(left - floor, 0))
+            drop = rng.choice(pool, min(surplus, len(pool)), replace=False)
             left -= np.bincount(drop, minlength=len(ids))
+            surplus -= len(drop)
         taken = np.zeros(len(ids), dtype=np.int64)
         batches = np.empty((nb, p, self.num_instances), dtype=np.int64)
         for b in range(nb):

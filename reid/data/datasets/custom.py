@@ -15,11 +15,14 @@ A relative list-file path is looked up under the dataset root first, then the wo
 from __future__ import annotations
 
 import os
+import re
 from typing import List, Optional
 
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, README_HINT, ReIDDataset
 
 _HEADER_TOKENS = ("path", "pid", "camid")
+_PID_RE = re.compile(r"-?\d+", re.ASCII)
+_CAMID_RE = re.compile(r"\d+", re.ASCII)
 
 
 def _resolve_list(root: str, list_file: str, what: str) -> str:
@@ -68,18 +71,19 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
                 first_content = False
                 continue
             first_content = False
-            try:
-                if len(fields) != 3 or not fields[0]:
-                    raise ValueError
-                path, pid, camid = fields[0], int(fields[1]), int(fields[2])
-                if camid < 0 or pid < -1:
-                    raise ValueError
-            except ValueError:
+            # Strict patterns: int() alone would read "1_0" as pid 10 and accept "+1".
+            ok = (
+                len(fields) == 3 and bool(fields[0])
+                and _PID_RE.fullmatch(fields[1]) is not None and _CAMID_RE.fullmatch(fields[2]) is not None
+                and int(fields[1]) >= -1
+            )
+            if not ok:
                 raise DatasetFormatError(
                     f"{list_path}, line {lineno}: expected 'path pid camid' (pid an integer >= -1, "
                     f"camid an integer >= 0; separated by spaces or commas), got {raw.strip()!r}. "
                     f"Fix or remove the line. {README_HINT}"
-                ) from None
+                )
+            path, pid, camid = fields[0], int(fields[1]), int(fields[2])
             if pid == -1:
                 continue
             full = path if os.path.isabs(path) else os.path.join(base, path)

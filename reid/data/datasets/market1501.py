@@ -4,8 +4,9 @@ Searched, in order (the first that holds all three sub-folders wins):
 ``root/Market-1501-v15.09.15``, ``root/market1501``, ``root`` itself.
 
 Loaded counts of the official release: train 751 ids / 12,936 images, query 750 ids /
-3,368 images, gallery 15,913 images (751 ids + distractors ``0000``; 2,793 junk ``-1``
-images are dropped).
+3,368 images, gallery 15,913 images of 751 ids (the 750 test ids plus pid 0, the 2,793
+``0000`` distractor images, which are kept). bounding_box_test holds 19,732 images; its
+3,819 junk ``-1`` images are dropped (19,732 - 3,819 = 15,913).
 """
 from __future__ import annotations
 

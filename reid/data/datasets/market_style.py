@@ -12,7 +12,8 @@ from typing import List, Optional
 
 from .base import DatasetFormatError, Item, README_HINT
 
-#: Extensions treated as images; anything else (e.g. Market-1501's Thumbs.db) is ignored.
+#: Extensions treated as images; anything else (e.g. Market-1501's Thumbs.db) and hidden
+#: files (e.g. macOS's ``._*`` AppleDouble files) are ignored.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 
 _NAME_RE = re.compile(r"^(-?\d+)_c(\d+)")
@@ -45,9 +46,16 @@ def parse_market_name(path: str, max_cams: Optional[int] = None) -> tuple:
 
 
 def list_images(folder: str) -> List[str]:
-    """Sorted paths of the image files directly inside `folder` (sorting makes runs repeatable)."""
+    """Sorted paths of the image files directly inside `folder` (sorting makes runs repeatable).
+
+    Hidden files (names starting with ".") are skipped: macOS leaves AppleDouble files such as
+    ``._0002_c1s1_000451_03.jpg`` next to every image copied from its disks, and they are not images.
+    """
     with os.scandir(folder) as it:
-        names = [e.name for e in it if e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS)]
+        names = [
+            e.name for e in it
+            if not e.name.startswith(".") and e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS)
+        ]
     return [os.path.join(folder, n) for n in sorted(names)]
 
 

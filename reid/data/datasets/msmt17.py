@@ -12,13 +12,19 @@ list. The camera is the third ``_``-separated field of the file name, numbered 1
 (``<pid>_<index>_<camera>_<date><time>_<frame>_<n>[_ex].jpg``, as documented by the
 dataset release and read the same way by the toolkits in common use); it becomes 0..14.
 
+list_val.txt is only read (and needed) with ``combine_val`` (DATASETS.MSMT17_COMBINE_VAL).
+When a root holds both releases, ``version`` (DATASETS.MSMT17_VERSION) picks one; "auto"
+takes V1. Loading checks that the first image of every list exists, so a mismatch between
+the lists and the image folders fails at once with the expected layout.
+
 Counts: list_train 30,248 images / 1,041 ids; list_val 2,373 images of the same 1,041 ids
 (train + val = 32,621); query 11,659; gallery 82,161.
 """
 from __future__ import annotations
 
 import os
-from typing import List
+import re
+from typing import List, Sequence
 
 from .base import (
     DATASET_REGISTRY,
@@ -38,9 +44,12 @@ LAYOUT = """\
   <root>/MSMT17_V2/                  (V2, faces masked)
       mask_train_v2/0000/...
       mask_test_v2/0000/...
-      list_train.txt  list_val.txt  list_query.txt  list_gallery.txt"""
+      list_train.txt  list_val.txt  list_query.txt  list_gallery.txt
+  (list_val.txt is needed only with DATASETS.MSMT17_COMBINE_VAL True)"""
 
 LIST_FILES = ("list_train.txt", "list_val.txt", "list_query.txt", "list_gallery.txt")
+#: Valid values of DATASETS.MSMT17_VERSION / the `version` argument.
+VERSION_CHOICES = ("auto", "v1", "v2")
 #: (version, folder names tried under the root, train folder, test folder)
 VERSIONS = (
     ("v1", ("MSMT17_V1", "msmt17", ""), "train", "test"),
@@ -70,14 +79,30 @@ def read_msmt_list(list_path: str, image_dir: str) -> List[Item]:
             if not fields:
                 continue
             where = f"{list_path}, line {lineno}"
-            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+            # Strict: MSMT17 lists have no junk pid -1, and int() alone would read "1_0" as 10.
+            if len(fields) != 2 or re.fullmatch(r"\d+", fields[1], re.ASCII) is None:
                 raise DatasetFormatError(
-                    f"{where}: expected '<relative/path.jpg> <pid>', got {line.strip()!r}. "
+                    f"{where}: expected '<relative/path.jpg> <pid>' with a pid >= 0, got {line.strip()!r}. "
                     f"The list files must be the ones shipped with MSMT17. {README_HINT}"
                 )
             camid = parse_msmt_camera(fields[0], where)
             items.append((os.path.join(image_dir, fields[0]), int(fields[1]), camid))
     return items
+
+
+def check_first_image(items: Sequence[Item], list_path: str, image_dir: str) -> None:
+    """Raise DatasetNotFoundError when the first image of a list is missing.
+
+    One file per list is enough to catch a list / folder mismatch (e.g. V2 lists next to V1
+    folders, or an extra folder level) at load time instead of at the first batch.
+    """
+    if items and not os.path.isfile(items[0][0]):
+        raise DatasetNotFoundError(
+            f"{list_path}: its first image {items[0][0]!r} does not exist (the paths of this list are "
+            f"relative to {image_dir!r}). The list files and the image folders must come from the same "
+            f"release and sit side by side, the folders unpacked without an extra level. Expected "
+            f"layout:\n{LAYOUT}\nCheck DATASETS.ROOT and DATASETS.MSMT17_VERSION. {README_HINT}"
+        )
 
 
 @DATASET_REGISTRY.register("msmt17")
@@ -88,35 +113,43 @@ class MSMT17(ReIDDataset):
         root: folder that holds ``MSMT17_V1`` / ``MSMT17_V2``.
         combine_val: train on list_train + list_val (the usual protocol, 32,621 images) instead
             of list_train alone (30,248). The val identities are the train identities, so both
-            lists are relabelled together.
-        version: "auto", "v1" or "v2".
+            lists are relabelled together. list_val.txt is only needed when this is True.
+        version: "auto", "v1" or "v2" (DATASETS.MSMT17_VERSION).
+
+    Raises DatasetNotFoundError when the folders, a needed list file or the first image of a
+    list is missing, and DatasetFormatError naming the list file and line for a bad line.
     """
 
     name = "msmt17"
 
     def __init__(self, root: str = "datasets", combine_val: bool = True, version: str = "auto") -> None:
-        version = version.lower()
-        if version not in ("auto", "v1", "v2"):
-            raise ValueError(f"MSMT17 version must be 'auto', 'v1' or 'v2', got {version!r}.")
-        self.version, self.dataset_dir, train_dir, test_dir = self._locate(root, version)
-        list_path = {name: os.path.join(self.dataset_dir, name) for name in LIST_FILES}
-        train = read_msmt_list(list_path["list_train.txt"], train_dir)
-        if combine_val:
-            train += read_msmt_list(list_path["list_val.txt"], train_dir)
-        query = read_msmt_list(list_path["list_query.txt"], test_dir)
-        gallery = read_msmt_list(list_path["list_gallery.txt"], test_dir)
+        key = str(version).lower()
+        if key not in VERSION_CHOICES:
+            raise ValueError(
+                f"DATASETS.MSMT17_VERSION must be one of {', '.join(map(repr, VERSION_CHOICES))}, "
+                f"got {version!r}."
+            )
+        lists = [n for n in LIST_FILES if combine_val or n != "list_val.txt"]
+        self.version, self.dataset_dir, train_dir, test_dir = self._locate(root, key, lists)
+        splits = {}
+        for name in lists:
+            image_dir = train_dir if name in ("list_train.txt", "list_val.txt") else test_dir
+            path = os.path.join(self.dataset_dir, name)
+            splits[name] = read_msmt_list(path, image_dir)
+            check_first_image(splits[name], path, image_dir)
+        train = splits["list_train.txt"] + splits.get("list_val.txt", [])
         self.combine_val = combine_val
-        super().__init__(train, query, gallery)
+        super().__init__(train, splits["list_query.txt"], splits["list_gallery.txt"])
 
     @staticmethod
-    def _locate(root: str, version: str):
+    def _locate(root: str, version: str, lists: Sequence[str]):
         errors = []
         for ver, candidates, train_sub, test_sub in VERSIONS:
             if version not in ("auto", ver):
                 continue
             try:
                 folder = find_dataset_dir(
-                    root, candidates, (train_sub, test_sub) + LIST_FILES, f"MSMT17 {ver.upper()}", LAYOUT
+                    root, candidates, (train_sub, test_sub) + tuple(lists), f"MSMT17 {ver.upper()}", LAYOUT
                 )
             except DatasetNotFoundError as e:
                 errors.append(str(e))
