@@ -513,8 +513,9 @@ class Trainer:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, targets
 
-    def run_step(self, batch: Any, epoch: int, batch_idx: int) -> Dict[str, float]:
-        """One optimisation step; returns the logged values (rank-averaged) of this iteration.
+    def run_step(self, batch: Any, epoch: int, batch_idx: int) -> Dict[str, Any]:
+        """One optimisation step; returns the logged values (rank-averaged) of this iteration
+        (floats; with gradient clipping also the 0-d device tensors `grad_norm`, `grad_norm_steps`).
 
         Raises :class:`NonFiniteLossError` before the optimizer step when a loss term is NaN
         or infinite, so the weights and the optimizer state stay as they were.
