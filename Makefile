@@ -17,8 +17,10 @@ $(VENV)/.installed: setup.py requirements/ci.txt
 
 setup: $(VENV)/.installed
 
+# --resume: a second `make demo` finds the finished run (nothing to train) and tests it again;
+# without it, train.py refuses to start a new run over an existing one.
 demo: setup
-	$(PY) tools/train.py --config-file $(DEMO_CONFIG) OUTPUT_DIR $(DEMO_OUT)
+	$(PY) tools/train.py --config-file $(DEMO_CONFIG) --resume OUTPUT_DIR $(DEMO_OUT)
 	$(PY) tools/test.py --config-file $(DEMO_OUT)/config.yaml MODEL.WEIGHTS $(DEMO_OUT)/model_final.pth --rerank --visualize 5
 
 test: setup

@@ -88,7 +88,7 @@ def test_missing_and_corrupt_files_are_named(tmp_path):
         load_checkpoint(missing, model=Net())
     corrupt = tmp_path / "bad.pth"
     corrupt.write_bytes(b"this is not a checkpoint")
-    with pytest.raises(CheckpointError, match=r"Could not read checkpoint .*bad\.pth.*corrupt"):
+    with pytest.raises(CheckpointError, match=r"Could not read checkpoint .*bad\.pth.*text file"):
         load_checkpoint(str(corrupt))
     good = str(tmp_path / "good.pth")
     save_checkpoint(good, model=Net().state_dict())
@@ -96,6 +96,52 @@ def test_missing_and_corrupt_files_are_named(tmp_path):
     truncated.write_bytes(open(good, "rb").read()[:50])
     with pytest.raises(CheckpointError, match=r"trunc\.pth"):
         load_checkpoint(str(truncated))
+
+
+def _unreadable(path) -> str:
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(str(path))
+    msg = str(e.value)
+    # torch's own advice (load with weights_only=False) must never reach the user
+    assert "weights_only=False" not in msg and "weights_only` set to `False" not in msg
+    assert "Re-running" not in msg
+    return msg
+
+
+def test_config_given_as_weights_points_to_the_checkpoints(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("MODEL:\n  WEIGHTS: ''\nSOLVER:\n  BASE_LR: 0.001\n")
+    save_checkpoint(str(run / "model_final.pth"), model=Net().state_dict())
+    save_checkpoint(str(run / periodic_name(5)), model=Net().state_dict())
+    msg = _unreadable(run / "config.yaml")
+    assert str(run / "config.yaml") in msg and "YAML" in msg and "weights_only=True" in msg
+    assert str(run / "model_final.pth") in msg and "model_0005.pth" in msg
+    assert "Delete" not in msg  # the user's config is not a damaged checkpoint
+
+
+def test_damaged_checkpoint_may_be_deleted_only_inside_a_run_folder(tmp_path):
+    good = tmp_path / "good.pth"
+    save_checkpoint(str(good), model=Net().state_dict())
+    data = good.read_bytes()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("SEED: 0\n")
+    save_checkpoint(str(run / periodic_name(5)), model=Net().state_dict())
+    (run / periodic_name(10)).write_bytes(data[: len(data) // 2])  # a copy cut short
+    msg = _unreadable(run / periodic_name(10))
+    assert "damaged" in msg and "Delete it" in msg and "model_0005.pth" in msg
+    loose = tmp_path / "downloaded.pth"
+    loose.write_bytes(data[: len(data) // 2])
+    msg = _unreadable(loose)
+    assert "damaged" in msg and "Delete" not in msg
+
+
+def test_torch_file_with_unsafe_objects_is_not_loaded_unsafely(tmp_path):
+    path = tmp_path / "foreign.pth"
+    torch.save({"model": Net().state_dict(), "args": random.Random(0)}, str(path))  # an arbitrary class
+    msg = _unreadable(path)
+    assert "foreign.pth" in msg and "weights_only=True" in msg and "Delete" not in msg
 
 
 def test_head_shape_mismatch_explains_how_to_fine_tune(tmp_path):

@@ -1,6 +1,8 @@
 """tools/train.py and tools/test.py end to end on a tiny synthetic dataset (the README's flow)."""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 
@@ -9,7 +11,10 @@ import pytest
 
 from reid.cli import test as cli_test
 from reid.cli import train as cli_train
-from reid.engine.checkpoint import CheckpointError
+from reid.config import load_config
+from reid.data import build_test_data
+from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
+from reid.modeling.backbones.resnet import PretrainedWeightsError, ResNetBackbone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "configs", "Demo", "resnet18_circle.yml")
@@ -92,8 +97,8 @@ def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_
         raise OSError("disk full")
 
     monkeypatch.setattr(cli_test, "visualize_from_features", broken)
-    with pytest.raises(OSError, match="disk full"):
-        cli_test.main(common + ["--visualize", "2"])
+    assert cli_test.main(common + ["--visualize", "2"]) == 1
+    assert "error: disk full" in capsys.readouterr().err
     report = json.loads((test_out / "metrics.json").read_text())  # written before the pictures
     assert report["settings"] == {"metric": "cosine", "max_rank": 3, "rerank": None, "aqe": None}
     plain = report["results"]["synthetic"]["plain"]
@@ -101,10 +106,11 @@ def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_
     assert len(plain["cmc"]) == 10 and plain["R-10"] == pytest.approx(100 * plain["cmc"][9], abs=1e-3)
 
 
-def test_test_cli_without_weights_says_what_to_pass(trained_run):
+def test_test_cli_without_weights_says_what_to_pass(trained_run, capsys):
     _, out = trained_run
-    with pytest.raises(CheckpointError, match="MODEL.WEIGHTS"):
-        cli_test.main(["--config-file", str(out / "config.yaml"), "--output-dir", str(out / "t2")])
+    assert cli_test.main(["--config-file", str(out / "config.yaml"), "--output-dir", str(out / "t2")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: No weights to test") and "MODEL.WEIGHTS" in err
 
 
 def test_eval_only_uses_last_checkpoint(trained_run):
@@ -128,3 +134,205 @@ def test_tools_scripts_show_help_with_examples():
             [sys.executable, os.path.join(ROOT, "tools", tool), "--help"], capture_output=True, text=True
         )
         assert res.returncode == 0 and "examples:" in res.stdout, res.stderr
+
+
+# ----------------------------------------------------------------------------------------
+# Helpers for the tests below: list files of a custom test set made of synthetic images.
+# ----------------------------------------------------------------------------------------
+def write_list(path, items):
+    path.write_text("".join(f"{os.path.abspath(p)} {pid} {cam}\n" for p, pid, cam in items))
+    return str(path)
+
+
+def synthetic_test_items(out):
+    return build_test_data(load_config(str(out / "config.yaml")), "synthetic")
+
+
+def user_error(capsys):
+    """stderr of a run that must have printed one ``error:`` line and no traceback."""
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    return err
+
+
+def test_two_test_sets_keep_their_metrics_and_features_apart(trained_run, tmp_path):
+    base, out = trained_run
+    query, gallery = synthetic_test_items(out)
+    q_list = write_list(tmp_path / "query.txt", query[:2])
+    g_list = write_list(tmp_path / "gallery.txt", gallery)
+    test_out = tmp_path / "test"
+    rc = cli_test.main(
+        ["--config-file", str(out / "config.yaml"), "MODEL.WEIGHTS", str(out / "model_final.pth"),
+         "DATASETS.TESTS", "[synthetic, custom]", "DATASETS.CUSTOM.QUERY_LIST", q_list,
+         "DATASETS.CUSTOM.GALLERY_LIST", g_list, "--save-features", str(tmp_path / "feats.npz"),
+         "--output-dir", str(test_out), "--visualize", "100"]
+    )
+    assert rc == 0
+    report = json.loads((test_out / "metrics.json").read_text())
+    assert set(report["results"]) == {"synthetic", "custom"}
+    for name, num_query in (("synthetic", len(query)), ("custom", 2)):
+        saved = np.load(tmp_path / f"feats_{name}.npz")  # a feature file, not overwritten with JSON
+        assert saved["query_feats"].shape[0] == num_query
+    log = (test_out / "log.txt").read_text().splitlines()
+    assert log[-1].endswith(f"Wrote {test_out / 'metrics.json'}")
+    # --visualize 100 draws only the queries there are, and the log says how many.
+    drawn = len(list((test_out / "ranked" / "custom").glob("*.jpg")))
+    assert 0 < drawn <= 2
+    assert any(f"Ranked results of {drawn} queries: {test_out / 'ranked' / 'custom'}" in line for line in log)
+
+
+def test_train_refuses_bad_evaluation_settings_before_training(trained_run, tmp_path, capsys):
+    base, out = trained_run
+    query, gallery = synthetic_test_items(out)
+    # A custom test set whose gallery never shows a query's person: nothing to evaluate.
+    q_pid = query[0][1]
+    no_match = ["DATASETS.TESTS", "custom",
+                "DATASETS.CUSTOM.QUERY_LIST", write_list(tmp_path / "q.txt", [query[0]]),
+                "DATASETS.CUSTOM.GALLERY_LIST", write_list(tmp_path / "g.txt", [g for g in gallery if g[1] != q_pid])]
+    cases = [
+        (["DATASETS.TESTS", "markt1501"], ["DATASETS.TESTS", "'markt1501'", "market1501"]),
+        (["DATASETS.TESTS", "[synthetic, market1501]"], ["Market-1501", str(base / "data")]),
+        (["TEST.METRIC", "cos"], ["TEST.METRIC", "'cos'", "cosine, euclidean"]),
+        (no_match, ["'custom'", "none of its 1 query images has a match"]),
+    ]
+    for i, (opts, expected) in enumerate(cases):
+        run = tmp_path / f"run{i}"
+        rc = cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", run) + opts)
+        err = user_error(capsys)
+        assert rc == 1
+        for text in expected:
+            assert text in err, (opts, err)
+        # Refused before the first iteration: nothing was trained, nothing was saved.
+        assert not (run / "metrics.jsonl").exists() and not list(run.glob("*.pth")), opts
+
+
+def test_train_saves_the_final_weights_when_evaluation_fails(trained_run, tmp_path, monkeypatch, capsys):
+    base, _ = trained_run
+    out = tmp_path / "run"
+
+    def broken(*args, **kwargs):
+        raise ValueError("No query has a valid match in the gallery")
+
+    monkeypatch.setattr(cli_train, "evaluate_model", broken)
+    rc = cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", out))
+    assert rc == 1 and "No query has a valid match" in user_error(capsys)
+    assert (out / "model_final.pth").is_file() and (out / "last_checkpoint").read_text().strip() == "model_final.pth"
+    assert f"saved to {out / 'model_final.pth'}" in (out / "log.txt").read_text()
+
+
+def test_train_refuses_to_start_over_an_existing_run(trained_run, tmp_path, capsys):
+    base, out = trained_run
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    before = {name: (run / name).read_bytes() for name in ("log.txt", "metrics.jsonl", "model_final.pth")}
+    cmd = ["--config-file", DEMO] + tiny_opts(base / "data", run)
+    assert cli_train.main(cmd) == 1
+    err = user_error(capsys)
+    assert str(run) in err and str(run / "model_final.pth") in err
+    assert "--resume" in err and "another OUTPUT_DIR" in err
+    assert {name: (run / name).read_bytes() for name in before} == before  # not even a log line
+    # What `make demo` does the second time: --resume finds the finished run and does nothing.
+    assert cli_train.main(cmd + ["--resume"]) == 0
+    assert "Training already finished" in (run / "log.txt").read_text()
+    assert (run / "metrics.jsonl").read_bytes() == before["metrics.jsonl"]
+
+
+def test_train_with_resume_in_an_empty_folder_starts_a_fresh_run(trained_run, tmp_path):
+    # What `make demo` does the first time.
+    base, _ = trained_run
+    out = tmp_path / "run"
+    assert cli_train.main(["--config-file", DEMO, "--resume"] + tiny_opts(base / "data", out)) == 0
+    assert (out / "model_final.pth").is_file()
+    assert "no checkpoint in" in (out / "log.txt").read_text()
+
+
+def test_testing_and_resuming_never_fetch_imagenet_weights(trained_run, tmp_path, monkeypatch, capsys):
+    # A config with PRETRAINED True (a Market run's config.yaml) on a machine without internet.
+    base, out = trained_run
+
+    def offline(self, path=""):
+        raise PretrainedWeightsError("no internet")
+
+    monkeypatch.setattr(ResNetBackbone, "load_imagenet", offline)
+    pretrained = ["MODEL.BACKBONE.PRETRAINED", "True"]
+    rc = cli_test.main(["--config-file", str(out / "config.yaml"), "MODEL.WEIGHTS", str(out / "model_final.pth"),
+                        "--output-dir", str(tmp_path / "test")] + pretrained)
+    assert rc == 0 and (tmp_path / "test" / "metrics.json").is_file()
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    common = ["--config-file", str(out / "config.yaml"), "OUTPUT_DIR", str(run)] + pretrained
+    assert cli_train.main(common + ["--eval-only"]) == 0
+    assert cli_train.main(common + ["--resume"]) == 0
+    assert "Training already finished" in (run / "log.txt").read_text()
+    # Only the model was built without them: the run's config still says how it was trained.
+    assert load_config(str(run / "config.yaml")).MODEL.BACKBONE.PRETRAINED is True
+    # A new training run still needs them.
+    # A new run does fetch them (here: the fake offline error, as a one-line user error).
+    capsys.readouterr()
+    assert cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", tmp_path / "new") + pretrained) == 1
+    assert "error: no internet" in capsys.readouterr().err
+
+
+def test_user_errors_print_one_line_and_keep_exit_codes(trained_run, tmp_path, monkeypatch, capsys):
+    base, out = trained_run
+    opts = tiny_opts(base / "data", tmp_path / "run")
+    # A training dataset that is not on disk.
+    assert cli_train.main(["--config-file", DEMO] + opts + ["DATASETS.NAMES", "market1501"]) == 1
+    assert "Market-1501" in user_error(capsys)
+    # An output folder that cannot be created (a file is in the way) or written.
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert cli_train.main(["--config-file", DEMO] + opts + ["OUTPUT_DIR", str(blocked / "run")]) == 1
+    err = user_error(capsys)
+    assert str(blocked / "run") in err and "choose another OUTPUT_DIR" in err
+    test_cmd = ["--config-file", str(out / "config.yaml"), "MODEL.WEIGHTS", str(out / "model_final.pth")]
+    assert cli_test.main(test_cmd + ["--output-dir", str(blocked / "test")]) == 1
+    assert "choose another --output-dir" in user_error(capsys)
+
+    def read_only(output_dir, rank=0):
+        raise PermissionError(13, "Permission denied", os.path.join(output_dir, "log.txt"))
+
+    monkeypatch.setattr("reid.cli.common.setup_logger", read_only)
+    assert cli_train.main(["--config-file", DEMO] + opts) == 1
+    err = user_error(capsys)
+    assert "Permission denied" in err and "choose another OUTPUT_DIR" in err
+    monkeypatch.undo()
+
+    # Stops inside training keep their own exit codes; a bug keeps its traceback.
+    def stopped(self):
+        raise TrainingInterrupted(signal.SIGINT, "model_interrupted.pth", 0, 3)
+
+    def diverged(self):
+        raise NonFiniteLossError("loss_id", float("nan"), 3, 0, 3, None)
+
+    def bug(self):
+        raise RuntimeError("a bug")
+
+    for fake, expected in ((stopped, 130), (diverged, 1)):
+        monkeypatch.setattr(Trainer, "train", fake)
+        assert cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", tmp_path / fake.__name__)) == expected
+    assert "Loss term loss_id is nan" in (tmp_path / "diverged" / "log.txt").read_text()
+    monkeypatch.setattr(Trainer, "train", bug)
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", tmp_path / "bug"))
+
+
+def test_unknown_names_and_offline_weights_are_one_line_user_errors(capsys):
+    from reid.config import get_cfg
+    from reid.inference.commands import run_user_command
+    from reid.modeling import build_model
+    from reid.modeling.backbones.resnet import PretrainedWeightsError
+
+    cfg = get_cfg()
+    cfg.MODEL.BACKBONE.NAME = "resnet51"
+    assert run_user_command(lambda: build_model(cfg)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Unknown MODEL.BACKBONE.NAME 'resnet51'. Valid names:") and "resnet50" in err
+
+    def offline():
+        raise PretrainedWeightsError("Could not download the ImageNet weights")
+
+    assert run_user_command(offline) == 1
+    assert capsys.readouterr().err == "error: Could not download the ImageNet weights\n"
+    with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
+        run_user_command(lambda: 1 / 0)

@@ -153,3 +153,75 @@ def test_config_docs_cover_every_key():
     keys = set(leaves(get_cfg()))
     assert keys == set(documented)
     assert all(documented[k] for k in keys), [k for k in keys if not documented[k]]
+
+
+# ------------------------------------------------------------------ YAML 1.1 pitfalls, list forms
+def test_yaml_exponent_numbers_are_numbers(tmp_path):
+    # YAML 1.1 reads 1e-3 (no dot) as the string '1e-3'; the command line reads it as a float.
+    f = write(tmp_path / "e.yml", "SOLVER:\n  BASE_LR: 1e-3\n  MAX_EPOCH: 1e2\n  STEPS: [1e1, 2e1]\n"
+                                  "INPUT:\n  REA:\n    AREA: [2e-2, 0.4]\n")
+    cfg = load_config(str(f))
+    assert isinstance(cfg.SOLVER.BASE_LR, float) and cfg.SOLVER.BASE_LR == pytest.approx(1e-3)
+    assert cfg.SOLVER.MAX_EPOCH == 100 and isinstance(cfg.SOLVER.MAX_EPOCH, int)
+    assert list(cfg.SOLVER.STEPS) == [10, 20]
+    assert list(cfg.INPUT.REA.AREA) == pytest.approx([0.02, 0.4])
+    assert load_config(None, ["SOLVER.BASE_LR", "1e-3"]).SOLVER.BASE_LR == cfg.SOLVER.BASE_LR
+
+
+@pytest.mark.parametrize("text", ["SOLVER:\n  MAX_EPOCH: 1.5e0\n", "SOLVER:\n  BASE_LR: fast\n",
+                                  "SOLVER:\n  BASE_LR: nan\n", "SOLVER:\n  STEPS: [1e1, 2.5e0]\n"])
+def test_yaml_strings_that_are_no_fitting_number_are_refused(tmp_path, text):
+    f = write(tmp_path / "bad.yml", text)
+    with pytest.raises(ConfigError, match="expects a value of type"):
+        load_config(str(f))
+
+
+def test_yaml_bool_for_a_string_key_explains_the_rule(tmp_path):
+    f = write(tmp_path / "amp.yml", "SOLVER:\n  AMP: off\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(str(f))
+    msg = str(e.value)
+    assert "SOLVER.AMP" in msg and "amp.yml" in msg and "YAML" in msg
+    assert 'quote it: AMP: "off"' in msg
+    f = write(tmp_path / "amp2.yml", "TEST:\n  AMP: Yes\n")  # the user's own word is shown
+    with pytest.raises(ConfigError, match='quote it: AMP: "Yes"'):
+        load_config(str(f))
+    f = write(tmp_path / "ok.yml", 'SOLVER:\n  AMP: "off"\nTEST:\n  FLIP: yes\n')
+    cfg = load_config(str(f))
+    assert cfg.SOLVER.AMP == "off" and cfg.TEST.FLIP is True  # bool keys still take YAML booleans
+
+
+def test_type_error_shows_the_current_value_not_the_default(tmp_path):
+    base = write(tmp_path / "base.yml", "SOLVER:\n  BASE_LR: 0.5\n")
+    f = write(tmp_path / "leaf.yml", f"_BASE_: {os.path.basename(base)}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(str(f), ["SOLVER.BASE_LR", "fast"])
+    assert "current value 0.5" in str(e.value) and "default" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("[custom]", ["custom"]),  # what bash leaves of ["custom"]
+        ("[a,b]", ["a", "b"]),
+        ("[a, b]", ["a", "b"]),
+        ("a,b", ["a", "b"]),
+        ("custom", ["custom"]),
+        ('["custom"]', ["custom"]),  # Python literals keep working
+        ("['a', 'b']", ["a", "b"]),
+        ("[]", []),
+    ],
+)
+def test_string_list_keys_take_shell_friendly_forms(raw, expected):
+    cfg = load_config(None, ["DATASETS.NAMES", raw, "DATASETS.TESTS", raw])
+    assert list(cfg.DATASETS.NAMES) == expected and list(cfg.DATASETS.TESTS) == expected
+
+
+def test_string_list_forms_only_for_string_lists_and_bad_forms_are_named():
+    assert list(load_config(None, ["SOLVER.STEPS", "[3,5]"]).SOLVER.STEPS) == [3, 5]
+    with pytest.raises(ConfigError, match="expects a value of type int"):
+        load_config(None, ["SOLVER.STEPS", "3,a"])
+    for raw, what in (("[a,", "unmatched bracket"), ("a,,b", "empty name")):
+        with pytest.raises(ConfigError, match=what) as e:
+            load_config(None, ["DATASETS.NAMES", raw])
+        assert "DATASETS.NAMES" in str(e.value)

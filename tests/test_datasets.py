@@ -227,6 +227,44 @@ def test_custom_bad_line_names_file_and_line(tmp_path, write_jpeg):
         build_dataset("custom", str(tmp_path), train_list="train.txt")
 
 
+def test_custom_hash_and_comma_inside_paths(tmp_path, write_jpeg):
+    for n in ("a#1.jpg", "a,b.jpg", "c d.jpg", "e.jpg"):
+        write_jpeg(str(tmp_path / "imgs" / n))
+    (tmp_path / "train.txt").write_text(
+        "#header comment\n"
+        "imgs/a#1.jpg 1 0   # '#' inside a name is part of it; after a space it starts a comment\n"
+        "imgs/a,b.jpg 2 1\n"  # whitespace-separated line with a comma in its path
+        "imgs/c d.jpg,3,0\n"  # comma-separated line with a space in its path
+        "imgs/e.jpg, 4, 2 #x\n"
+    )
+    ds = build_dataset("custom", str(tmp_path), train_list="train.txt")
+    assert [(os.path.basename(p), cam) for p, _, cam in ds.train] == [
+        ("a#1.jpg", 0), ("a,b.jpg", 1), ("c d.jpg", 0), ("e.jpg", 2)]
+
+
+def test_custom_format_error_points_to_the_custom_list_section(tmp_path, write_jpeg):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text("a.jpg 1\n")
+    with pytest.raises(DatasetFormatError) as e:
+        build_dataset("custom", str(tmp_path), train_list="train.txt")
+    msg = str(e.value)
+    assert "Custom list files" in msg and "where to get the dataset" not in msg
+
+
+def test_split_list_line_keeps_its_contract():
+    """reid.inference.sources reads list files with these helpers too."""
+    from reid.data.datasets.custom import is_header, split_list_line, strip_comment
+
+    assert split_list_line("imgs/a b.jpg 1 0") == ["imgs/a b.jpg", "1", "0"]
+    assert split_list_line("imgs/a b.jpg,1,0") == ["imgs/a b.jpg", "1", "0"]
+    assert split_list_line("imgs/a,b.jpg 1 0") == ["imgs/a,b.jpg", "1", "0"]
+    assert split_list_line("imgs/a.jpg, 10, 1") == ["imgs/a.jpg", "10", "1"]
+    assert split_list_line("imgs/a.jpg") == ["imgs/a.jpg"]
+    assert is_header(split_list_line("path pid camid")) and is_header(split_list_line("path,pid,camid"))
+    assert strip_comment("imgs/a#1.jpg 1 0 # note\n") == "imgs/a#1.jpg 1 0"
+    assert strip_comment("# all comment") == "" and strip_comment("a.jpg\t#c") == "a.jpg"
+
+
 def test_custom_missing_image_is_named(tmp_path, write_jpeg):
     write_jpeg(str(tmp_path / "a.jpg"))
     (tmp_path / "train.txt").write_text("a.jpg 1 0\nmissing/b.jpg 2 0\n")

@@ -16,6 +16,7 @@ from reid.inference.export import (
     export_model,
     export_onnx,
     export_torchscript,
+    load_exported,
     run_exported,
 )
 from reid.inference.onnx_ops import adaptive_bins
@@ -115,6 +116,23 @@ def test_adaptive_bins_match_torch_adaptive_max_pool():
         for h0, h1 in adaptive_bins(16, out_h):
             rows.append(torch.stack([x[:, :, h0:h1, w0:w1].amax(dim=(2, 3)) for w0, w1 in adaptive_bins(5, out_w)], -1))
         torch.testing.assert_close(torch.stack(rows, -2), expected, rtol=0, atol=0)
+
+
+def test_load_exported_accepts_numpy_and_uint8_pixels(tmp_path):
+    torch.manual_seed(0)
+    m = build_model(_cfg("baseline")).eval()
+    path = export_torchscript(m, tmp_path / "m.ts", SIZE)
+    run = load_exported(path)
+    x = _pixels(2, seed=7)  # integer-valued, so uint8 holds the same pixels
+    expected = run(x)
+    assert expected.shape == (2, m.feature_dim)
+    for arr in (x.numpy(), x.numpy().astype(np.float64), x.numpy().astype(np.uint8), x.to(torch.uint8)):
+        np.testing.assert_allclose(run(arr), expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(run_exported(path, x.numpy().astype(np.uint8)), expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"\[B, 3, H, W\].*channels last"):
+        run(x.numpy().transpose(0, 2, 3, 1))
+    with pytest.raises(TypeError, match="int32"):
+        run(x.numpy().astype(np.int32))
 
 
 def test_export_format_from_extension(tmp_path):

@@ -179,7 +179,12 @@ def test_list_files_relative_paths_and_dataset_lines(tmp_path, trained):
     assert entries.paths == paths[::-1]
     pids, camids = entries.label_arrays()
     assert pids.dtype == np.int64 and pids.tolist() == [7, 3] and camids.tolist() == [2, 0]
-    listing.write_text("imgs/a.jpg\nimgs/missing.jpg\n")
+    # '#' starts a comment only at the line start or after whitespace: file names may hold one.
+    (tmp_path / "imgs" / "a.jpg").rename(tmp_path / "imgs" / "a#1.jpg")
+    listing.write_text("imgs/a#1.jpg 4 1  # renamed\n")
+    entries = collect_entries(listing)
+    assert entries.paths == [str(tmp_path / "imgs" / "a#1.jpg")] and entries.pids == [4]
+    listing.write_text("imgs/b c.jpg\nimgs/missing.jpg\n")
     with pytest.raises(FileNotFoundError, match="missing.jpg"):
         collect_images(listing)
 

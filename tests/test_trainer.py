@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from reid.engine import NonFiniteLossError, Trainer, TrainingInterrupted
-from reid.engine.checkpoint import last_checkpoint
+from reid.engine.checkpoint import CheckpointError, last_checkpoint
 from reid.utils.logger import setup_logger
 
 from _engine_stubs import StubReID, assert_same_weights, model_state, stub_cfg, stub_loader
@@ -229,6 +229,76 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     trainer, result = run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1}), resume=True)
     assert result.iteration == IPE
     assert "no checkpoint in" in open(tmp_path / "log.txt").read()
+
+
+def test_resume_with_a_longer_schedule_is_refused_and_a_shorter_one_warns(straight, tmp_path):
+    # The checkpoint's schedule (2 epochs) is restored on resume: a 3rd epoch would run at LR 0.
+    for name in ("model_final.pth", "config.yaml"):
+        shutil.copy(os.path.join(straight, name), tmp_path / name)
+    config_before = (tmp_path / "config.yaml").read_text()
+    with pytest.raises(CheckpointError) as err:
+        run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 3}), resume=True)
+    msg = str(err.value)
+    assert "model_final.pth" in msg and "6 extra iterations" in msg and "learning rate 0.00e+00" in msg
+    assert "MODEL.WEIGHTS" in msg and "another OUTPUT_DIR" in msg and "SOLVER.MAX_EPOCH 2" in msg
+    assert (tmp_path / "config.yaml").read_text() == config_before  # the run's record is untouched
+    # Fewer iterations than the schedule only warn (the run is already past them).
+    trainer, result = run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1}), resume=True)
+    assert result.iteration == 2 * IPE and trainer.model.calls == 0
+    log = open(tmp_path / "log.txt").read()
+    assert "The checkpoint's LR schedule is kept" in log and "Training already finished" in log
+
+
+def failing_eval(fail_epoch):
+    def eval_fn(model, epoch):
+        if epoch == fail_epoch:
+            raise ValueError("No query has a valid match in the gallery")
+        return [{"split": "test", "dataset": "stub", "mAP": 1.0}]
+    return eval_fn
+
+
+@pytest.mark.parametrize(
+    "period,fail_epoch,saved",
+    [(1, 1, "model_0001.pth"), (0, 1, "model_interrupted.pth"), (1, 2, "model_final.pth")],
+)
+def test_failed_evaluation_saves_the_epoch_before_stopping(tmp_path, period, fail_epoch, saved):
+    cfg = stub_cfg(tmp_path, **{"SOLVER.CHECKPOINT_PERIOD": period})
+    with pytest.raises(ValueError, match="No query"):
+        run(cfg, eval_fn=failing_eval(fail_epoch))
+    path = str(tmp_path / saved)
+    assert last_checkpoint(str(tmp_path)) == path
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["epoch"] == fail_epoch and ckpt["iteration"] == fail_epoch * IPE
+    assert ckpt["sampler"] == {"epoch": fail_epoch, "start_batch": 0}
+    log = open(tmp_path / "log.txt").read()
+    assert f"Evaluation after epoch {fail_epoch} failed: ValueError" in log
+    assert f"saved to {path}" in log
+    if fail_epoch < 2:
+        # --resume continues after the saved epoch and finishes the run.
+        trainer, result = run(stub_cfg(tmp_path, **{"SOLVER.CHECKPOINT_PERIOD": period}), resume=True)
+        assert result.iteration == 2 * IPE and trainer.model.calls == IPE
+        assert result.final_checkpoint is not None
+
+
+def test_eta_averages_since_training_started(tmp_path):
+    # One fast window must not make the ETA collapse: 4 iterations took 8 s, so 2 s each.
+    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1})
+    setup_logger(cfg.OUTPUT_DIR)
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg), progress=False)
+    trainer._t0 = time.perf_counter() - 8.0
+    trainer._start_iteration, trainer.iteration = 0, 4
+    trainer._log_window(0, 3, {"loss": 1.0, "lr": 0.1, "images": 8.0}, 1, 0.001)
+    trainer.metrics.close()
+    record = read_metrics(str(tmp_path))[-1]
+    assert record["eta_s"] == pytest.approx((IPE - 4) * 2.0, rel=0.05)
+
+
+def test_warmup_longer_than_the_run_warns_once(tmp_path):
+    run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1, "SOLVER.WARMUP_ITERS": 100}))
+    log = open(tmp_path / "log.txt").read()
+    assert log.count("SOLVER.WARMUP_ITERS 100 is not shorter than the whole run (6 iterations)") == 1
+    run(stub_cfg(tmp_path / "short", **{"SOLVER.MAX_EPOCH": 1}))
+    assert "WARMUP_ITERS" not in open(tmp_path / "short" / "log.txt").read().split("Schedule:")[1]
 
 
 def test_fp16_on_cpu_and_unknown_amp_are_explained(tmp_path):
@@ -525,7 +595,7 @@ def test_resume_with_a_gradient_scaler_from_a_checkpoint_without_one(straight, t
     # Switching to fp16 on resume: a checkpoint saved without a scaler still resumes, with a
     # fresh scaler. (fp16 needs CUDA, so a CPU scaler stands in for it.)
     shutil.copytree(straight, tmp_path, dirs_exist_ok=True)
-    cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 3})
+    cfg = stub_cfg(tmp_path)
     setup_logger(cfg.OUTPUT_DIR)
     trainer = Trainer(cfg, StubReID(), stub_loader(cfg), progress=False)
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)

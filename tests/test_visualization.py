@@ -325,3 +325,67 @@ def test_visualize_from_features_accepts_features_objects(example, tmp_path):
     res = visualize_from_features(qfe.feats, gfe.feats, qfe, gfe, str(tmp_path / "o"), topk=2, num_queries=1,
                                   distmat=dist, all_AP=ap, tile_height=128)
     assert len(res.pictures) == 1 and res.pictures[0].rows[0].ap == pytest.approx(np.nanmin(ap))
+
+
+def test_rerun_removes_only_its_own_old_pictures(example, tmp_path, caplog):
+    query, gallery, dist = example
+    out = tmp_path / "o"
+    out.mkdir()
+    # Pictures of an earlier, larger run (both formats) and files that only look similar.
+    old = ["001_q00001_q1.jpg", "017_q00042_0002_c1s1_000451_03.jpg", "020_q00007_x.png"]
+    keep = ["notes.txt", "my_q00001_photo.jpg", "001_summary.jpg", "001_q00001_q1.jpg.bak"]
+    for name in old + keep:
+        (out / name).write_bytes(b"x")
+    (out / "sub").mkdir()
+    (out / "sub" / "002_q00003_y.jpg").write_bytes(b"x")  # sub-folders are not the tool's
+    with caplog.at_level("INFO", logger="reid.visualization"):
+        res = visualize_ranked_results(dist, query, gallery, str(out), topk=3, num_queries=1,
+                                       all_AP=np.array([0.6, 0.4]), tile_height=128)
+    pictures = sorted(n for n in os.listdir(out) if n.endswith((".jpg", ".png")))
+    assert pictures == sorted([res.pictures[0].image_file, "my_q00001_photo.jpg", "001_summary.jpg"])
+    assert all((out / n).exists() for n in keep) and (out / "sub" / "002_q00003_y.jpg").exists()
+    assert "Removed 3 ranked-result pictures" in caplog.text and str(out) in caplog.text
+
+
+def test_camid_is_labelled_as_such(example, tmp_path):
+    from reid.visualization.items import as_items
+    from reid.visualization.ranked_list import _caption
+
+    query, gallery, dist = example
+    caption = _caption("original", 0.5, 1, as_items(query), multi=False)
+    assert "camid 2" in caption[1] and "cam 2" not in caption[1]
+    res = visualize_ranked_results(dist, query, gallery, str(tmp_path / "o"), topk=3, num_queries=1,
+                                   all_AP=np.array([0.6, 0.4]), tile_height=128)
+    text = open(res.html_path, encoding="utf-8").read()
+    assert "pid 2, camid 2" in text and "cam 2" not in text and "0-based" in text
+
+
+def test_visualize_help_names_the_document_with_the_feature_format(capsys):
+    tool = load_tool("visualize")
+    with pytest.raises(SystemExit):
+        tool.main(["--help"])
+    out = capsys.readouterr().out
+    assert "docs/evaluation.md" in out and "docs/architecture.md" not in out
+    assert os.path.isfile(os.path.join(ROOT, "docs", "evaluation.md"))
+    assert "## Feature files" in open(os.path.join(ROOT, "docs", "evaluation.md"), encoding="utf-8").read()
+
+
+def test_make_examples_creates_its_output_folder_first(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_docs_make_examples", os.path.join(ROOT, "docs", "images", "make_examples.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):  # stands in for the slow part (feature extraction, ~20 s)
+        raise Stop
+
+    monkeypatch.setattr(script, "histogram_data", stop)
+    out = tmp_path / "new" / "images"
+    with pytest.raises(Stop):
+        script.main(["--out", str(out), "--work", str(tmp_path / "work")])
+    assert out.is_dir()

@@ -13,12 +13,16 @@ Examples:
     python tools/visualize.py feats.npz -o out/best --mode best --rerank --both-rows
     # 8 random queries (seeded), show ignored gallery images greyed
     python tools/visualize.py feats.npz -o out/random --mode random --num 8 --seed 3 --show-junk
-    # given queries, by index or file name; images moved to another folder
-    python tools/visualize.py feats.npz -o out/some --queries 0 17 0002_c1s1_000451_03.jpg \\
-        --image-root /data/Market-1501-v15.09.15
+    # given queries, by index or file name (here a query of the demo's synthetic test set)
+    python tools/visualize.py output/demo/features.npz -o output/demo/some --queries 0 17 0111_c5s1_002281_00.jpg
+    # images moved to another folder since the features were saved
+    python tools/visualize.py feats.npz -o out/moved --image-root /data/Market-1501-v15.09.15
 
 The features file comes from `tools/test.py ... --save-features FILE.npz` (format in
-docs/architecture.md). See docs/visualization.md.
+docs/evaluation.md, "Feature files"). Before drawing, pictures that an earlier call left in
+the output folder (files named NNN_qNNNNN_<query>.jpg/.png) are deleted, and the log says
+so; other files there are kept. Captions show the 0-based camera id ("camid 4" for a
+Market-1501 file named c5). See docs/visualization.md.
 """
 import argparse
 import logging
@@ -33,7 +37,9 @@ from reid.visualization import visualize_from_npz  # noqa: E402
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("features", help="saved-features .npz (tools/test.py --save-features)")
-    p.add_argument("-o", "--output-dir", required=True, help="folder for the pictures, index.html and ranked_results.csv")
+    p.add_argument("-o", "--output-dir", required=True,
+                   help="folder for the pictures, index.html and ranked_results.csv "
+                        "(pictures of an earlier call there are replaced)")
     p.add_argument("--metric", default="cosine", choices=["cosine", "euclidean"], help="distance (default: cosine)")
     p.add_argument("--rerank", action="store_true", help="apply k-reciprocal re-ranking; pictures show the re-ranked order")
     p.add_argument("--k1", type=int, default=20, help="re-ranking k1 (default: 20)")

@@ -187,6 +187,8 @@ def main(argv=None):
     ap.add_argument("--work", default=None, help="folder for intermediate files (default: a temp folder)")
     ap.add_argument("--out", default=HERE, help="where the example PNGs go (default: docs/images)")
     args = ap.parse_args(argv)
+    # before the slow part: a missing --out folder must not fail only at the first copy
+    os.makedirs(args.out, exist_ok=True)
     work = args.work or tempfile.mkdtemp(prefix="reid_vis_")
     os.makedirs(work, exist_ok=True)
 

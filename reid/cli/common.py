@@ -1,12 +1,24 @@
-"""Pieces shared by the command-line programs: the argument parser and run setup."""
+"""Pieces shared by the command-line programs: the argument parser, run setup and the checks
+made before any slow work."""
 from __future__ import annotations
 
 import argparse
 import logging
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from reid.config import load_config
+from reid.config import ConfigError, load_config
+from reid.data import DATASET_REGISTRY, build_test_data
+from reid.data.datasets.base import Item
+from reid.evaluation.distance import check_metric
+from reid.inference.commands import run_user_command
 from reid.utils.logger import setup_logger
+
+#: (query, gallery) of each test set, by its DATASETS.TESTS name.
+TestSets = Dict[str, Tuple[List[Item], List[Item]]]
+
+
+class OutputDirError(OSError):
+    """The output folder cannot be created or written; the message says which and what to do."""
 
 
 def base_parser(description: str, epilog: str = "") -> argparse.ArgumentParser:
@@ -37,7 +49,82 @@ def load_cfg_from_args(args: argparse.Namespace, extra_opts: Optional[List[str]]
     return load_config(args.config_file or None, opts + list(extra_opts or []))
 
 
-def setup_run(cfg, rank: int = 0, output_dir: Optional[str] = None) -> Tuple[logging.Logger, str]:
-    """Logger writing to `output_dir` (default ``cfg.OUTPUT_DIR``)/log.txt on rank 0."""
+def setup_run(
+    cfg, rank: int = 0, output_dir: Optional[str] = None, output_hint: str = "choose another OUTPUT_DIR"
+) -> Tuple[logging.Logger, str]:
+    """Logger writing to `output_dir` (default ``cfg.OUTPUT_DIR``)/log.txt on rank 0.
+
+    A folder that cannot be created or written raises :class:`OutputDirError` naming it and
+    ending with `output_hint` (what the user should change).
+    """
     out = output_dir or str(cfg.OUTPUT_DIR)
-    return setup_logger(out, rank=rank), out
+    try:
+        return setup_logger(out, rank=rank), out
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise OutputDirError(
+            f"Cannot write the run's files into {out!r} ({reason}: {e.filename or out}); "
+            f"{output_hint}, or make that folder writable."
+        ) from e
+
+
+def run_main(command: Callable[[], int]) -> int:
+    """Run a program's work through ``run_user_command``: a user error prints ``error: ...``
+    and gives exit code 1; otherwise the work's own exit code is returned."""
+    code = {"rc": 0}
+
+    def work() -> None:
+        code["rc"] = int(command())
+
+    return run_user_command(work) or code["rc"]
+
+
+def check_test_settings(cfg) -> None:
+    """Refuse, naming the key, an unknown or repeated DATASETS.TESTS name or a bad TEST.METRIC."""
+    names = [str(n).lower() for n in cfg.DATASETS.TESTS]
+    check_dataset_names(cfg.DATASETS.TESTS, "DATASETS.TESTS")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        # Results are keyed by dataset name: a repeated name would overwrite its own results.
+        raise ConfigError(
+            f"DATASETS.TESTS {list(cfg.DATASETS.TESTS)} names {', '.join(map(repr, dup))} more than once; "
+            "list each test set once."
+        )
+    try:
+        check_metric(str(cfg.TEST.METRIC))
+    except ValueError as e:
+        raise ConfigError(f"TEST.METRIC: {e} Set TEST.METRIC to one of them.") from e
+
+
+def check_dataset_names(names, key: str) -> None:
+    """Raise ConfigError naming `key` for a dataset name that is not registered."""
+    unknown = [n for n in names if n not in DATASET_REGISTRY]
+    if unknown:
+        raise ConfigError(
+            f"{key} {list(names)}: unknown dataset {', '.join(map(repr, unknown))}. Valid names: "
+            f"{', '.join(DATASET_REGISTRY.names())}. Fix the spelling in the config file or the override."
+        )
+
+
+def load_test_sets(cfg) -> TestSets:
+    """Check the test settings and load every test set of DATASETS.TESTS (lists only, no images).
+
+    Also refuses a test set in which no query has a match that the evaluation can use (same
+    person in the gallery, seen by another camera), which would otherwise only fail when the
+    model is evaluated.
+    """
+    check_test_settings(cfg)
+    test_sets: TestSets = {}
+    for name in cfg.DATASETS.TESTS:
+        query, gallery = build_test_data(cfg, name)
+        cams_of: Dict[int, set] = {}
+        for _, pid, cam in gallery:
+            cams_of.setdefault(pid, set()).add(cam)
+        if not any(cams_of.get(pid, set()) - {cam} for _, pid, cam in query):
+            raise ConfigError(
+                f"Test set {name!r} (DATASETS.TESTS): none of its {len(query)} query images has a match in "
+                f"its {len(gallery)} gallery images (the same pid seen by a different camera), so it cannot "
+                "be evaluated. Check the pids and camids of its query/gallery lists or folders."
+            )
+        test_sets[str(name)] = (query, gallery)
+    return test_sets

@@ -1,6 +1,7 @@
 """``tools/test.py``: evaluate trained weights, print R-1/R-5/R-10/mAP/mINP, save what was computed."""
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from reid.utils.file_io import atomic_write_text
 from reid.utils.misc import resolve_device, seed_everything
 from reid.visualization import visualize_from_features
 
-from .common import base_parser, load_cfg_from_args, parse_args, setup_run
+from .common import base_parser, check_test_settings, load_cfg_from_args, parse_args, run_main, setup_run
 
 EPILOG = """examples:
   python tools/test.py --config-file output/demo/config.yaml MODEL.WEIGHTS output/demo/model_final.pth
@@ -30,6 +31,7 @@ and features with --save-features (redraw pictures later with tools/visualize.py
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Evaluate MODEL.WEIGHTS on DATASETS.TESTS; returns the exit code (1 with ``error:`` on bad input)."""
     parser = base_parser("Evaluate a trained re-ID model on the test sets of DATASETS.TESTS.", EPILOG)
     parser.add_argument("--rerank", action="store_true", help="also report k-reciprocal re-ranking (TEST.RERANK.*)")
     parser.add_argument("--flip", action="store_true", help="average features of each image and its mirror")
@@ -43,10 +45,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--visualize takes the number of queries to draw (0 = none), got {args.visualize}")
     if args.vis_topk < 1:
         parser.error(f"--vis-topk takes the gallery images per ranked row (at least 1), got {args.vis_topk}")
-    # Testing needs no identity head; NUM_CLASSES 0 builds the model without it.
-    cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", "0"])
+    return run_main(lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
+    # Testing needs no identity head (NUM_CLASSES 0 builds the model without it), and the
+    # checkpoint replaces every weight, so ImageNet weights would be downloaded for nothing
+    # (and fail offline).
+    cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", 0, "MODEL.BACKBONE.PRETRAINED", False])
+    check_test_settings(cfg)
     out = args.output_dir or os.path.join(str(cfg.OUTPUT_DIR), "test")
-    logger, _ = setup_run(cfg, output_dir=out)
+    logger, _ = setup_run(cfg, output_dir=out, output_hint="choose another --output-dir (default OUTPUT_DIR/test)")
     seed_everything(int(cfg.SEED))
     return run_test(cfg, args, out, logger)
 
@@ -76,7 +85,7 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
         },
         "results": {},
     }
-    path = os.path.join(out, "metrics.json")
+    metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
         query, gallery = build_test_data(cfg, name)
         res = evaluate_model(
@@ -95,26 +104,27 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
             for row, metrics in res.metrics.items()
         }
         # Written after every test set, before any picture: a failure later keeps the numbers.
-        atomic_write_text(path, json.dumps(report, indent=2))
+        atomic_write_text(metrics_path, json.dumps(report, indent=2))
         if args.save_features:
-            path = args.save_features
+            features_path = args.save_features
             if len(cfg.DATASETS.TESTS) > 1:
-                stem, ext = os.path.splitext(path)
-                path = f"{stem}_{name}{ext or '.npz'}"
-            save_features(path, res.query, res.gallery)
-            logger.info("Saved features to %s", path)
+                stem, ext = os.path.splitext(features_path)
+                features_path = f"{stem}_{name}{ext or '.npz'}"
+            save_features(features_path, res.query, res.gallery)
+            logger.info("Saved features to %s", features_path)
         if args.visualize > 0:
             vis_dir = os.path.join(out, "ranked", name)
             rerank_dist = res.distmats.get("rerank")
-            visualize_from_features(
+            drawn = visualize_from_features(
                 res.query.feats, res.gallery.feats, res.query, res.gallery, vis_dir,
                 topk=args.vis_topk, num_queries=args.visualize, mode=args.vis_mode,
                 metric=str(cfg.TEST.METRIC), distmat=res.distmats["plain"], rerank_distmat=rerank_dist,
                 both_rows=rerank_dist is not None, all_AP=res.all_ap["plain"],
                 rerank_all_AP=res.all_ap.get("rerank"), seed=int(cfg.SEED),
             )
-            logger.info("Ranked results of %d queries: %s", args.visualize, os.path.join(vis_dir, "index.html"))
-    logger.info("Wrote %s", path)
+            # Fewer than --visualize when the set has fewer (valid) queries.
+            logger.info("Ranked results of %d queries: %s", len(drawn.pictures), os.path.join(vis_dir, "index.html"))
+    logger.info("Wrote %s", metrics_path)
     return 0
 
 

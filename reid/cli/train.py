@@ -5,11 +5,12 @@ This is the one place that joins the engine and the evaluator (the engine takes 
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence
 
-from reid.data import build_test_data, build_train_data, build_train_loader
+from reid.data import build_train_data, build_train_loader
 from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
@@ -17,7 +18,17 @@ from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.modeling import build_model, model_summary
 from reid.utils.misc import resolve_device, seed_everything
 
-from .common import base_parser, load_cfg_from_args, parse_args, setup_run
+from .common import (
+    TestSets,
+    base_parser,
+    check_dataset_names,
+    check_test_settings,
+    load_cfg_from_args,
+    load_test_sets,
+    parse_args,
+    run_main,
+    setup_run,
+)
 
 EPILOG = """examples:
   python tools/train.py --config-file configs/Demo/resnet18_circle.yml
@@ -26,26 +37,28 @@ EPILOG = """examples:
   python tools/train.py --config-file output/demo/config.yaml --eval-only MODEL.WEIGHTS output/demo/model_final.pth
   torchrun --nproc_per_node 4 tools/train.py --config-file configs/MSMT17/mgn_circle.yml MODEL.SYNC_BN True
 
+An OUTPUT_DIR that already holds a checkpoint is only continued (--resume) or evaluated
+(--eval-only), never overwritten: start another run in another OUTPUT_DIR.
+
 exit codes: 0 done, 1 error (NaN/inf loss, bad input), 130 interrupted by Ctrl-C, 143 by SIGTERM
 (both after saving a checkpoint that --resume continues from)."""
 
 
-def make_eval_fn(cfg, val_query: list, val_gallery: list, logger: logging.Logger):
+def make_eval_fn(
+    cfg, val_query: list, val_gallery: list, test_sets: TestSets, logger: logging.Logger
+) -> Callable[..., List[dict]]:
     """``eval_fn(model, epoch)`` for the trainer: the validation split (if any), then each test set.
 
-    Test sets are loaded once, on first use. Only validation records select a model.
+    `test_sets` holds the (query, gallery) lists of DATASETS.TESTS, loaded before training so
+    that a bad test set stops the run before it trains. Only validation records select a model.
     """
-    test_sets: Dict[str, Tuple[list, list]] = {}
 
     def eval_fn(model, epoch: int) -> List[dict]:
         records = []
         if val_query:
             res = evaluate_model(cfg, model, val_query, val_gallery, rerank=False)
             records.append({"split": "val", "dataset": "val", **res.metrics["plain"]})
-        for name in cfg.DATASETS.TESTS:
-            if name not in test_sets:
-                test_sets[name] = build_test_data(cfg, name)
-            query, gallery = test_sets[name]
+        for name, (query, gallery) in test_sets.items():
             res = evaluate_model(cfg, model, query, gallery)
             for row, metrics in res.metrics.items():
                 label = name if row == "plain" else f"{name}+{row}"
@@ -56,7 +69,24 @@ def make_eval_fn(cfg, val_query: list, val_gallery: list, logger: logging.Logger
     return eval_fn
 
 
+def check_output_dir(cfg, args: argparse.Namespace) -> Optional[str]:
+    """The checkpoint in OUTPUT_DIR (None if none); refuse to start a new run over it.
+
+    A new run in a folder with checkpoints would overwrite them and mix two runs in
+    metrics.jsonl and log.txt, so only --resume and --eval-only may use such a folder.
+    """
+    out = str(cfg.OUTPUT_DIR)
+    found = last_checkpoint(out)
+    if found and not (args.resume or args.eval_only):
+        raise CheckpointError(
+            f"OUTPUT_DIR {out!r} already holds a training run (checkpoint {found}). Continue it with "
+            f"--resume, or choose another OUTPUT_DIR (or delete {out!r}) to start a new run."
+        )
+    return found
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Train (or with --eval-only evaluate) as the config says; returns the exit code."""
     parser = base_parser("Train a re-ID model.", EPILOG)
     parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR's last checkpoint")
     parser.add_argument("--eval-only", action="store_true", help="only evaluate MODEL.WEIGHTS (or the last checkpoint)")
@@ -65,20 +95,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="load MODEL.WEIGHTS without the identity head (fine-tuning on other identities)",
     )
     args = parse_args(parser, argv)
+    return run_main(lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     cfg = load_cfg_from_args(args)
+    # Before anything is written: the log of an existing run must not get a refused run's lines.
+    found = check_output_dir(cfg, args)
     dist_info = init_distributed(str(cfg.MODEL.DEVICE))
-    logger, out = setup_run(cfg, rank=dist_info.rank)
     try:
-        return _run(cfg, args, dist_info, logger)
+        logger, _ = setup_run(cfg, rank=dist_info.rank)
+        return _run(cfg, args, dist_info, logger, resuming=bool(args.resume and found))
     finally:
         cleanup_distributed()
 
 
-def _run(cfg, args, dist_info, logger: logging.Logger) -> int:
+def _run(cfg, args, dist_info, logger: logging.Logger, resuming: bool = False) -> int:
     if dist_info.rank == 0:
         logger.info("Command: %s", " ".join(sys.argv))
         logger.info("Config file: %s", args.config_file or "(defaults only)")
     seed_everything(int(cfg.SEED), dist_info.rank)
+    # Cheap checks first: a misspelt name should not cost the time of loading the training set.
+    check_dataset_names(cfg.DATASETS.NAMES, "DATASETS.NAMES")
+    check_test_settings(cfg)
     data = build_train_data(cfg)
     if dist_info.rank == 0:
         for ds in data.datasets:
@@ -88,13 +127,23 @@ def _run(cfg, args, dist_info, logger: logging.Logger) -> int:
                 "Validation split: %d held-out identities, %d query / %d gallery images",
                 int(cfg.TEST.VAL_IDS), len(data.val_query), len(data.val_gallery),
             )
+    # Every rank checks (the lists are cheap to read), so all stop alike before any training.
+    test_sets = load_test_sets(cfg)
     cfg.defrost()
     cfg.MODEL.HEADS.NUM_CLASSES = int(data.num_classes)
     cfg.freeze()
-    model = build_model(cfg)
+    model_cfg = cfg
+    if args.eval_only or resuming:
+        # A checkpoint replaces every weight, so ImageNet weights would be downloaded for nothing
+        # (and fail offline). Only the model's copy changes: config.yaml keeps the run's setting.
+        model_cfg = cfg.clone()
+        model_cfg.defrost()
+        model_cfg.MODEL.BACKBONE.PRETRAINED = False
+        model_cfg.freeze()
+    model = build_model(model_cfg)
     if dist_info.rank == 0:
         logger.info("Model: %s", model_summary(model))
-    eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, logger)
+    eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, test_sets, logger)
 
     if args.eval_only:
         weights = str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))

@@ -4,12 +4,18 @@ yacs gives us an attribute-style tree with freezing; we add what users need on t
 ``_BASE_`` inheritance between YAML files (paths relative to the including file), and
 merging that names the offending key, suggests the closest valid keys, and checks types
 (an int is accepted where a float is expected; a list where a list is expected).
+
+YAML files are read as YAML 1.1 (PyYAML), which has two traps for config files: a number in
+exponent form without a dot (``1e-3``) is a string, and an unquoted ``on``/``off``/``yes``/
+``no``/``true``/``false`` is a boolean. The first is accepted (the string is read as the
+number); the second gets an error that explains the rule and shows the quoted form.
 """
 from __future__ import annotations
 
 import ast
 import copy
 import difflib
+import math
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -51,43 +57,130 @@ def _suggest(key: str, root: CfgNode) -> str:
     return f" Did you mean: {', '.join(close)}?" if close else ""
 
 
-def _coerce(key: str, default: Any, value: Any, source: str) -> Any:
-    """Return `value` converted to the type of `default`, or raise ConfigError."""
-    def fail() -> ConfigError:
+class _YamlBool:
+    """A boolean read from a YAML file, with the word the file used (``off``, ``Yes``, ...).
+
+    Kept until the value meets its key, so that a boolean given to a string key (YAML 1.1
+    turns ``AMP: off`` into False) can be reported with the user's own word.
+    """
+
+    __slots__ = ("value", "text")
+
+    def __init__(self, value: bool, text: str) -> None:
+        self.value = value
+        self.text = text
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that wraps booleans in :class:`_YamlBool`; everything else is unchanged."""
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _YamlBool:
+    return _YamlBool(loader.construct_yaml_bool(node), str(node.value))
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+
+
+def _plain(value: Any) -> Any:
+    """`value` with every :class:`_YamlBool` inside it turned back into a bool."""
+    if isinstance(value, _YamlBool):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _number_from_text(text: str) -> Optional[float]:
+    """The finite number `text` spells (``"1e-3"``, ``"5"``), or None."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    # "nan" / "inf" parse too, but no key takes them and the command line refuses them as well.
+    return number if math.isfinite(number) else None
+
+
+def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = False) -> Any:
+    """Return `value` converted to the type of `current` (the key's value so far), or raise ConfigError.
+
+    `from_yaml` marks a value parsed by YAML 1.1 (a config file): there a number such as
+    ``1e-3`` arrives as a string and is read as the number it spells.
+    """
+    yaml_word = value.text if isinstance(value, _YamlBool) else None
+    if yaml_word is not None:
+        value = value.value
+
+    def fail(hint: str = "") -> ConfigError:
+        # `current` is what earlier files or overrides left, not necessarily the default; for a
+        # list item (KEY[i]) it is only the item type's example, so it is not shown.
+        shown = "" if "[" in key else f" (current value {current!r})"
         return ConfigError(
-            f"{source}: key {key} expects a value of type {type(default).__name__} "
-            f"(default {default!r}), got {value!r} ({type(value).__name__})."
+            f"{source}: key {key} expects a value of type {type(current).__name__}{shown}, "
+            f"got {value!r} ({type(value).__name__}).{hint}"
         )
 
-    if isinstance(default, bool):
+    if isinstance(current, bool):
         if isinstance(value, bool):
             return value
         raise fail()
-    if isinstance(default, int):
+    if isinstance(current, int):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+        number = _number_from_text(value) if isinstance(value, str) and from_yaml else value
+        if isinstance(number, float) and number.is_integer():
+            # int() of the text keeps every digit of a long integer that a float would round
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return int(number)
         raise fail()
-    if isinstance(default, float):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+    if isinstance(current, float):
+        number = _number_from_text(value) if isinstance(value, str) and from_yaml else value
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return float(number)
         raise fail()
-    if isinstance(default, str):
+    if isinstance(current, str):
         if isinstance(value, str):
             return value
+        if from_yaml and isinstance(value, bool):
+            word = yaml_word if yaml_word is not None else ("true" if value else "false")
+            # inside a list (KEY[i]) the fix is the quoted word alone, not "KEY: word"
+            fix = f'"{word}"' if "[" in key else f'{key.rsplit(".", 1)[-1]}: "{word}"'
+            raise fail(
+                f" YAML 1.1 reads an unquoted on/off/yes/no/true/false as a boolean, so {word} became "
+                f"{value}; quote it: {fix}"
+            )
+        if from_yaml and value is None:
+            name = key.rsplit(".", 1)[-1]
+            raise fail(f' An empty value is null in YAML; for an empty string write {name}: ""')
         raise fail()
-    if isinstance(default, (list, tuple)):
+    if isinstance(current, (list, tuple)):
         if isinstance(value, str):
             # A single name given where a list is expected (e.g. DATASETS.NAMES market1501).
             value = [value]
         if not isinstance(value, (list, tuple)):
             raise fail()
-        if default:
-            proto = default[0]
-            return [_coerce(f"{key}[{i}]", proto, v, source) for i, v in enumerate(value)]
-        return list(value)
-    return value
+        proto = current[0] if current else _default_of(key)
+        if proto is not None:
+            return [_coerce(f"{key}[{i}]", proto, v, source, from_yaml) for i, v in enumerate(value)]
+        return _plain(list(value))
+    return _plain(value)
+
+
+def _default_of(key: str) -> Any:
+    """First element of the default list of `key` (its element type), or None if unknown/empty."""
+    node: Any = _C
+    for part in key.split("."):
+        if not isinstance(node, CfgNode) or part not in node:
+            return None
+        node = node[part]
+    return node[0] if isinstance(node, (list, tuple)) and node else None
 
 
 def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "") -> None:
@@ -103,7 +196,7 @@ def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "
                 )
             _merge_dict(current, v, source, full + ".")
         else:
-            cfg[k] = _coerce(full, current, v, source)
+            cfg[k] = _coerce(full, current, v, source, from_yaml=True)
 
 
 def _read_yaml_with_bases(path: str, seen: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -116,7 +209,7 @@ def _read_yaml_with_bases(path: str, seen: Optional[Sequence[str]] = None) -> Di
         raise ConfigError(f"Config file not found: {path}")
     with open(path, "r", encoding="utf-8") as f:
         try:
-            data = yaml.safe_load(f) or {}
+            data = yaml.load(f, Loader=_ConfigLoader) or {}
         except yaml.YAMLError as e:
             raise ConfigError(f"Config file {path} is not valid YAML: {e}") from e
     if not isinstance(data, dict):
@@ -126,6 +219,10 @@ def _read_yaml_with_bases(path: str, seen: Optional[Sequence[str]] = None) -> Di
         return data
     if isinstance(bases, str):
         bases = [bases]
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise ConfigError(
+            f"Config file {path}: {BASE_KEY} must be a file path or a list of paths, got {bases!r}."
+        )
     merged: Dict[str, Any] = {}
     for base in bases:
         base_path = base if os.path.isabs(base) else os.path.join(os.path.dirname(path), base)
@@ -161,8 +258,63 @@ def _parse_value(text: Any) -> Any:
     return text
 
 
+def _parse_str_list(key: str, text: Any) -> Any:
+    """A command-line value for a list-of-strings key: ``a``, ``a,b``, ``[a,b]`` or a Python literal.
+
+    Bash removes the quotes of ``["custom"]`` and passes ``[custom]``, which is no Python
+    literal; without this the brackets would become part of the name.
+    """
+    if not isinstance(text, str):
+        return text
+    s = text.strip()
+    try:
+        value = ast.literal_eval(s)
+    except (ValueError, SyntaxError):
+        pass
+    else:
+        if isinstance(value, (list, tuple, str)):
+            return value
+    opened, closed = s.startswith("["), s.endswith("]")
+    if opened != closed:
+        raise ConfigError(
+            f"command line: key {key} got {text!r}, which has an unmatched bracket (a space inside "
+            f"[...] splits it into two arguments). Write the names without spaces, e.g. {key} a,b "
+            f"or {key} [a,b]."
+        )
+    inner = s[1:-1] if opened else s
+    items = [item.strip() for item in inner.split(",")]
+    if len(items) > 1 and items[-1] == "":
+        items.pop()  # a trailing comma, as Python allows
+    if any(not item for item in items):
+        raise ConfigError(
+            f"command line: key {key} got {text!r}, which has an empty name between commas; "
+            f"write the names separated by single commas, e.g. {key} a,b."
+        )
+    return [_unquote(item) for item in items]
+
+
+def _unquote(item: str) -> str:
+    # One quoted item among unquoted ones (['a', b]) is not a literal as a whole.
+    if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"":
+        return item[1:-1]
+    return item
+
+
+def _is_str_list(key: str, current: Any) -> bool:
+    """Whether `key` holds a list of strings (judged by its current value, else its default)."""
+    if not isinstance(current, (list, tuple)):
+        return False
+    proto = current[0] if current else _default_of(key)
+    return isinstance(proto, str)
+
+
 def merge_from_list(cfg: CfgNode, opts: Iterable[Any]) -> None:
-    """Merge ``["KEY", "VALUE", ...]`` overrides (command-line style) into `cfg`."""
+    """Merge ``["KEY", "VALUE", ...]`` overrides (command-line style) into `cfg`.
+
+    Values are Python literals (``0.1``, ``[40, 90]``, ``True``) or plain words. Keys that hold
+    a list of strings also take ``a``, ``a,b`` and ``[a,b]`` with unquoted names, since the
+    shell strips the quotes of ``["a"]``.
+    """
     opts = list(opts)
     if len(opts) % 2 != 0:
         raise ConfigError(
@@ -179,7 +331,11 @@ def merge_from_list(cfg: CfgNode, opts: Iterable[Any]) -> None:
         current = node[parts[-1]]
         if isinstance(current, CfgNode):
             raise ConfigError(f"command line: key {key} is a section; set one of its sub-keys instead.")
-        node[parts[-1]] = _coerce(str(key), current, _parse_value(raw), "command line")
+        if _is_str_list(str(key), current):
+            value = _parse_str_list(str(key), raw)
+        else:
+            value = _parse_value(raw)
+        node[parts[-1]] = _coerce(str(key), current, value, "command line")
 
 
 def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]] = None) -> CfgNode:

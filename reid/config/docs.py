@@ -17,7 +17,11 @@ HEADER = (
     "Generated from `reid/config/defaults.py` by `python tools/gen_config_docs.py`; "
     "do not edit by hand (a test checks that this file is current).\n\n"
     "Set keys in a YAML file (`_BASE_: other.yml` inherits, paths relative to the file) or on "
-    "the command line after the flags: `python tools/train.py --config-file F KEY VALUE ...`.\n"
+    "the command line after the flags: `python tools/train.py --config-file F KEY VALUE ...`.\n\n"
+    "Lists of names on the command line: `DATASETS.NAMES market1501,msmt17` or "
+    "`DATASETS.NAMES [market1501,msmt17]` (no quotes needed); numbers: `SOLVER.STEPS '[40, 70]'`. "
+    "In YAML, quote words that YAML 1.1 reads as booleans (`AMP: \"off\"`, not `AMP: off`); "
+    "`BASE_LR: 1e-3` is accepted although YAML reads it as a string.\n"
 )
 
 

@@ -67,7 +67,7 @@ def download_dataset(name: str, root: str = "datasets", keep_archive: bool = Fal
     archive = os.path.join(root, mirror["archive"])
     by_hand = (
         f"Download {mirror['archive']} by hand from https://drive.google.com/file/d/{mirror['file_id']}/view "
-        f"into {root} and run this again (it unpacks an archive it finds there). {README_HINT}"
+        f"into {root}, then unzip it there or run this again (it unpacks an archive it finds there). {README_HINT}"
     )
     # An archive already in the root (e.g. downloaded by hand) needs no gdown.
     if not os.path.isfile(archive):

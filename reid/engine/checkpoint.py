@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pickle
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -56,14 +57,97 @@ def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises several types for truncated / foreign files
-        raise CheckpointError(
-            f"Could not read checkpoint {path}: it is corrupt, truncated or not a torch checkpoint "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Delete it or point to "
-            "another checkpoint (an older model_XXXX.pth in the same folder)."
-        ) from e
+        raise CheckpointError(_unreadable_message(path, e)) from e
     if not isinstance(data, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(data).__name__}, expected a dict.")
     return data
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+_RUN_MARKERS = ("config.yaml", LAST_CHECKPOINT_FILE)
+
+
+def _describe_file(path: str) -> str:
+    """What `path` looks like from its first bytes: "torch", "empty", "yaml", "text" or "binary".
+
+    torch.save writes a zip archive; anything else that fails to load is probably not a
+    checkpoint at all, and saying what it is helps more than torch's unpickler message.
+    """
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if not head:
+        return "empty"
+    # torch.save's zip archive, or the pickle stream of its legacy format (protocol opcode 0x80)
+    if head.startswith(_ZIP_MAGIC) or head[:1] == b"\x80":
+        return "torch"
+    if b"\0" in head:
+        return "binary"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary"
+    yaml_like = path.lower().endswith((".yaml", ".yml")) or re.search(r"^[A-Za-z_][\w.]*:", text, re.M)
+    return "yaml" if yaml_like else "text"
+
+
+def _checkpoints_beside(path: str) -> List[str]:
+    """Checkpoint files in the folder of `path` other than `path` itself, newest first."""
+    folder = os.path.dirname(os.path.abspath(path))
+    names = [FINAL_NAME] + [os.path.basename(p) for p in reversed(_periodic_files(folder))] + [BEST_NAME]
+    own = os.path.basename(path)
+    return [os.path.join(folder, n) for n in names if n != own and os.path.isfile(os.path.join(folder, n))]
+
+
+def _unreadable_message(path: str, error: BaseException) -> str:
+    """Why `path` did not load with weights_only=True, and what to load instead.
+
+    torch's own text is left out on purpose: it recommends ``weights_only=False``, which
+    would let the file run code, and the files this toolkit writes never need it.
+    """
+    kind = _describe_file(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    others = _checkpoints_beside(path)
+    if others:
+        where = f"this folder has {', '.join(os.path.basename(o) for o in others[:3])}: e.g. {others[0]}"
+    else:
+        where = "a run folder holds model_final.pth (end of training) and model_XXXX.pth (periodic)"
+    point = f"Point MODEL.WEIGHTS (or --weights) to a checkpoint written by training ({where})."
+    head = f"Could not read checkpoint {path}:"
+    if kind == "yaml":
+        return (
+            f"{head} it is a YAML/text file (a config?), not a checkpoint readable with "
+            f"weights_only=True. {point}"
+        )
+    if kind == "text":
+        return f"{head} it is a text file, not a checkpoint readable with weights_only=True. {point}"
+    if kind == "empty":
+        return f"{head} the file is empty (0 bytes), so it is not a checkpoint. {point}"
+    if kind == "binary":
+        return (
+            f"{head} it is not a checkpoint readable with weights_only=True (not a file written by "
+            f"torch.save). {point}"
+        )
+    # torch.save's format: either it is damaged or it holds objects that the safe loader refuses.
+    if isinstance(error, pickle.UnpicklingError) or "Weights only load failed" in str(error):
+        return (
+            f"{head} it is a torch file, but it holds Python objects other than tensors and plain "
+            "values, which weights_only=True refuses because loading them could run code from the "
+            "file. Checkpoints written by this toolkit never need that; save only the state dict "
+            f"(torch.save(model.state_dict(), ...)) where the file came from. {point}"
+        )
+    damaged = (
+        f"{head} it is a damaged torch checkpoint (truncated or incompletely copied; "
+        f"{type(error).__name__})."
+    )
+    in_run = any(os.path.isfile(os.path.join(folder, m)) for m in _RUN_MARKERS)
+    if in_run:
+        # Inside a run folder the file is disposable: last_checkpoint() falls back to the
+        # newest remaining checkpoint when the one it names is gone.
+        return (
+            f"{damaged} Delete it (resuming then falls back to the newest remaining checkpoint), "
+            f"or point to another checkpoint: {where}."
+        )
+    return f"{damaged} Copy or download it again. {point}"
 
 
 def _model_state(data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:

@@ -42,6 +42,7 @@ from .checkpoint import (
     BEST_NAME,
     FINAL_NAME,
     INTERRUPT_NAME,
+    CheckpointError,
     CheckpointManager,
     last_checkpoint,
     load_checkpoint,
@@ -288,9 +289,11 @@ class Trainer:
         # (DDP) the stop request as a device tensor, set in place: no host-to-device copy per step
         self._stop_flag = torch.zeros((), device=self.device)
         self.eval_records: List[Dict[str, Any]] = []
+        # Where this process's training started (time, iteration): the ETA's average.
+        self._t0 = time.perf_counter()
+        self._start_iteration = 0
 
         if self.is_main:
-            save_config(cfg, os.path.join(self.output_dir, "config.yaml"))
             if getattr(train_loader, "persistent_workers", False) and getattr(train_loader, "num_workers", 0) > 0:
                 # Persistent workers are seeded once, so per-epoch re-seeding cannot reach them.
                 self.logger.info(
@@ -370,6 +373,8 @@ class Trainer:
         self._rng_to_restore = data.get("rng")
         self.last_saved = path
         self._last_saved_iteration = self.iteration
+        if self.max_iters > self.scheduler.max_iters:
+            self._refuse_longer_schedule(path)
         if self.scheduler.iters_per_epoch != self.iters_per_epoch or self.scheduler.max_iters != self.max_iters:
             self.logger.warning(
                 "Resuming %s: it was trained with %d iterations/epoch and %d iterations in all, this run "
@@ -379,6 +384,23 @@ class Trainer:
         self.logger.info(
             "Resumed from %s: %d epoch(s) and %d iteration(s) done, continuing at epoch %d batch %d.",
             path, self.epoch, self.iteration, self.epoch + 1, self.start_batch,
+        )
+
+    def _refuse_longer_schedule(self, path: str) -> None:
+        """Raise CheckpointError: this run has more iterations than the checkpoint's LR schedule."""
+        # The schedule (and its length) comes from the checkpoint so that a resume continues the
+        # same curve; past its end the learning rate stays at its final value (0 for cosine).
+        ckpt_iters = self.scheduler.max_iters
+        ckpt_epochs = ckpt_iters // max(1, self.scheduler.iters_per_epoch)
+        end_lr = self.scheduler.factor(ckpt_iters) * float(self.scheduler.base_lrs[0])
+        raise CheckpointError(
+            f"Cannot resume {path} for {self.max_iters} iterations ({self.max_epoch} epoch(s) x "
+            f"{self.iters_per_epoch}): its LR schedule ends after {ckpt_iters} iterations ({ckpt_epochs} epoch(s) "
+            f"x {self.scheduler.iters_per_epoch}), so the {self.max_iters - ckpt_iters} extra iterations would "
+            f"train at the schedule's final learning rate {end_lr:.2e}. To train longer, start a new run with a "
+            f"fresh schedule from these weights in another OUTPUT_DIR (MODEL.WEIGHTS {path} OUTPUT_DIR "
+            f"<new folder>, without --resume); to continue this run, resume with its original SOLVER.MAX_EPOCH "
+            f"{ckpt_epochs} (and the same batch size and datasets)."
         )
 
     # ------------------------------------------------------------- checkpoint
@@ -612,6 +634,14 @@ class Trainer:
         ]
         for line in lines:
             self.logger.info(line)
+        warmup = int(self.cfg.SOLVER.WARMUP_ITERS)
+        if warmup >= self.max_iters:
+            peak = max(self.scheduler.factor(i) for i in range(self.max_iters))
+            self.logger.warning(
+                "SOLVER.WARMUP_ITERS %d is not shorter than the whole run (%d iterations): the learning rate "
+                "never reaches SOLVER.BASE_LR (at most %.0f%% of it). Lower SOLVER.WARMUP_ITERS or train longer.",
+                warmup, self.max_iters, 100 * peak,
+            )
 
     def train(self) -> TrainResult:
         """Run (or continue) training to ``SOLVER.MAX_EPOCH``; returns a :class:`TrainResult`.
@@ -619,9 +649,14 @@ class Trainer:
         Raises :class:`TrainingInterrupted` after saving a checkpoint when SIGINT/SIGTERM
         arrives, and :class:`NonFiniteLossError` when a loss term is NaN or infinite.
         """
+        if self.is_main:
+            # Written here rather than on construction: a resume that resume_or_load refuses
+            # must leave the run's config.yaml as it was.
+            save_config(self.cfg, os.path.join(self.output_dir, "config.yaml"))
         self._banner()
         previous = self._install_signal_handlers()
         self._t0 = time.perf_counter()
+        self._start_iteration = self.iteration
         try:
             if self.epoch >= self.max_epoch:
                 self.logger.info("Training already finished (%d/%d epochs); nothing to do.", self.epoch, self.max_epoch)
@@ -721,7 +756,13 @@ class Trainer:
         if window.get("grad_norm_steps", 0.0) > 0:
             means["grad_norm"] = window["grad_norm"] / window["grad_norm_steps"]
         images_per_s = window.get("images", 0.0) / max(elapsed, 1e-9)
-        sec_per_iter = elapsed / max(count, 1)
+        # One window is too short a sample (a slow first batch, an evaluation, a busy disk make
+        # the ETA swing); the average since this process started training is steady.
+        done_here = self.iteration - self._start_iteration
+        if done_here > 0:
+            sec_per_iter = (time.perf_counter() - self._t0) / done_here
+        else:
+            sec_per_iter = elapsed / max(count, 1)
         eta = (self.max_iters - self.iteration) * sec_per_iter
         loss_terms = sorted(k for k in means if k.startswith("loss_"))
         # Head statistics: s_p and s_n first (the ones every cosine head reports), then others.
@@ -753,15 +794,40 @@ class Trainer:
 
     # ----------------------------------------------------------- epoch end
     def _end_epoch(self) -> None:
-        """Evaluate and save as scheduled after epoch ``self.epoch`` (completed count)."""
+        """Evaluate and save as scheduled after epoch ``self.epoch`` (completed count).
+
+        If the evaluation raises, the epoch's weights are saved first (its scheduled checkpoint,
+        or ``model_interrupted.pth`` when none was due) and the error is re-raised.
+        """
         is_last = self.epoch == self.max_epoch
-        if self.eval_fn is not None and (is_last or (self.eval_period > 0 and self.epoch % self.eval_period == 0)):
-            self._evaluate()
+        name: Optional[str] = None
         if is_last:
-            self._save(FINAL_NAME, self.epoch, 0)
+            name = FINAL_NAME
         elif self.checkpoint_period > 0 and self.epoch % self.checkpoint_period == 0:
-            self._save(periodic_name(self.epoch), self.epoch, 0)
+            name = periodic_name(self.epoch)
+        if self.eval_fn is not None and (is_last or (self.eval_period > 0 and self.epoch % self.eval_period == 0)):
+            try:
+                self._evaluate()
+            except Exception as e:
+                self._save_after_failed_eval(name, is_last, e)
+                raise
+        if name is not None:
+            self._save(name, self.epoch, 0)
         barrier()
+
+    def _save_after_failed_eval(self, name: Optional[str], is_last: bool, error: BaseException) -> None:
+        # Hours of training must not be lost to an evaluation problem (a bad test set, a
+        # metric typo): the trained state is written before the error ends the run.
+        self.logger.error("Evaluation after epoch %d failed: %s: %s", self.epoch, type(error).__name__, error)
+        path = self._save(name or INTERRUPT_NAME, self.epoch, 0)
+        if not self.is_main:
+            return
+        if is_last:
+            hint = (f"Training is complete: fix the evaluation settings, then evaluate these weights with "
+                    f"tools/test.py ... MODEL.WEIGHTS {path} (or tools/train.py --eval-only).")
+        else:
+            hint = "Fix the evaluation settings, then continue training with the same command plus --resume."
+        self.logger.error("The weights of epoch %d were saved to %s before stopping. %s", self.epoch, path, hint)
 
     def _evaluate(self) -> None:
         """Rank 0 runs eval_fn; records go to metrics.jsonl; "val" records pick the best model."""

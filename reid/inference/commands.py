@@ -11,7 +11,9 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO
 
+from reid.data.download import DownloadUnavailableError
 from reid.engine.checkpoint import CheckpointError
+from reid.modeling.backbones.resnet import PretrainedWeightsError
 from reid.utils.file_io import atomic_write_text
 
 from .draw import save_matches_picture
@@ -30,7 +32,10 @@ class ExportMismatchError(RuntimeError):
 
 # Errors that come from what a user typed or pointed at; the tools print their message
 # (which names the file or value) instead of a traceback.
-USER_ERRORS = (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError)
+# What a user's input or environment causes (an unknown name is an UnknownNameError, a
+# ValueError); anything else is a bug and keeps its traceback.
+USER_ERRORS = (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError, PretrainedWeightsError,
+               DownloadUnavailableError)
 
 
 def run_user_command(command: Callable[[], Any]) -> int:

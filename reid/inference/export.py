@@ -158,11 +158,46 @@ def export_model(model: nn.Module, path: PathLike, input_size: Sequence[int],
     return export_torchscript(model, path, input_size)
 
 
-def load_exported(path: PathLike) -> Callable[[torch.Tensor], np.ndarray]:
+ImageBatch = Union[torch.Tensor, np.ndarray]
+
+
+def _as_pixel_batch(images: ImageBatch) -> torch.Tensor:
+    """`images` (torch tensor or numpy array, uint8 or float) as a float32 CPU tensor ``[B, 3, H, W]``."""
+    if isinstance(images, np.ndarray):
+        if images.dtype == np.uint8 or np.issubdtype(images.dtype, np.floating):
+            arr = np.ascontiguousarray(images, dtype=np.float32)
+            if not arr.flags.writeable:  # torch.from_numpy warns about read-only arrays (np.load mmap)
+                arr = arr.copy()
+            images = torch.from_numpy(arr)
+        else:
+            raise TypeError(
+                f"Exported model input is a numpy array of dtype {images.dtype}; pass uint8 or float "
+                "pixels (0-255), shape [B, 3, H, W]."
+            )
+    elif not isinstance(images, torch.Tensor):
+        raise TypeError(
+            f"Exported model input must be a torch tensor or a numpy array [B, 3, H, W], got "
+            f"{type(images).__name__}."
+        )
+    if images.ndim != 4 or images.shape[1] != 3:
+        hint = ""
+        if images.ndim == 4 and images.shape[-1] == 3:
+            hint = " It looks like [B, H, W, 3] (channels last): transpose it with x.transpose(0, 3, 1, 2)."
+        elif images.ndim == 3:
+            hint = " For one image add a batch axis (x[None])."
+        raise ValueError(
+            f"Exported model input must have shape [B, 3, H, W] (RGB pixels 0-255), got "
+            f"{tuple(images.shape)}.{hint}"
+        )
+    return images.detach().to("cpu", torch.float32).contiguous()
+
+
+def load_exported(path: PathLike) -> Callable[[ImageBatch], np.ndarray]:
     """Load an exported model file once; returns ``run(images) -> [B, D] numpy``.
 
-    `images` are float32 pixels ``[B, 3, H, W]``. ONNX files run with onnxruntime on the CPU
-    (an ImportError says how to install it); TorchScript files with torch on the CPU.
+    `images` are RGB pixels 0-255, ``[B, 3, H, W]``: a torch tensor or a numpy array, uint8
+    or float (converted to float32). ONNX files run with onnxruntime on the CPU (an
+    ImportError says how to install it); TorchScript files with torch on the CPU.
     """
     path = os.fspath(path)
     fmt = export_format(path)
@@ -175,23 +210,26 @@ def load_exported(path: PathLike) -> Callable[[torch.Tensor], np.ndarray]:
             raise ImportError(f"Running an ONNX model needs onnxruntime: {EXPORT_EXTRA_HINT}.") from e
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
-        def run_onnx(images: torch.Tensor) -> np.ndarray:
-            x = images.detach().to("cpu", torch.float32).contiguous().numpy()
+        def run_onnx(images: ImageBatch) -> np.ndarray:
+            x = _as_pixel_batch(images).numpy()
             return session.run([OUTPUT_NAME], {INPUT_NAME: x})[0]
 
         return run_onnx
     with _quiet_export_warnings():
         module = torch.jit.load(path, map_location="cpu")
 
-    def run_torchscript(images: torch.Tensor) -> np.ndarray:
+    def run_torchscript(images: ImageBatch) -> np.ndarray:
         with torch.no_grad():
-            return module(images.detach().to("cpu", torch.float32)).numpy()
+            return module(_as_pixel_batch(images)).numpy()
 
     return run_torchscript
 
 
-def run_exported(path: PathLike, images: torch.Tensor) -> np.ndarray:
-    """Run an exported model file on float32 pixels ``[B, 3, H, W]``; returns ``[B, D]`` numpy."""
+def run_exported(path: PathLike, images: ImageBatch) -> np.ndarray:
+    """Run an exported model file on RGB pixels ``[B, 3, H, W]``; returns ``[B, D]`` numpy.
+
+    `images` may be a torch tensor or a numpy array, uint8 or float (see :func:`load_exported`).
+    """
     return load_exported(path)(images)
 
 

@@ -7,7 +7,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from reid.data.datasets.custom import is_header, split_list_line
+from reid.data.datasets.custom import is_header, split_list_line, strip_comment
 
 # Extensions OpenCV decodes out of the box; compared case-insensitively (".JPG" is common).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -108,7 +108,7 @@ def list_entries(list_file: PathLike) -> ImageEntries:
             if os.path.isfile(resolve(line)):
                 entries.add(resolve(line))
                 continue
-            content = line.split("#", 1)[0].strip()
+            content = strip_comment(line).strip()
             if is_header(split_list_line(content)):
                 continue
             labelled = _labelled_line(content)

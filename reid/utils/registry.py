@@ -6,10 +6,23 @@ from typing import Callable, Dict, Iterator, TypeVar
 T = TypeVar("T", bound=Callable)
 
 
+class UnknownNameError(KeyError, ValueError):
+    """A name missing from a name -> builder map; the message lists the valid names.
+
+    A KeyError for mapping-style callers and a ValueError because it is a user's bad value
+    (the command-line tools print such errors as one line, without a traceback).
+    """
+
+    def __str__(self) -> str:
+        # KeyError's str() would wrap the message in quotes.
+        return str(self.args[0]) if self.args else ""
+
+
 class Registry:
     """A small mapping from lower-case names to builders.
 
-    ``REG.get(name)`` raises a KeyError that lists every valid name when `name` is unknown.
+    ``REG.get(name)`` raises an :class:`UnknownNameError` (a KeyError) that lists every valid
+    name when `name` is unknown.
     """
 
     def __init__(self, kind: str) -> None:
@@ -30,7 +43,7 @@ class Registry:
         key = str(name).lower()
         if key not in self._items:
             valid = ", ".join(sorted(self._items))
-            raise KeyError(f"Unknown {self.kind} {name!r}. Valid names: {valid}.")
+            raise UnknownNameError(f"Unknown {self.kind} {name!r}. Valid names: {valid}.")
         return self._items[key]
 
     def names(self) -> list:

@@ -28,7 +28,7 @@ class SavedFeatures:
 
 
 def load_saved_features(path: str) -> SavedFeatures:
-    """Read a ``--save-features`` npz (format in docs/architecture.md) with a clear error if absent.
+    """Read a ``--save-features`` npz (format in docs/evaluation.md) with a clear error if absent.
 
     Reading goes through ``reid.evaluation.load_features`` so there is one reader of the format.
     """
@@ -54,7 +54,10 @@ def _adapt_loaded(obj: Any, path: str) -> SavedFeatures:
     keys = list(obj.keys()) if hasattr(obj, "keys") else []
     missing = [k for k in NPZ_KEYS if k not in keys]
     if missing:
-        raise ValueError(f"{path!r} lacks {missing}; it is not a saved-features file (see docs/architecture.md).")
+        raise ValueError(
+            f"{path!r} lacks {missing}; it is not a saved-features file (see 'Feature files' in "
+            "docs/evaluation.md)."
+        )
     q = as_items({"paths": obj["query_paths"], "pids": obj["query_pids"], "camids": obj["query_camids"]}, "query")
     g = as_items({"paths": obj["gallery_paths"], "pids": obj["gallery_pids"], "camids": obj["gallery_camids"]}, "gallery")
     return SavedFeatures(to_numpy_2d(obj["query_feats"], "query_feats"), to_numpy_2d(obj["gallery_feats"], "gallery_feats"), q, g)

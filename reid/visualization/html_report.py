@@ -89,7 +89,8 @@ def write_index_html(
     out.append(
         f"<p>{len(result.pictures)} queries. Green: same identity as the query; red: a different identity; "
         "grey: ignored by the metric (same identity and camera as the query). Ranks count only the "
-        f"entries the metric counts. Per-result data: <a href=\"{quote(CSV_NAME)}\">{e(CSV_NAME)}</a>.</p>"
+        "entries the metric counts. camid is the 0-based camera id (Market-1501's c1 is camid 0). "
+        f"Per-result data: <a href=\"{quote(CSV_NAME)}\">{e(CSV_NAME)}</a>.</p>"
     )
     for note in result.notes:
         out.append(f'<p class="note">{e(note)}</p>')
@@ -108,13 +109,13 @@ def write_index_html(
                 where = "-" if ign else f"#{int(rank)}"
                 items.append(
                     f'<li class="{cls}">{where} {e(os.path.basename(str(gallery.paths[gi])))} '
-                    f"(pid {int(gallery.pids[gi])}, cam {int(gallery.camids[gi])}, d={float(dist):.4f}, {mark})</li>"
+                    f"(pid {int(gallery.pids[gi])}, camid {int(gallery.camids[gi])}, d={float(dist):.4f}, {mark})</li>"
                 )
             head = f"<b>{e(row.label)}</b>" if len(pic.rows) > 1 or row.label != "original" else ""
             lists.append(f"{head}<ul>{''.join(items)}</ul>")
         out.append(
             f'<tr class="query" data-query-index="{qi}"><td>{pic.number}</td>'
-            f'<td class="qname">{e(qname)}<br>index {qi}, pid {int(query.pids[qi])}, cam {int(query.camids[qi])}</td>'
+            f'<td class="qname">{e(qname)}<br>index {qi}, pid {int(query.pids[qi])}, camid {int(query.camids[qi])}</td>'
             f"<td>{ap_cells}</td><td>{''.join(lists)}</td></tr>"
         )
         out.append(

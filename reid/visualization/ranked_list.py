@@ -34,12 +34,19 @@ from .tiles import (
 
 logger = logging.getLogger("reid.visualization")
 
+#: Names of the pictures this module writes: ``{number:03d}_q{query index:05d}_{stem}.{ext}``
+#: (see :func:`picture_name`). Only files matching it are removed before a new set is drawn.
+PICTURE_NAME_RE = re.compile(r"^\d{3,}_q\d{5,}_[A-Za-z0-9._-]+\.(?:jpg|jpeg|png)$")
+
 __all__ = [
+    "PICTURE_NAME_RE",
     "QueryPicture",
     "RankedVisualization",
     "ShownRow",
     "draw_ranked_list",
+    "picture_name",
     "rank_gallery",
+    "remove_old_pictures",
     "select_queries",
     "visualize_ranked_results",
 ]
@@ -193,6 +200,14 @@ def visualize_ranked_results(
         aps[-1], mode=mode, k=num_queries, seed=seed, indices=indices, names=names, paths=list(q_items.paths)
     )
     os.makedirs(output_dir, exist_ok=True)
+    # Pictures of an earlier call would otherwise sit next to the new ones, looking like part
+    # of this set (index.html and the CSV are rewritten, so they never list them).
+    removed = remove_old_pictures(output_dir)
+    if removed:
+        logger.info(
+            "Removed %d ranked-result pictures of an earlier run from %s (files named "
+            "NNN_qNNNNN_<query>.jpg/.png; other files are kept)", len(removed), os.path.abspath(output_dir)
+        )
     pictures: List[QueryPicture] = []
     for number, qi in enumerate(selection.indices, start=1):
         rows, captions = [], []
@@ -202,7 +217,7 @@ def visualize_ranked_results(
             )
             rows.append(ShownRow(label, float(ap[qi]), ranked))
             captions.append(_caption(label, float(ap[qi]), int(qi), q_items, multi=len(shown) > 1 or label != "original"))
-        image_file = f"{number:03d}_q{int(qi):05d}_{_safe_stem(q_items.paths[qi])}.{image_format}"
+        image_file = picture_name(number, int(qi), q_items.paths[qi], image_format)
         picture = draw_ranked_list(
             q_items.paths[qi], g_items.paths, [r.ranked for r in rows], captions, tile_height, image_root
         )
@@ -216,6 +231,26 @@ def visualize_ranked_results(
         result.html_path = write_index_html(result, q_items, g_items, title=title, description=description)
     logger.info("Wrote %d ranked-result pictures to %s", len(pictures), result.output_dir)
     return result
+
+
+def picture_name(number: int, query_index: int, query_path: str, image_format: str) -> str:
+    """File name of a ranked-result picture; numbered so a file browser lists drawing order."""
+    return f"{int(number):03d}_q{int(query_index):05d}_{_safe_stem(query_path)}.{image_format}"
+
+
+def remove_old_pictures(output_dir: str) -> List[str]:
+    """Delete the ranked-result pictures (:data:`PICTURE_NAME_RE`) in `output_dir`; return their paths.
+
+    Only regular files whose names match this module's picture pattern are deleted; every
+    other file (index.html, notes, other images) is left alone, and sub-folders are not searched.
+    """
+    removed = []
+    for name in sorted(os.listdir(output_dir)):
+        path = os.path.join(output_dir, name)
+        if PICTURE_NAME_RE.match(name) and os.path.isfile(path) and not os.path.islink(path):
+            os.remove(path)
+            removed.append(path)
+    return removed
 
 
 def _check_distmat(d: Any, q: Items, g: Items, what: str) -> np.ndarray:
@@ -248,7 +283,9 @@ def _caption(label: str, ap: float, qi: int, q: Items, multi: bool) -> List[str]
     ap_text = "n/a" if np.isnan(ap) else f"{100.0 * ap:.1f}%"
     return [
         f"AP {ap_text}{order}",
-        f"query {qi}: pid {int(q.pids[qi])}, cam {int(q.camids[qi])}, {os.path.basename(str(q.paths[qi]))}",
+        # "camid", not "cam": the value is the 0-based camera id, so a Market-1501 file named
+        # c5 shows camid 4; "cam 4" next to it reads like a contradiction.
+        f"query {qi}: pid {int(q.pids[qi])}, camid {int(q.camids[qi])}, {os.path.basename(str(q.paths[qi]))}",
     ]
 
 

@@ -3,9 +3,12 @@
 Format (text or CSV):
 
 * fields separated by whitespace or by commas: ``imgs/0001_a.jpg 1 0`` or ``imgs/0001_a.jpg,1,0``;
-  the path may contain spaces (the last two fields are pid and camid);
-* ``#`` starts a comment; blank lines are ignored; an optional first line ``path,pid,camid``
-  (or ``path pid camid``) is a header;
+  the path may contain spaces (the last two fields are pid and camid). A line that splits at
+  its last two runs of whitespace into a path and two integers is whitespace-separated (so a
+  comma may appear in its path); any other line is comma-separated;
+* ``#`` starts a comment at the start of a line or after whitespace (``imgs/a#1.jpg`` is a
+  path); blank lines are ignored; an optional first line ``path,pid,camid`` (or
+  ``path pid camid``) is a header;
 * relative image paths are relative to the folder of the list file;
 * pid: an integer identity; ``-1`` marks junk images, which are dropped; camid: a non-negative
   integer camera label (only compared for equality, so 0- or 1-based both work).
@@ -18,11 +21,20 @@ import os
 import re
 from typing import List, Optional
 
-from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, README_HINT, ReIDDataset
+from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset
 
 _HEADER_TOKENS = ("path", "pid", "camid")
 _PID_RE = re.compile(r"-?\d+", re.ASCII)
 _CAMID_RE = re.compile(r"\d+", re.ASCII)
+# Loose on purpose: it only decides the separator; "+1" then fails the strict check with the
+# line quoted, instead of the line being re-split at commas.
+_INT_LIKE_RE = re.compile(r"[+-]?\d[\d_]*", re.ASCII)
+_COMMENT_RE = re.compile(r"(?:^|\s)#.*$", re.S)
+
+#: Where custom-list errors send the user (base.README_HINT is about downloading a dataset).
+CUSTOM_HINT = (
+    "The format is described in the 'Custom list files (custom)' section of datasets/README.md."
+)
 
 
 def _resolve_list(root: str, list_file: str, what: str) -> str:
@@ -33,18 +45,33 @@ def _resolve_list(root: str, list_file: str, what: str) -> str:
     raise DatasetNotFoundError(
         f"Custom dataset: the {what} list {list_file!r} was not found (looked at: "
         f"{', '.join(repr(c) for c in candidates)}). Set DATASETS.CUSTOM.{what.upper()}_LIST to an "
-        f"existing file with lines 'path pid camid'. {README_HINT}"
+        f"existing file with lines 'path pid camid'. {CUSTOM_HINT}"
     )
+
+
+def strip_comment(line: str) -> str:
+    """`line` without its comment, stripped.
+
+    ``#`` starts a comment only at the start of the line or after whitespace, so that a file
+    name such as ``imgs/a#1.jpg`` stays whole.
+    """
+    return _COMMENT_RE.sub("", line).strip()
 
 
 def split_list_line(line: str) -> List[str]:
     """The fields of one list line: ``[path, pid, camid]`` when it has three, stripped.
 
-    Commas separate when the line has one, else whitespace; the path may contain spaces
-    because only the last two separators split. Comments must already be removed.
+    Whitespace separates when the line splits at its last two whitespace runs into a path
+    and two integers (its path may then contain commas, and spaces); otherwise commas
+    separate when the line has one (its path may contain spaces), else whitespace. Comments
+    must already be removed (:func:`strip_comment`).
     """
-    sep = "," if "," in line else None
-    return [x.strip() for x in line.rsplit(sep, 2)]
+    fields = line.rsplit(None, 2)
+    if len(fields) == 3 and all(_INT_LIKE_RE.fullmatch(x) for x in fields[1:]):
+        return [x.strip() for x in fields]
+    if "," in line:
+        return [x.strip() for x in line.rsplit(",", 2)]
+    return [x.strip() for x in fields]
 
 
 def is_header(fields: List[str]) -> bool:
@@ -63,7 +90,7 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
     first_content = True
     with open(list_path, encoding="utf-8-sig") as f:
         for lineno, raw in enumerate(f, 1):
-            line = raw.split("#", 1)[0].strip()
+            line = strip_comment(raw)
             if not line:
                 continue
             fields = split_list_line(line)
@@ -81,7 +108,7 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
                 raise DatasetFormatError(
                     f"{list_path}, line {lineno}: expected 'path pid camid' (pid an integer >= -1, "
                     f"camid an integer >= 0; separated by spaces or commas), got {raw.strip()!r}. "
-                    f"Fix or remove the line. {README_HINT}"
+                    f"Fix or remove the line. {CUSTOM_HINT}"
                 )
             path, pid, camid = fields[0], int(fields[1]), int(fields[2])
             if pid == -1:
@@ -117,7 +144,7 @@ class CustomDataset(ReIDDataset):
         if not any(lists.values()):
             raise DatasetNotFoundError(
                 "Custom dataset: no list file given. Set DATASETS.CUSTOM.TRAIN_LIST and/or "
-                f"DATASETS.CUSTOM.QUERY_LIST + GALLERY_LIST to files with lines 'path pid camid'. {README_HINT}"
+                f"DATASETS.CUSTOM.QUERY_LIST + GALLERY_LIST to files with lines 'path pid camid'. {CUSTOM_HINT}"
             )
         self.list_files = {k: _resolve_list(root, v, k) if v else "" for k, v in lists.items()}
         parsed = {k: read_list_file(p, check_files) if p else [] for k, p in self.list_files.items()}

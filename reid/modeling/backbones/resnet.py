@@ -16,6 +16,8 @@ from torch import nn
 from torchvision import models as tv_models
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
+from reid.utils.registry import UnknownNameError
+
 logger = logging.getLogger(__name__)
 
 # name -> (torchvision constructor, ImageNet weights enum member).
@@ -102,7 +104,7 @@ class ResNetBackbone(nn.Module):
         super().__init__()
         key = str(name).lower()
         if key not in _ARCHS:
-            raise KeyError(
+            raise UnknownNameError(
                 f"Unknown MODEL.BACKBONE.NAME {name!r}. Valid names: {', '.join(RESNET_NAMES)}."
             )
         if last_stride not in (1, 2):
