@@ -55,7 +55,9 @@ def test_train_writes_config_log_metrics_and_checkpoint(trained_run):
     assert evals[-1]["split"] == "test" and evals[-1]["dataset"] == "synthetic"
     assert 0 <= evals[-1]["mAP"] <= 100
     log = (out / "log.txt").read_text()
-    assert "Dataset synthetic" in log and "Model:" in log
+    assert "Dataset synthetic" in log and "Model: Baseline | backbone resnet18" in log
+    # Each table and the model line once: the synthetic set is both the train and the test set.
+    assert log.count("Dataset synthetic") == 1 and log.count("Model:") == 1
 
 
 def test_test_cli_prints_table_writes_metrics_features_and_pictures(trained_run, capsys):

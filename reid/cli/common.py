@@ -115,8 +115,10 @@ def load_test_sets(cfg) -> TestSets:
     """
     check_test_settings(cfg)
     test_sets: TestSets = {}
+    trained_on = {str(n).lower() for n in cfg.DATASETS.NAMES}
     for name in cfg.DATASETS.TESTS:
-        query, gallery = build_test_data(cfg, name)
+        # A training dataset's table (with its query and gallery rows) is already in the log.
+        query, gallery = build_test_data(cfg, name, log=str(name).lower() not in trained_on)
         cams_of: Dict[int, set] = {}
         for _, pid, cam in gallery:
             cams_of.setdefault(pid, set()).add(cam)

@@ -15,7 +15,7 @@ from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkp
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
 from reid.evaluation.evaluator import evaluate_model, format_table
-from reid.modeling import build_model, model_summary
+from reid.modeling import build_model
 from reid.utils.misc import resolve_device, seed_everything
 
 from .common import (
@@ -120,8 +120,7 @@ def _run(cfg, args, dist_info, logger: logging.Logger, resuming: bool = False) -
     check_test_settings(cfg)
     data = build_train_data(cfg)
     if dist_info.rank == 0:
-        for ds in data.datasets:
-            logger.info("Dataset %s:\n%s", ds.name, ds.summary())
+        # (The data layer has logged each dataset's table.)
         if data.val_query:
             logger.info(
                 "Validation split: %d held-out identities, %d query / %d gallery images",
@@ -140,9 +139,7 @@ def _run(cfg, args, dist_info, logger: logging.Logger, resuming: bool = False) -
         model_cfg.defrost()
         model_cfg.MODEL.BACKBONE.PRETRAINED = False
         model_cfg.freeze()
-    model = build_model(model_cfg)
-    if dist_info.rank == 0:
-        logger.info("Model: %s", model_summary(model))
+    model = build_model(model_cfg)  # the trainer's start banner describes it
     eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, test_sets, logger)
 
     if args.eval_only:

@@ -61,9 +61,10 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     return {}
 
 
-def _load(cfg, name: str) -> ReIDDataset:
+def _load(cfg, name: str, log: bool = True) -> ReIDDataset:
     ds = build_dataset(name, cfg.DATASETS.ROOT, **dataset_kwargs(cfg, name))
-    logger.info("\n%s", ds.summary())
+    if log:
+        logger.info("\n%s", ds.summary())
     return ds
 
 
@@ -150,12 +151,14 @@ def build_train_data(cfg) -> TrainData:
     return TrainData(items, len(mapping), val_query, val_gallery, datasets)
 
 
-def build_test_data(cfg, name: str) -> Tuple[List[Item], List[Item]]:
+def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[Item]]:
     """(query, gallery) of test dataset `name` (unreadable images dropped with SKIP_CORRUPT).
 
-    Raises ValueError when either split is empty, also after dropping unreadable images.
+    `log` logs the dataset's table (off when the caller has just logged it, e.g. for a dataset
+    that is also a training set). Raises ValueError when either split is empty, also after
+    dropping unreadable images.
     """
-    ds = _load(cfg, name)
+    ds = _load(cfg, name, log)
     query, gallery = ds.query, ds.gallery
     if not query or not gallery:
         raise ValueError(

@@ -35,8 +35,9 @@ import torch.distributed as dist
 from torch import nn
 
 from reid.config import save_config
+from reid.modeling.build import model_summary
 from reid.utils.logger import LOGGER_NAME, MetricsWriter
-from reid.utils.misc import count_parameters, derive_seed, get_rng_state, resolve_device, set_rng_state
+from reid.utils.misc import derive_seed, get_rng_state, resolve_device, set_rng_state
 
 from .checkpoint import (
     BEST_NAME,
@@ -623,8 +624,7 @@ class Trainer:
             f"Output dir: {os.path.abspath(self.output_dir)}",
             f"Device: {self.device}{gpu}; processes: {self.world_size}; AMP: {self.cfg.SOLVER.AMP}; "
             f"channels_last: {self.channels_last}",
-            f"Model: {type(self.model).__name__}, {count_parameters(self.model) / 1e6:.2f} M parameters "
-            f"({count_parameters(self.model, trainable_only=True) / 1e6:.2f} M trainable)",
+            f"Model: {model_summary(self.model)}",
             f"Optimizer: {self.cfg.SOLVER.OPTIMIZER}; groups: {groups}",
             f"Schedule: {self.cfg.SOLVER.SCHED}, {self.max_epoch} epochs x {self.iters_per_epoch} iterations "
             f"= {self.max_iters}; warmup {self.cfg.SOLVER.WARMUP_ITERS} iterations; "
