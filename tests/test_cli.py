@@ -130,6 +130,17 @@ def test_eval_only_uses_last_checkpoint(trained_run):
     assert logged_map == pytest.approx(trained_map, abs=0.006)
 
 
+def test_eval_only_takes_weights_trained_on_other_identities(trained_run, tmp_path):
+    # The checkpoint's head has 5 classes; this config's training set has 6. Evaluation uses
+    # no head, so --eval-only must not stop on the head's shape.
+    base, out = trained_run
+    opts = tiny_opts(base / "data", tmp_path / "other")
+    opts[opts.index("DATASETS.SYNTHETIC.NUM_TRAIN_IDS") + 1] = "6"
+    rc = cli_train.main(["--config-file", DEMO, "--eval-only", "MODEL.WEIGHTS", str(out / "model_final.pth")] + opts)
+    assert rc == 0
+    assert "synthetic after epoch 0:" in (tmp_path / "other" / "log.txt").read_text()
+
+
 def test_tools_scripts_show_help_with_examples():
     for tool in ("train.py", "test.py"):
         res = subprocess.run(

@@ -138,6 +138,10 @@ def _run(cfg, args, dist_info, logger: logging.Logger, resuming: bool = False) -
         model_cfg = cfg.clone()
         model_cfg.defrost()
         model_cfg.MODEL.BACKBONE.PRETRAINED = False
+        if args.eval_only:
+            # Evaluation needs no identity head, so weights trained on other identities (another
+            # class count) evaluate too, as with tools/test.py.
+            model_cfg.MODEL.HEADS.NUM_CLASSES = 0
         model_cfg.freeze()
     model = build_model(model_cfg)  # the trainer's start banner describes it
     eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, test_sets, logger)
