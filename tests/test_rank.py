@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from reid.evaluation import compute_distance, evaluate_rank, evaluate_rank_from_features
+from reid.evaluation import compute_distance, cross_camera_matches, evaluate_rank, evaluate_rank_from_features
 
 
 def reference_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank):
@@ -162,3 +162,19 @@ def test_nan_on_a_junk_entry_is_still_rejected():
     # Gallery item 1 has the query's pid and camera: it is removed, but its NaN is reported.
     with pytest.raises(ValueError, match="NaN or inf"):
         evaluate_rank(d, [1], [1, 1, 2], [0], [1, 0, 1])
+
+
+def test_cross_camera_matches_equal_a_per_query_count_and_the_skipped_queries():
+    rng = np.random.default_rng(3)
+    q_pids, g_pids = rng.integers(-1, 6, 40), rng.integers(-1, 6, 300)
+    q_cams, g_cams = rng.integers(0, 3, 40), rng.integers(0, 3, 300)
+    counts = cross_camera_matches(q_pids, g_pids, q_cams, g_cams)
+    brute = [int(((g_pids == p) & (g_cams != c)).sum()) for p, c in zip(q_pids, q_cams)]
+    assert counts.tolist() == brute
+    # A query with no cross-camera match is exactly one that evaluate_rank skips.
+    q_pids[0] = 99
+    res = evaluate_rank(rng.random((40, 300)), q_pids, g_pids, q_cams, g_cams)
+    valid = cross_camera_matches(q_pids, g_pids, q_cams, g_cams) > 0
+    assert res["num_valid_queries"] == int(valid.sum()) and np.isnan(res["all_AP"][0])
+    with pytest.raises(ValueError, match="camid"):
+        cross_camera_matches(q_pids, g_pids, q_cams[:3], g_cams)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+
+import numpy as np
 from typing import Callable, Dict, List, Optional, Tuple
 
 from reid.config import ConfigError, load_config
 from reid.data import DATASET_REGISTRY, build_test_data
 from reid.data.datasets.base import Item
+from reid.evaluation import cross_camera_matches
 from reid.evaluation.distance import check_metric
 from reid.inference.commands import run_user_command
 from reid.utils.logger import setup_logger
@@ -119,10 +122,8 @@ def load_test_sets(cfg) -> TestSets:
     for name in cfg.DATASETS.TESTS:
         # A training dataset's table (with its query and gallery rows) is already in the log.
         query, gallery = build_test_data(cfg, name, log=str(name).lower() not in trained_on)
-        cams_of: Dict[int, set] = {}
-        for _, pid, cam in gallery:
-            cams_of.setdefault(pid, set()).add(cam)
-        if not any(cams_of.get(pid, set()) - {cam} for _, pid, cam in query):
+        q_ids, g_ids = np.asarray([q[1:] for q in query]), np.asarray([g[1:] for g in gallery])
+        if not cross_camera_matches(q_ids[:, 0], g_ids[:, 0], q_ids[:, 1], g_ids[:, 1]).any():
             raise ConfigError(
                 f"Test set {name!r} (DATASETS.TESTS): none of its {len(query)} query images has a match in "
                 f"its {len(gallery)} gallery images (the same pid seen by a different camera), so it cannot "

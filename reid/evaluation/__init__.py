@@ -4,7 +4,7 @@ from .evaluator import EvalResult, evaluate_features, evaluate_model, format_tab
 from .extract import Features, extract_features
 from .feature_io import load_features, save_features
 from .query_expansion import aqe
-from .rank import evaluate_rank, evaluate_rank_from_features
+from .rank import cross_camera_matches, evaluate_rank, evaluate_rank_from_features
 from .rerank import re_ranking
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "format_table",
     "aqe",
     "compute_distance",
+    "cross_camera_matches",
     "evaluate_rank",
     "evaluate_rank_from_features",
     "load_features",

@@ -422,3 +422,28 @@ class _NoPool:
 
     def __exit__(self, *exc: Any) -> None:
         return None
+
+
+def cross_camera_matches(q_pids: ArrayLike, g_pids: ArrayLike, q_camids: ArrayLike, g_camids: ArrayLike) -> np.ndarray:
+    """Number of gallery images each query can match under the protocol: same pid, another camera.
+
+    A query with 0 is skipped by `evaluate_rank` (no valid match). Vectorised: the count of the
+    query's pid in the gallery minus the count of its (pid, camera) pair. int64 ``[Q]``.
+    """
+    q_pids = np.asarray(q_pids).reshape(-1)
+    g_pids = np.asarray(g_pids).reshape(-1)
+    q_cams = np.asarray(q_camids).reshape(-1)
+    g_cams = np.asarray(g_camids).reshape(-1)
+    if len(q_pids) != len(q_cams) or len(g_pids) != len(g_cams):
+        raise ValueError(
+            f"{len(q_pids)} query pids but {len(q_cams)} query camids, or {len(g_pids)} gallery pids but "
+            f"{len(g_cams)} gallery camids; each image needs one pid and one camid."
+        )
+    num_g = len(g_pids)
+    _, pid_inv = np.unique(np.concatenate([g_pids, q_pids]), return_inverse=True)
+    pairs = np.stack([np.concatenate([g_pids, q_pids]), np.concatenate([g_cams, q_cams])], 1)
+    _, pair_inv = np.unique(pairs, axis=0, return_inverse=True)
+    pid_inv, pair_inv = pid_inv.reshape(-1), pair_inv.reshape(-1)
+    same_pid = np.bincount(pid_inv[:num_g], minlength=pid_inv.max() + 1)[pid_inv[num_g:]]
+    same_pair = np.bincount(pair_inv[:num_g], minlength=pair_inv.max() + 1)[pair_inv[num_g:]]
+    return (same_pid - same_pair).astype(np.int64)

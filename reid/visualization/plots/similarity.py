@@ -65,13 +65,11 @@ def pair_similarities(
     same_pid = np.where(uniq[pos_i] == q_pids, counts[pos_i], 0)
     n_junk = int((g_pids == -1).sum())
     real_q = q_pids != -1
-    # Positives exclude same-camera pairs (the protocol's junk): subtract each query's
-    # (pid, camera) count so the rate gives about max_pairs positives.
-    keys, inv = np.unique(np.concatenate([np.stack([g_pids, g_camids], 1), np.stack([q_pids, q_camids], 1)]),
-                          axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    same_cam = np.bincount(inv[: len(g_pids)], minlength=len(keys))[inv[len(g_pids) :]]
-    total_pos = int((same_pid - same_cam)[real_q].sum())
+    # Positives exclude same-camera pairs (the protocol's junk), so the rate gives about
+    # max_pairs positives. (evaluation, and torch with it, loads only here, as in cmc.py)
+    from reid.evaluation import cross_camera_matches
+
+    total_pos = int(cross_camera_matches(q_pids, g_pids, q_camids, g_camids)[real_q].sum())
     total_neg = int((len(g_pids) - same_pid - n_junk)[real_q].sum())
     p_pos = min(1.0, max_pairs / max(total_pos, 1))
     p_neg = min(1.0, max_pairs / max(total_neg, 1))
