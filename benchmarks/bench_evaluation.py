@@ -12,7 +12,7 @@ reset there (/proc/self/clear_refs), so "peak" (ru_maxrss) is the largest reside
 during the call and "peak - inputs" what the call itself needed.
 Next to each function it measures a straightforward baseline on the same inputs: a full
 argsort of the distance matrix with a per-query loop (what common toolkits' Python
-evaluators do) and, with --dense-baseline, the dense original re-ranking (tests/test_rerank.py's
+evaluators do) and, with --dense-baseline, the dense original re-ranking (tests/evaluation/test_rerank.py's
 reference, in float32 as the published code).
 
     python benchmarks/bench_evaluation.py --case market-rank
@@ -101,8 +101,8 @@ def full_argsort_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50):
 
 
 def dense_rerank_baseline() -> Callable:
-    """tests/test_rerank.py's dense reference of the original algorithm."""
-    path = os.path.join(ROOT, "tests", "test_rerank.py")
+    """tests/evaluation/test_rerank.py's dense reference of the original algorithm."""
+    path = os.path.join(ROOT, "tests", "evaluation", "test_rerank.py")
     spec = importlib.util.spec_from_file_location("_rerank_reference", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

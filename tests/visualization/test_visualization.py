@@ -17,9 +17,9 @@ from reid.visualization import (
     visualize_ranked_results,
 )
 from reid.visualization.tiles import IGNORED_COLOR, MATCH_COLOR, MISMATCH_COLOR, QUERY_COLOR, TileGeometry
-from _tools import load_tool
+from tests._tools import load_tool
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Gallery of the constructed example: (pid, camid, distance to query 0, fill colour RGB).
 # Query 0 is pid 1, camera 0. g0 is junk (same pid, same camera); g3 and g4 tie at 0.30,

@@ -16,7 +16,7 @@ from reid.data.transforms import build_transforms
 from reid.engine.checkpoint import CheckpointError
 from reid.inference import Predictor, collect_entries, collect_images, load_gallery, load_predictor
 from reid.modeling import build_model
-from _tools import load_tool
+from tests._tools import load_tool
 
 SIZE = [64, 32]
 

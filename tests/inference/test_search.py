@@ -14,7 +14,7 @@ import torch
 from reid.config import get_cfg, save_config
 from reid.inference import ExactIndex, Gallery, build_index, load_gallery, save_gallery, search
 from reid.modeling import build_model
-from _tools import load_tool
+from tests._tools import load_tool
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -22,7 +22,7 @@ from reid.engine.distributed import (
     wrap_ddp,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_single_process_helpers_are_no_ops(monkeypatch):

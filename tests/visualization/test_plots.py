@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from reid.visualization import plots
-from _tools import load_tool
+from tests._tools import load_tool
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MIN_PNG_BYTES = 10_000  # a titled, labelled figure with data; an empty canvas is ~2-5 KB
 
 

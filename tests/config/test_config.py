@@ -7,7 +7,7 @@ import pytest
 
 from reid.config import ConfigError, get_cfg, load_config, save_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write(path, text):

@@ -21,7 +21,7 @@ from reid.inference.export import (
 )
 from reid.inference.onnx_ops import adaptive_bins
 from reid.modeling import build_model
-from _tools import load_tool
+from tests._tools import load_tool
 
 # torch.jit.load itself warns that TorchScript is deprecated; that is not what these tests check.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")

@@ -16,7 +16,7 @@ from reid.data import build_test_data
 from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
 from reid.modeling.backbones.resnet import PretrainedWeightsError, ResNetBackbone
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO = os.path.join(ROOT, "configs", "Demo", "resnet18_circle.yml")
 
 

@@ -16,9 +16,9 @@ from reid.engine import NonFiniteLossError, Trainer, TrainingInterrupted
 from reid.engine.checkpoint import CheckpointError, last_checkpoint
 from reid.utils.logger import setup_logger
 
-from _engine_stubs import StubReID, assert_same_weights, model_state, stub_cfg, stub_loader
+from tests.engine.stubs import StubReID, assert_same_weights, model_state, stub_cfg, stub_loader
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IPE = 6  # 48 stub images / batch 8
 
 
@@ -119,8 +119,8 @@ def test_signal_mid_epoch_saves_then_resume_matches_straight(straight, tmp_path,
 SIGTERM_SCRIPT = textwrap.dedent(
     """
     import os, sys
-    sys.path.insert(0, {here!r})
-    from _engine_stubs import StubReID, stub_cfg, stub_loader, touch
+    sys.path.insert(0, {root!r})
+    from tests.engine.stubs import StubReID, stub_cfg, stub_loader, touch
     from reid.engine import Trainer, TrainingInterrupted
     from reid.utils.logger import setup_logger
 
@@ -144,7 +144,7 @@ SIGTERM_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_sigterm_to_a_training_process_saves_and_exits_143(tmp_path):
     script = tmp_path / "train_stub.py"
-    script.write_text(SIGTERM_SCRIPT.format(here=HERE))
+    script.write_text(SIGTERM_SCRIPT.format(root=ROOT))
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
