@@ -27,6 +27,7 @@ setup(
         "scipy>=1.8",
         "matplotlib>=3.5",
         "gdown>=4.6",
+        "tqdm>=4.62",  # progress bars; tqdm.contrib.logging routes log lines around them
         "PyYAML>=5.4",
     ],
     extras_require={

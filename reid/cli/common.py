@@ -6,14 +6,13 @@ import argparse
 import logging
 
 import numpy as np
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from reid.config import ConfigError, load_config
 from reid.data import DATASET_REGISTRY, build_test_data
 from reid.data.datasets.base import Item
 from reid.evaluation import cross_camera_matches
 from reid.evaluation.distance import check_metric
-from reid.inference.commands import run_user_command
 from reid.utils.logger import setup_logger
 
 #: (query, gallery) of each test set, by its DATASETS.TESTS name.
@@ -69,17 +68,6 @@ def setup_run(
             f"Cannot write the run's files into {out!r} ({reason}: {e.filename or out}); "
             f"{output_hint}, or make that folder writable."
         ) from e
-
-
-def run_main(command: Callable[[], int]) -> int:
-    """Run a program's work through ``run_user_command``: a user error prints ``error: ...``
-    and gives exit code 1; otherwise the work's own exit code is returned."""
-    code = {"rc": 0}
-
-    def work() -> None:
-        code["rc"] = int(command())
-
-    return run_user_command(work) or code["rc"]
 
 
 def check_test_settings(cfg) -> None:

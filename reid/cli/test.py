@@ -19,7 +19,8 @@ from reid.utils.file_io import atomic_write_text
 from reid.utils.misc import resolve_device, seed_everything
 from reid.visualization import visualize_from_features
 
-from .common import base_parser, check_test_settings, load_cfg_from_args, parse_args, run_main, setup_run
+from .common import base_parser, check_test_settings, load_cfg_from_args, parse_args, setup_run
+from .errors import run_main
 
 EPILOG = """examples:
   python tools/test.py --config-file output/demo/config.yaml MODEL.WEIGHTS output/demo/model_final.pth

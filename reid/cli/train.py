@@ -26,9 +26,9 @@ from .common import (
     load_cfg_from_args,
     load_test_sets,
     parse_args,
-    run_main,
     setup_run,
 )
+from .errors import run_main
 
 EPILOG = """examples:
   python tools/train.py --config-file configs/Demo/resnet18_circle.yml

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from reid.utils.logger import progress_bar
+
 AMP_MODES = ("off", "bf16", "fp16")
 
 
@@ -49,18 +51,6 @@ def autocast_context(device: torch.device, amp: str):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def _progress(iterable: Iterable, total: int, desc: str) -> Iterable:
-    # A progress bar only when a person is watching a terminal, and only if tqdm is installed.
-    if sys.stderr.isatty():
-        try:
-            from tqdm import tqdm
-
-            return tqdm(iterable, total=total, desc=desc, leave=False)
-        except ImportError:
-            pass
-    return iterable
-
-
 @torch.inference_mode()
 def extract_features(
     model: torch.nn.Module,
@@ -80,21 +70,24 @@ def extract_features(
     feats, pids, camids, paths = [], [], [], []
     try:
         total = len(loader) if hasattr(loader, "__len__") else None
-        for batch in _progress(loader, total, "extract"):
-            images = batch["images"].to(device, non_blocking=True)
-            with autocast_context(device, amp):
-                f = model(images).float()
-                if flip:
-                    f = (f + model(torch.flip(images, dims=[3])).float()) / 2
-            if not torch.isfinite(f).all():
-                raise FloatingPointError(
-                    "The model produced NaN/inf features; check the weights (MODEL.WEIGHTS) "
-                    "or try TEST.AMP off."
-                )
-            feats.append(F.normalize(f, dim=1).cpu())
-            pids.append(np.asarray(batch["targets"], dtype=np.int64))
-            camids.append(np.asarray(batch["camids"], dtype=np.int64))
-            paths.extend(batch["img_paths"])
+        # A bar only when a person is watching a terminal (evaluation runs inside training logs).
+        with progress_bar(total, "extract", enabled=sys.stderr.isatty(), leave=False) as bar:
+            for batch in loader:
+                images = batch["images"].to(device, non_blocking=True)
+                with autocast_context(device, amp):
+                    f = model(images).float()
+                    if flip:
+                        f = (f + model(torch.flip(images, dims=[3])).float()) / 2
+                if not torch.isfinite(f).all():
+                    raise FloatingPointError(
+                        "The model produced NaN/inf features; check the weights (MODEL.WEIGHTS) "
+                        "or try TEST.AMP off."
+                    )
+                feats.append(F.normalize(f, dim=1).cpu())
+                pids.append(np.asarray(batch["targets"], dtype=np.int64))
+                camids.append(np.asarray(batch["camids"], dtype=np.int64))
+                paths.extend(batch["img_paths"])
+                bar.update(1)
     finally:
         model.train(was_training)
     if not feats:

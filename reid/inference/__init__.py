@@ -11,6 +11,7 @@ nothing in the library imports it. See docs/inference.md.
 """
 from .export import (
     ExportCheck,
+    ExportMismatchError,
     NormalizedFeatureModel,
     compare_with_export,
     export_model,
@@ -28,6 +29,7 @@ from .sources import IMAGE_EXTENSIONS, ImageEntries, collect_entries, collect_im
 __all__ = [
     "ExactIndex",
     "ExportCheck",
+    "ExportMismatchError",
     "FaissIndex",
     "Gallery",
     "IMAGE_EXTENSIONS",

@@ -29,6 +29,11 @@ from reid.utils.file_io import atomic_write
 
 from .onnx_ops import adaptive_pool_symbolic
 
+
+class ExportMismatchError(RuntimeError):
+    """An exported model's outputs differ from the PyTorch model's by more than the tolerance."""
+
+
 PathLike = Union[str, "os.PathLike[str]"]
 INPUT_NAME = "images"
 OUTPUT_NAME = "features"
@@ -280,6 +285,7 @@ def compare_with_export(model: nn.Module, path: PathLike, input_size: Sequence[i
 
 __all__ = [
     "ExportCheck",
+    "ExportMismatchError",
     "NormalizedFeatureModel",
     "compare_with_export",
     "export_format",

@@ -12,7 +12,7 @@ product), computed exactly as the evaluator computes them: test transform (resiz
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -155,6 +155,18 @@ class Predictor:
         return int(h), int(w)
 
     # ------------------------------------------------------------------ extraction
+    def describe(self) -> Dict[str, str]:
+        """Strings that identify how features were made (stored with a gallery, compared on search)."""
+        h, w = self.input_size
+        return {
+            "weights": os.path.abspath(self.cfg.MODEL.WEIGHTS) if self.cfg.MODEL.WEIGHTS else "",
+            "meta_architecture": str(self.cfg.MODEL.META_ARCHITECTURE),
+            "backbone": str(self.cfg.MODEL.BACKBONE.NAME),
+            "input_size": f"{h}x{w}",
+            "flip": str(self.flip),
+            "feature_dim": str(self.feature_dim),
+        }
+
     @torch.inference_mode()
     def features_of_batch(self, images: torch.Tensor) -> torch.Tensor:
         """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch."""

@@ -5,12 +5,13 @@ console, prefixed with their rank, so a distributed run's output stays readable.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import sys
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
 
 LOGGER_NAME = "reid"
 _FORMAT = "[%(asctime)s %(name)s %(levelname)s] %(message)s"
@@ -20,30 +21,25 @@ _DATEFMT = "%m/%d %H:%M:%S"
 _OWNED = "_reid_owned_handler"
 
 
-class _ConsoleHandler(logging.StreamHandler):
-    """stdout handler that goes through ``tqdm.write`` when tqdm is installed.
+@contextlib.contextmanager
+def progress_bar(
+    total: Optional[int], desc: str, enabled: bool = True, initial: int = 0, leave: bool = True, unit: str = "it"
+) -> Iterator[Any]:
+    """A tqdm bar on stderr, with this package's log lines routed around it.
 
-    tqdm.write clears and redraws any live progress bar around the message, so log lines
-    and the bar do not overwrite each other on a terminal.
+    While the bar lives, console log lines go through ``tqdm.write`` (tqdm's own
+    ``logging_redirect_tqdm``), so lines and bar never overwrite each other. In a log file or
+    a pipe the bar is redrawn at most every 30 s, so the file stays short but shows that the
+    job is alive. `enabled` False gives a bar that draws nothing (its counters still work).
     """
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    def __init__(self) -> None:
-        super().__init__(stream=sys.stdout)
-        try:
-            from tqdm import tqdm  # optional dependency
-
-            self._tqdm_write = tqdm.write
-        except ImportError:  # pragma: no cover - depends on the environment
-            self._tqdm_write = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self._tqdm_write is None:
-            super().emit(record)
-            return
-        try:
-            self._tqdm_write(self.format(record), file=sys.stdout)
-        except Exception:  # pragma: no cover - never let logging kill training
-            self.handleError(record)
+    tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    with logging_redirect_tqdm(loggers=[logging.getLogger(LOGGER_NAME)]):
+        with tqdm(total=total, desc=desc, initial=initial, disable=not enabled, leave=leave, unit=unit, file=sys.stderr,
+                  mininterval=0.1 if tty else 30.0, dynamic_ncols=True) as bar:
+            yield bar
 
 
 def setup_logger(
@@ -66,7 +62,7 @@ def setup_logger(
 
     prefix = "" if rank == 0 else f"[rank {rank}] "
     formatter = logging.Formatter(prefix + _FORMAT, datefmt=_DATEFMT)
-    console = _ConsoleHandler()
+    console = logging.StreamHandler(stream=sys.stdout)
     console.setLevel(level if rank == 0 else logging.WARNING)
     console.setFormatter(formatter)
     setattr(console, _OWNED, True)

@@ -24,6 +24,11 @@ class QuerySelection:
         return len(self.indices)
 
 
+class QueryIndexError(IndexError, ValueError):
+    """A query index outside the query set: an IndexError for callers that index, and a
+    ValueError because it is a user's bad value (the tools print it as one line)."""
+
+
 def select_queries(
     all_AP: Sequence[float],
     mode: str = "worst",
@@ -108,7 +113,7 @@ def _given_queries(
             continue
         i = int(q)
         if not -n <= i < n:
-            raise IndexError(f"Query index {i} is out of range: there are {n} queries (valid 0..{n - 1}).")
+            raise QueryIndexError(f"Query index {i} is out of range: there are {n} queries (valid 0..{n - 1}).")
         chosen.append(i % n)
     # drop repeats but keep the order the user asked for
     _, first = np.unique(np.asarray(chosen, dtype=np.int64), return_index=True)

@@ -332,7 +332,7 @@ def test_user_errors_print_one_line_and_keep_exit_codes(trained_run, tmp_path, m
 
 def test_unknown_names_and_offline_weights_are_one_line_user_errors(capsys):
     from reid.config import get_cfg
-    from reid.inference.commands import run_user_command
+    from reid.cli.errors import run_main as run_user_command
     from reid.modeling import build_model
     from reid.modeling.backbones.resnet import PretrainedWeightsError
 

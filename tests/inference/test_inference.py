@@ -222,7 +222,7 @@ def test_extract_tool_saves_features_with_paths(trained, image_folder, tmp_path,
     out = tmp_path / "gallery.npz"
     assert tool.main(["--run", str(run), "--input", str(root), "--output", str(out), "--num-workers", "0"]) == 0
     err = capsys.readouterr().err
-    assert "5/5 images" in err  # progress shown
+    assert "extract: 100%" in err and "5/5" in err  # progress shown
     gallery = load_gallery(out)
     assert gallery.paths == [os.path.abspath(p) for p in expected_paths]
     np.testing.assert_allclose(gallery.feats, _direct_features(model, cfg, expected_paths), atol=1e-5)

@@ -1,7 +1,6 @@
 """Batch-hard triplet loss (Hermans et al. 2017), Circle paper Eq. 3 in distance form."""
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 

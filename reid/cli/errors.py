@@ -1,0 +1,53 @@
+"""How every command-line program reports a user's mistake: one line on stderr, exit code 1.
+
+A user error is what the input or the environment caused (a missing file, a bad value, an
+unreadable image, weights that do not fit the model); its message already names the thing
+and says what to do, so a traceback would only hide it. Anything else is a bug and keeps its
+traceback.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Callable
+
+from reid.data.download import DownloadUnavailableError
+from reid.engine.checkpoint import CheckpointError
+from reid.inference.export import ExportMismatchError
+from reid.modeling.backbones.resnet import PretrainedWeightsError
+
+#: Exception types printed as ``error: <message>`` (an unknown registry name is an
+#: UnknownNameError, a ValueError; a corrupt image is a CorruptImageError, an OSError).
+USER_ERRORS = (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError, PretrainedWeightsError,
+               DownloadUnavailableError)
+
+# A DataLoader worker re-raises its exception in the main process with the worker's whole
+# traceback folded into the message ("Caught X in DataLoader worker process 0.\nOriginal
+# Traceback ..."); the user needs only the original message, the traceback's last line.
+_WORKER_TRACEBACK = re.compile(r"Original Traceback \(most recent call last\):")
+
+
+def one_line(error: BaseException) -> str:
+    """The message of `error` as one line, without a DataLoader worker's folded traceback."""
+    text = str(error)
+    if _WORKER_TRACEBACK.search(text):
+        last = [line for line in text.strip().splitlines() if line.strip()][-1].strip()
+        # "module.ErrorType: message" -> "message"
+        text = re.sub(r"^[\w.]+(Error|Exception)\w*: ", "", last)
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def run_main(command: Callable[[], Any]) -> int:
+    """Run a program's work; a user error prints ``error: ...`` and gives exit code 1.
+
+    Otherwise an integer that the work returns is the exit code; anything else counts as 0.
+    """
+    try:
+        rc = command()
+    except USER_ERRORS as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 1
+    return rc if isinstance(rc, int) else 0
+
+
+__all__ = ["USER_ERRORS", "one_line", "run_main"]

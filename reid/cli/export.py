@@ -1,0 +1,113 @@
+"""Export a trained model to ONNX and/or TorchScript, and check it against PyTorch.
+
+The exported model takes raw RGB pixels, float32 0-255, shaped [batch, 3, H, W] (batch is
+free; H x W is INPUT.SIZE_TEST unless --input-size says otherwise) and returns
+L2-normalised features [batch, D]: no mean/std preprocessing or normalisation is needed
+around it. The format follows the extension: .onnx for ONNX (needs `pip install onnx`;
+the check also needs onnxruntime), .ts or .pt for TorchScript.
+
+After writing each file, the exported model and the PyTorch model run on the same random
+inputs (batch sizes 1 and 3) and the largest absolute difference is printed; the tool
+fails (exit code 1) when it exceeds --tol.
+
+Examples:
+    # both formats from a training run (config.yaml + model_final.pth)
+    python tools/export.py --run output/market_r50_circle --output r50.onnx r50.ts
+    # a checkpoint with an explicit config, at another input size
+    python tools/export.py --config-file configs/Market1501/mgn_circle.yml \\
+        --weights output/mgn/model_final.pth --output mgn.onnx --input-size 384 128
+    # a checkpoint alone (it stores its config); skip the comparison
+    python tools/export.py --weights model_final.pth --output model.ts --no-check
+
+Load the results with onnxruntime.InferenceSession("r50.onnx") (input "images", output
+"features") or torch.jit.load("r50.ts"). See docs/inference.md.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, List, Optional, Sequence
+
+from reid.inference.export import (
+    DEFAULT_OPSET,
+    ExportCheck,
+    ExportMismatchError,
+    compare_with_export,
+    export_format,
+    export_model,
+)
+from reid.inference.predictor import Predictor
+
+from .errors import run_main
+from .model_args import add_model_arguments, predictor_from_args
+
+Log = Callable[[str], None]
+
+
+def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Optional[Sequence[int]] = None,
+                   opset: int = DEFAULT_OPSET, check: bool = True, tol: float = 1e-4,
+                   log: Log = print) -> List[Optional[ExportCheck]]:
+    """Export the predictor's model to each of `outputs` (format from the extension) and check it.
+
+    Each check runs the exported file and PyTorch on the same random inputs (batch sizes 1
+    and 3) and logs the largest absolute difference; an ONNX check without onnxruntime is
+    skipped with a note (None in the result). Raises ExportMismatchError when a difference
+    exceeds `tol`, after every file has been written and checked.
+    """
+    if not outputs:
+        raise ValueError("No output files given; pass e.g. --output model.onnx model.ts.")
+    for out in outputs:
+        export_format(out)  # fail on a bad extension before any slow work
+    size = list(input_size) if input_size else list(predictor.input_size)
+    checks: List[Optional[ExportCheck]] = []
+    for out in outputs:
+        export_model(predictor.model, out, size, opset=opset)
+        log(f"wrote {export_format(out)} model {out} (input float32 [batch, 3, {size[0]}, {size[1]}] "
+            f"RGB 0-255, output L2-normalised [batch, {predictor.feature_dim}])")
+        if not check:
+            checks.append(None)
+            continue
+        try:
+            result = compare_with_export(predictor.model, out, size)
+        except ImportError as e:
+            log(f"check of {out} skipped: {e}")
+            checks.append(None)
+            continue
+        log(f"check: {result} -> {'OK' if result.passed(tol) else f'FAILED (tolerance {tol:g})'}")
+        checks.append(result)
+    bad = [c for c in checks if c is not None and not c.passed(tol)]
+    if bad:
+        raise ExportMismatchError(
+            f"{len(bad)} exported model(s) differ from PyTorch by more than {tol:g}: "
+            + "; ".join(f"{c.path} ({c.max_abs_diff:.2e})" for c in bad)
+            + ". Try another --opset, or report the model and versions."
+        )
+    return checks
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-o", "--output", nargs="+", required=True, metavar="FILE",
+                   help="files to write: .onnx (ONNX) and/or .ts / .pt (TorchScript)")
+    p.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"),
+                   help="input height and width (default: INPUT.SIZE_TEST of the model's config)")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default: {DEFAULT_OPSET})")
+    p.add_argument("--no-check", action="store_true", help="do not compare the exported model with PyTorch")
+    p.add_argument("--tol", type=float, default=1e-4,
+                   help="largest accepted absolute difference of the features (default: 1e-4)")
+    add_model_arguments(p)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    def work() -> None:
+        predictor = predictor_from_args(args)
+        export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,
+                       check=not args.no_check, tol=args.tol)
+
+    return run_main(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Compute features for every image in folders or list files and save them with their paths.
+
+Folders are searched recursively for .jpg, .jpeg, .png, .bmp, .tif, .tiff and .webp files
+(sorted by path); a list file names one image per line (relative paths start from the list
+file's folder; "path pid camid" lines work too, and their pids/camids are saved when every
+image has them). Features are L2-normalised, made exactly
+as the evaluator makes them (resize to INPUT.SIZE_TEST, TEST.FLIP, TEST.AMP), and saved
+with the absolute path of each image to an .npz file (default) or a .safetensors file
+(needs `pip install safetensors`). Progress is shown on stderr.
+
+Examples:
+    # a folder of crops, with the model of a training run
+    python tools/extract.py --run output/market_r50_circle --input crops/ --output gallery.npz
+    # two folders and a list file, bigger batches on the GPU, flip averaging on
+    python tools/extract.py --run output/mgn --input cam1/ cam2/ more.txt --output g.npz \\
+        --batch-size 256 --num-workers 8 --device cuda TEST.FLIP True
+    # a checkpoint alone (it stores its config), safetensors output
+    python tools/extract.py --weights model_final.pth --input crops/ --output gallery.safetensors
+
+Search the result with tools/search.py. See docs/inference.md for the file format.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Sequence
+
+from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
+from reid.inference.predictor import Predictor
+from reid.inference.sources import collect_entries
+from reid.utils.logger import progress_bar
+
+from .errors import run_main
+from .model_args import add_model_arguments, predictor_from_args
+
+Log = Callable[[str], None]
+
+
+def extract_command(predictor: Predictor, sources: Sequence[str], output: str, progress: bool = True,
+                    log: Log = print) -> Gallery:
+    """Features of every image in `sources` (folders, list files, images) saved to `output`.
+
+    Paths are stored absolute, so a search run from another folder still finds the images.
+    When every image comes from ``path pid camid`` list lines, the pids and camids are saved
+    too (a search then reports them); when only some are labelled, none are saved and the
+    log says why.
+    """
+    fmt = gallery_format(output)  # a bad extension fails now, not after an hour of extraction
+    if fmt == "safetensors":
+        require_safetensors()
+    entries = collect_entries(sources)
+    paths = [os.path.abspath(p) for p in entries.paths]
+    pids, camids = entries.label_arrays()
+    labelled = entries.num_labelled
+    if 0 < labelled < len(paths):
+        log(f"note: {labelled} of {len(paths)} images have 'path pid camid' labels; labels are saved only "
+            "when every image has one, so this gallery has none")
+    log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, "
+        f"device {predictor.device}, flip {predictor.flip})")
+    with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
+        feats = predictor.extract_paths(paths, progress=lambda done, total: bar.update(done - bar.n))
+    gallery = Gallery(feats=feats, paths=paths, pids=pids, camids=camids, meta=predictor.describe())
+    save_gallery(gallery, output)
+    what = "paths, pids and camids" if pids is not None else "paths"
+    log(f"saved {len(gallery)} features ({gallery.dim}-d) with their {what} to {output}")
+    return gallery
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-i", "--input", nargs="+", required=True, metavar="SRC",
+                   help="image folders (recursive), list files and/or image files")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="gallery file to write: .npz or .safetensors")
+    p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: TEST.IMS_PER_BATCH)")
+    p.add_argument("--num-workers", type=int, default=2, help="image-reading processes (default: 2; 0 = none)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    add_model_arguments(p)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    def work() -> None:
+        predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers)
+        extract_command(predictor, args.input, args.output, progress=not args.quiet)
+
+    return run_main(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
