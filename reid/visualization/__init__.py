@@ -6,14 +6,9 @@ The top library layer: it may use evaluation, data, modeling and utils, never en
 """
 from .from_features import SavedFeatures, load_saved_features, visualize_from_features, visualize_from_npz
 from .items import Items, as_items
-from .ranked_list import (
-    QueryPicture,
-    RankedVisualization,
-    ShownRow,
-    draw_ranked_list,
-    visualize_ranked_results,
-)
+from .ranked_list import draw_ranked_list, visualize_ranked_results
 from .ranking import RankedRow, rank_gallery
+from .results import QueryPicture, RankedVisualization, ShownRow
 from .selection import QuerySelection, select_queries
 
 __all__ = [

@@ -10,7 +10,7 @@ import csv
 import html
 import io
 import os
-from typing import TYPE_CHECKING, List
+from typing import List
 from urllib.parse import quote
 
 import numpy as np
@@ -18,9 +18,7 @@ import numpy as np
 from reid.utils.file_io import atomic_write_text
 
 from .items import Items
-
-if TYPE_CHECKING:  # only for type hints: ranked_list imports this module lazily
-    from .ranked_list import RankedVisualization
+from .results import RankedVisualization
 
 CSV_NAME = "ranked_results.csv"
 HTML_NAME = "index.html"
@@ -35,7 +33,7 @@ def _ap_text(ap: float) -> str:
     return "n/a" if np.isnan(ap) else f"{100.0 * ap:.2f}%"
 
 
-def write_csv(result: "RankedVisualization", query: Items, gallery: Items) -> str:
+def write_csv(result: RankedVisualization, query: Items, gallery: Items) -> str:
     """Write ``ranked_results.csv`` (one line per shown gallery entry) and return its path.
 
     `AP` is a fraction in [0, 1] (empty when unknown); `rank` is 0 for entries the metric ignores.
@@ -70,7 +68,7 @@ li.match { color: #0a0; } li.mismatch { color: #d00; } li.ignored { color: #999;
 
 
 def write_index_html(
-    result: "RankedVisualization", query: Items, gallery: Items, title: str = "Ranked results", description: str = ""
+    result: RankedVisualization, query: Items, gallery: Items, title: str = "Ranked results", description: str = ""
 ) -> str:
     """Write ``index.html`` listing each drawn query (AP, picture, top-K file names); return its path.
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .html_report import write_csv, write_index_html
 from .items import Items, as_items
 from .ranking import RankedRow, rank_gallery
+from .results import QueryPicture, RankedVisualization, ShownRow
 from .selection import QuerySelection, select_queries
 from .tiles import (
     IGNORED_COLOR,
@@ -40,9 +41,6 @@ PICTURE_NAME_RE = re.compile(r"^\d{3,}_q\d{5,}_[A-Za-z0-9._-]+\.(?:jpg|jpeg|png)
 
 __all__ = [
     "PICTURE_NAME_RE",
-    "QueryPicture",
-    "RankedVisualization",
-    "ShownRow",
     "draw_ranked_list",
     "picture_name",
     "rank_gallery",
@@ -50,37 +48,6 @@ __all__ = [
     "select_queries",
     "visualize_ranked_results",
 ]
-
-
-@dataclass
-class ShownRow:
-    """One drawn row: which order it is ("original" or "re-ranked"), the query's AP in that
-    order (fraction, NaN if unknown), and the entries shown."""
-
-    label: str
-    ap: float
-    ranked: RankedRow
-
-
-@dataclass
-class QueryPicture:
-    """One written picture: the query, its file inside the output folder, and its rows."""
-
-    number: int  # 1-based position in drawing order (file names sort the same way)
-    query_index: int
-    image_file: str
-    rows: List[ShownRow]
-
-
-@dataclass
-class RankedVisualization:
-    """Everything `visualize_ranked_results` wrote."""
-
-    output_dir: str
-    pictures: List[QueryPicture]
-    notes: List[str] = field(default_factory=list)
-    html_path: Optional[str] = None
-    csv_path: Optional[str] = None
 
 
 def resolve_path(path: str, image_root: Optional[str]) -> str:
@@ -225,8 +192,6 @@ def visualize_ranked_results(
         pictures.append(QueryPicture(number, int(qi), image_file, rows))
     result = RankedVisualization(os.path.abspath(output_dir), pictures, list(selection.notes))
     if write_report:
-        from .html_report import write_csv, write_index_html
-
         result.csv_path = write_csv(result, q_items, g_items)
         result.html_path = write_index_html(result, q_items, g_items, title=title, description=description)
     logger.info("Wrote %d ranked-result pictures to %s", len(pictures), result.output_dir)

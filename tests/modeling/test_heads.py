@@ -9,6 +9,7 @@ from reid.modeling.heads import (
     COSINE_HEADS,
     HEAD_DEFAULTS,
     HEAD_REGISTRY,
+    MARGIN_HEADS,
     AMSoftmaxHead,
     CurricularFaceHead,
     LinearHead,
@@ -281,5 +282,6 @@ def test_each_head_overfits_a_tiny_batch(name):
     assert float(head.last_stats["s_p"]) > float(head.last_stats["s_n"]) + 0.3
 
 
-def test_cosine_heads_constant():
+def test_cosine_and_margin_head_lists_follow_the_classes():
     assert set(COSINE_HEADS) == set(NAMES) - {"linear"}
+    assert set(MARGIN_HEADS) == set(NAMES) - {"linear", "normface"}  # normface's margin is fixed at 0

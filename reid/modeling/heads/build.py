@@ -11,6 +11,7 @@ from reid.utils.registry import Registry
 
 from .amsoftmax import AMSoftmaxHead
 from .arcface import ArcFaceHead
+from .base import CosineHead
 from .circle import CircleHead
 from .curricular import CurricularFaceHead
 from .linear import LinearHead
@@ -37,12 +38,13 @@ HEAD_DEFAULTS: Dict[str, Dict[str, Optional[float]]] = {
     for name in HEAD_REGISTRY.names()
 }
 
+# Derived from the classes, so a new head is listed where it belongs without editing a list.
 # Heads whose logits are functions of cosines against L2-normalised class weights.
-COSINE_HEADS: Tuple[str, ...] = (
-    "normface", "amsoftmax", "cosface", "arcface", "circle", "curricularface"
-)
+COSINE_HEADS: Tuple[str, ...] = tuple(n for n in HEAD_REGISTRY.names() if issubclass(HEAD_REGISTRY.get(n), CosineHead))
 # Heads with a margin: label smoothing changes their objective, keep it off by default.
-MARGIN_HEADS: Tuple[str, ...] = ("amsoftmax", "cosface", "arcface", "circle", "curricularface")
+MARGIN_HEADS: Tuple[str, ...] = tuple(
+    n for n in COSINE_HEADS if "margin" not in getattr(HEAD_REGISTRY.get(n), "FIXED_PARAMS", ())
+)
 
 # name -> {extra keyword: default} accepted by build_head besides scale and margin.
 HEAD_EXTRA_KWARGS: Dict[str, Dict[str, object]] = {
