@@ -126,7 +126,7 @@ def measure(args: argparse.Namespace, name: str) -> Dict[str, object]:
     """Run warmup + timed iterations of model `name` in this process; returns one result row."""
     from reid.engine import Trainer
     from reid.modeling import build_model
-    from reid.utils.misc import resolve_device
+    from reid.utils.device import resolve_device
 
     device = resolve_device(args.device)
     _defaults(args, device)

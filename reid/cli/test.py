@@ -16,7 +16,8 @@ from reid.evaluation import save_features
 from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.modeling import build_model, model_summary
 from reid.utils.file_io import atomic_write_text
-from reid.utils.misc import resolve_device, seed_everything
+from reid.utils.device import resolve_device
+from reid.utils.process import seed_everything
 from reid.visualization import visualize_from_features
 
 from .common import base_parser, check_test_settings, load_cfg_from_args, parse_args, setup_run

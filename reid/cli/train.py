@@ -13,10 +13,11 @@ from typing import Callable, List, Optional, Sequence
 from reid.data import build_train_data, build_train_loader
 from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
-from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
+from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
 from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.modeling import build_model
-from reid.utils.misc import resolve_device, seed_everything
+from reid.utils.device import resolve_device
+from reid.utils.process import seed_everything
 
 from .common import (
     TestSets,
@@ -85,8 +86,15 @@ def check_output_dir(cfg, args: argparse.Namespace) -> Optional[str]:
     return found
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Train (or with --eval-only evaluate) as the config says; returns the exit code."""
+def main(argv: Optional[Sequence[str]] = None, hooks: Sequence[HookBase] = ()) -> int:
+    """Train (or with --eval-only evaluate) as the config says; returns the exit code.
+
+    `hooks` are the caller's own training hooks (``reid.engine.HookBase``): they run after the
+    built-in ones, in the given order, in exactly the run ``tools/train.py`` makes::
+
+        from reid.cli.train import main
+        main(["--config-file", "configs/Demo/resnet18_circle.yml"], hooks=[MyHook()])
+    """
     parser = base_parser("Train a re-ID model.", EPILOG)
     parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR's last checkpoint")
     parser.add_argument("--eval-only", action="store_true", help="only evaluate MODEL.WEIGHTS (or the last checkpoint)")
@@ -95,22 +103,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="load MODEL.WEIGHTS without the identity head (fine-tuning on other identities)",
     )
     args = parse_args(parser, argv)
-    return run_main(lambda: _main(args))
+    return run_main(lambda: _main(args, list(hooks)))
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, hooks: List[HookBase]) -> int:
     cfg = load_cfg_from_args(args)
     # Before anything is written: the log of an existing run must not get a refused run's lines.
     found = check_output_dir(cfg, args)
     dist_info = init_distributed(str(cfg.MODEL.DEVICE))
     try:
         logger, _ = setup_run(cfg, rank=dist_info.rank)
-        return _run(cfg, args, dist_info, logger, resuming=bool(args.resume and found))
+        return _run(cfg, args, dist_info, logger, hooks, resuming=bool(args.resume and found))
     finally:
         cleanup_distributed()
 
 
-def _run(cfg, args, dist_info, logger: logging.Logger, resuming: bool = False) -> int:
+def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], resuming: bool = False) -> int:
     if dist_info.rank == 0:
         logger.info("Command: %s", " ".join(sys.argv))
         logger.info("Config file: %s", args.config_file or "(defaults only)")
@@ -159,14 +167,14 @@ def _run(cfg, args, dist_info, logger: logging.Logger, resuming: bool = False) -
         return 0
 
     loader = build_train_loader(cfg, data.items)
-    trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger)
+    trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger, hooks=hooks)
     trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head)
     try:
         trainer.train()
     except TrainingInterrupted as e:
         logger.warning("%s", e)
         return e.exit_code  # 130 for SIGINT, 143 for SIGTERM
-    except NonFiniteLossError as e:
+    except (NonFiniteLossError, PeerFailedError) as e:
         logger.error("%s", e)
         return 1
     return 0

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from reid.utils.process import get_rank, get_world_size
+
 from .dataset_wrappers import ImageDataset, collate_batch
 from .datasets import build_dataset
 from .datasets.base import Item, ReIDDataset, relabel_pids
@@ -173,17 +175,6 @@ def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[
     return query, gallery
 
 
-def _dist_info() -> Tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
-def _worker_init(worker_id: int) -> None:
-    # Seed NumPy from torch's per-worker seed in case a custom transform uses NumPy.
-    np.random.seed(torch.initial_seed() % 2**32)
-
-
 def _loader_kwargs(cfg) -> Dict[str, Any]:
     workers = int(cfg.DATALOADER.NUM_WORKERS)
     kw: Dict[str, Any] = {
@@ -192,7 +183,6 @@ def _loader_kwargs(cfg) -> Dict[str, Any]:
         "collate_fn": collate_batch,
     }
     if workers > 0:
-        kw["worker_init_fn"] = _worker_init
         # OpenCV's thread pool does not survive fork(): a forked worker that touches it (even
         # cv2.setNumThreads) can hang once the parent has used it (e.g. to draw the synthetic
         # dataset). One thread in the parent before the fork means no pool to inherit; the
@@ -205,14 +195,12 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     """Train loader over `items` with the sampler of DATALOADER.SAMPLER.
 
     Batch size per process = SOLVER.IMS_PER_BATCH / world size (when torch.distributed is
-    initialised). ``loader.sampler`` has ``set_epoch(epoch, start_batch=0)``; ``loader.generator``
-    (a torch.Generator seeded with SEED) seeds the workers' torch RNGs and so the augmentations;
-    reseed it per epoch for order-independent augmentation. Workers are not persistent: they
-    are started again each epoch and so take that epoch's seed, which makes a run resumed at
-    an epoch boundary draw the same augmentations as an uninterrupted one (the cost is one
-    worker start per epoch).
+    initialised). ``loader.sampler`` has ``set_epoch(epoch, start_batch=0)``. The sampler gives
+    every sample a seed from its position in the epoch and the dataset seeds the augmentation
+    with it, so the workers can persist between epochs (no restart each epoch) and a run
+    resumed anywhere, even mid-epoch, draws the same augmentations as an uninterrupted one.
     """
-    rank, world = _dist_info()
+    rank, world = get_rank(), get_world_size()
     total = int(cfg.SOLVER.IMS_PER_BATCH)
     if total % world:
         raise ValueError(f"SOLVER.IMS_PER_BATCH={total} is not divisible by the {world} processes.")
@@ -220,25 +208,19 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     kind = str(cfg.DATALOADER.SAMPLER).lower()
     if kind == "identity":
         sampler = IdentitySampler(
-            [it[1] for it in items], batch, cfg.DATALOADER.NUM_INSTANCE, cfg.SEED, rank, world
+            [it[1] for it in items], batch, cfg.DATALOADER.NUM_INSTANCE, cfg.SEED, rank, world, sample_seeds=True
         )
     elif kind == "random":
-        sampler = ShuffleSampler(len(items), batch, cfg.SEED, rank, world)
+        sampler = ShuffleSampler(len(items), batch, cfg.SEED, rank, world, sample_seeds=True)
     else:
         raise ValueError(f"Unknown DATALOADER.SAMPLER {cfg.DATALOADER.SAMPLER!r}. Valid: {', '.join(SAMPLERS)}.")
     dataset = ImageDataset(items, build_transforms(cfg, is_train=True), bool(cfg.DATASETS.SKIP_CORRUPT))
-    generator = torch.Generator()
-    generator.manual_seed(int(cfg.SEED))
     kw = _loader_kwargs(cfg)
-    return DataLoader(
-        dataset,
-        batch_size=batch,
-        sampler=sampler,
-        drop_last=True,
-        generator=generator,
-        persistent_workers=False,
-        **kw,
-    )
+    # Each iter(loader) draws a base seed for its workers; from its own generator it leaves the
+    # process's generator (dropout's stream) alone, which a resume mid-epoch must find intact.
+    generator = torch.Generator().manual_seed(int(cfg.SEED))
+    return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, generator=generator,
+                      persistent_workers=kw["num_workers"] > 0, **kw)
 
 
 def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader:

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+
+from reid.utils.process import seed_sample
 
 from .image_io import CorruptImageError, read_image
 from .transforms import to_chw_tensor
@@ -19,7 +21,9 @@ class ImageDataset(Dataset):
     """Reads item `i`, applies `transform` and returns one sample of the batch format.
 
     Sample: ``{"images": uint8 [3, H, W], "targets": pid, "camids": camid, "img_paths": path}``;
-    without a transform the image is only converted to a CHW tensor.
+    without a transform the image is only converted to a CHW tensor. The key is an index, or
+    ``(index, seed)`` from a sampler with ``sample_seeds=True``: the random generators are then
+    seeded with `seed` before the image is augmented.
 
     With ``skip_corrupt`` an image that cannot be read is replaced by the next readable image of
     the same identity (so a P x K batch keeps its structure), with a warning naming both;
@@ -55,7 +59,12 @@ class ImageDataset(Dataset):
         n = len(self.items)
         return same_order + [(index + k) % n for k in range(1, n)]
 
-    def __getitem__(self, index: int) -> dict:
+    def __getitem__(self, key: Union[int, Tuple[int, int]]) -> dict:
+        # The train sampler sends (index, seed): the sample's augmentation stream is seeded
+        # from its position in the epoch, whichever worker process loads it.
+        index, seed = key if isinstance(key, tuple) else (key, None)
+        if seed is not None:
+            seed_sample(seed)
         path, pid, camid = self.items[index]
         try:
             img = read_image(path)

@@ -1,8 +1,9 @@
 """Training samplers: P identities x K images (``IdentitySampler``) and a plain shuffle.
 
-Both yield dataset indices, take ``batch_size`` as the batch of *this process* (the global
-batch divided by the world size), are seeded (``seed`` + epoch), and split the data between
-DDP ranks without overlap. ``set_epoch(epoch, start_batch=0)`` picks the epoch's order and,
+Both yield dataset indices (or, with ``sample_seeds=True``, ``(index, seed)`` pairs that give
+every sample its own augmentation seed, see ``reid.utils.process``), take ``batch_size`` as the
+batch of *this process* (the global batch divided by the world size), are seeded (``seed`` +
+epoch), and split the data between DDP ranks without overlap. ``set_epoch(epoch, start_batch=0)`` picks the epoch's order and,
 for a resumed run, skips the batches already done: the pass then yields exactly the tail of the
 full epoch. Without a ``set_epoch`` call between two passes, the second pass uses the next
 epoch's order, so forgetting it never silently repeats an order.
@@ -10,22 +11,30 @@ epoch's order, so forgetting it never silently repeats an order.
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterator, Sequence
+from typing import Dict, Iterator, Sequence, Tuple, Union
 
 import numpy as np
 from torch.utils.data import Sampler
 
+from reid.utils.process import derive_seed, sample_seeds
 
-class _EpochSampler(Sampler[int]):
-    """Shared epoch / resume bookkeeping; subclasses implement ``_epoch_indices(epoch)``."""
+
+class _EpochSampler(Sampler):
+    """Shared epoch / resume bookkeeping; subclasses implement ``_epoch_indices(epoch)``.
+
+    With `sample_seeds`, each yielded item is ``(index, seed)``: the seed is a function of
+    (seed, epoch, rank, position in the epoch), so the sample at a given position is augmented
+    the same way whichever worker loads it and whether or not the epoch was resumed midway.
+    """
 
     batch_size: int
     num_batches: int
 
-    def __init__(self, seed: int, rank: int, world_size: int) -> None:
+    def __init__(self, seed: int, rank: int, world_size: int, sample_seeds: bool = False) -> None:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}")
         self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
+        self.sample_seeds = bool(sample_seeds)
         self.epoch = 0
         self.start_batch = 0
         self._pending = False  # True after a pass started without a new set_epoch
@@ -36,12 +45,16 @@ class _EpochSampler(Sampler[int]):
             raise ValueError(f"start_batch must be in [0, {self.num_batches}], got {start_batch}")
         self.epoch, self.start_batch, self._pending = int(epoch), int(start_batch), False
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[Union[int, Tuple[int, int]]]:
         if self._pending:  # a second pass without set_epoch: move on to the next epoch
             self.epoch, self.start_batch = self.epoch + 1, 0
         self._pending = True
         indices = self._epoch_indices(self.epoch)
-        return iter(indices[self.start_batch * self.batch_size :].tolist())
+        start = self.start_batch * self.batch_size
+        if not self.sample_seeds:
+            return iter(indices[start:].tolist())
+        seeds = sample_seeds(derive_seed(self.seed, self.epoch, self.rank), np.arange(start, len(indices)))
+        return iter(zip(indices[start:].tolist(), seeds.tolist()))
 
     def __len__(self) -> int:
         """Indices in one full epoch of this process (``num_batches * batch_size``)."""
@@ -79,6 +92,7 @@ class IdentitySampler(_EpochSampler):
         batch_size: images per batch in this process, ``P * K``; must be divisible by K.
         num_instances: K, images per identity in a batch.
         seed, rank, world_size: seeding and the DDP position of this process.
+        sample_seeds: yield ``(index, seed)`` pairs (the train loader's per-sample seeds).
 
     One epoch: the identities are shuffled and dealt to the ranks as whole identities, balanced
     by image count (every rank sees different people). On each rank every identity's images are
@@ -106,8 +120,9 @@ class IdentitySampler(_EpochSampler):
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        sample_seeds: bool = False,
     ) -> None:
-        super().__init__(seed, rank, world_size)
+        super().__init__(seed, rank, world_size, sample_seeds)
         k = int(num_instances)
         if k < 1 or batch_size < k or batch_size % k:
             raise ValueError(
@@ -221,8 +236,9 @@ class ShuffleSampler(_EpochSampler):
     full batches (the loader drops the last partial one).
     """
 
-    def __init__(self, num_items: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
-        super().__init__(seed, rank, world_size)
+    def __init__(self, num_items: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 sample_seeds: bool = False) -> None:
+        super().__init__(seed, rank, world_size, sample_seeds)
         self.num_items, self.batch_size = int(num_items), int(batch_size)
         self.num_samples = self.num_items // self.world_size
         if self.batch_size < 1 or self.num_samples < self.batch_size:

@@ -1,4 +1,10 @@
-"""Training engine: optimizer, LR schedule, checkpoints, distributed helpers and the trainer.
+"""Training engine: a loop that runs steps, hooks around it, checkpoints, devices, DDP helpers.
+
+- :class:`TrainLoop` (train_loop.py): epochs of steps; :class:`HookBase`: what runs around them.
+- hooks.py: the built-in hooks; trainer.py: :class:`Trainer`, which builds loop, checkpointer
+  and hooks from a config (``build_hooks`` fixes their order).
+- checkpointer.py: what a checkpoint holds and how resume restores it; checkpoint.py: the files.
+- device.py: device, AMP, SyncBN, channels_last, DDP wrapping; distributed.py: process groups.
 
 The engine never imports ``reid.evaluation``: evaluation reaches the trainer as an
 ``eval_fn(model, epoch)`` callback built by ``reid.cli.train``.
@@ -11,9 +17,11 @@ from .checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from .checkpointer import Checkpointer
+from .device import AMP_MODES, DeviceSetup, amp_settings, setup_device
 from .distributed import (
     DistInfo,
-    all_reduce_mean,
+    PeerFailedError,
     barrier,
     cleanup_distributed,
     get_rank,
@@ -21,22 +29,40 @@ from .distributed import (
     init_distributed,
     is_main_process,
 )
+from .errors import NonFiniteLossError, TrainingInterrupted
+from .hooks import EvalFn, EvalHook, FreezeBackbone, LRSchedule, MetricsLogger, PeriodicCheckpoint, SeedEachEpoch, StopOnSignal
 from .lr_scheduler import WarmupDecayLR, build_lr_scheduler
 from .optimizer import build_optimizer, build_param_groups
-from .trainer import NonFiniteLossError, Trainer, TrainingInterrupted, TrainResult, amp_settings
+from .train_loop import HookBase, TrainLoop
+from .trainer import Trainer, TrainResult, backbone_parameters, build_hooks
 
 __all__ = [
+    "AMP_MODES",
     "CheckpointError",
     "CheckpointManager",
+    "Checkpointer",
+    "DeviceSetup",
     "DistInfo",
+    "EvalFn",
+    "EvalHook",
+    "FreezeBackbone",
+    "HookBase",
+    "LRSchedule",
+    "MetricsLogger",
     "NonFiniteLossError",
+    "PeerFailedError",
+    "PeriodicCheckpoint",
+    "SeedEachEpoch",
+    "StopOnSignal",
+    "TrainLoop",
     "TrainResult",
     "Trainer",
     "TrainingInterrupted",
     "WarmupDecayLR",
-    "all_reduce_mean",
     "amp_settings",
+    "backbone_parameters",
     "barrier",
+    "build_hooks",
     "build_lr_scheduler",
     "build_optimizer",
     "build_param_groups",
@@ -49,4 +75,5 @@ __all__ = [
     "load_checkpoint",
     "read_checkpoint",
     "save_checkpoint",
+    "setup_device",
 ]

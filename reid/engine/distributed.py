@@ -11,11 +11,15 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Dict, Mapping, Optional
+from typing import Callable, Optional, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from reid.utils.process import get_rank, get_world_size, is_main_process
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +32,6 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     backend: Optional[str] = None
-
-    @property
-    def is_distributed(self) -> bool:
-        return self.world_size > 1
 
 
 def _env_int(name: str, default: int) -> int:
@@ -104,42 +104,52 @@ def init_distributed(device_spec: str = "auto") -> DistInfo:
     return DistInfo(rank, world_size, local_rank, backend)
 
 
-def get_rank() -> int:
-    """Rank of this process (0 when not distributed)."""
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
-def get_world_size() -> int:
-    """Number of processes (1 when not distributed)."""
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-def is_main_process() -> bool:
-    """True on rank 0, the only process that writes files and logs."""
-    return get_rank() == 0
-
-
 def barrier() -> None:
     """Wait for every process (no-op when not distributed)."""
     if get_world_size() > 1:
         dist.barrier()
 
 
-def all_reduce_mean(values: Mapping[str, float], device: Optional[torch.device] = None) -> Dict[str, float]:
-    """Mean of each named float over all processes (returned unchanged when single-process).
+class PeerFailedError(RuntimeError):
+    """Another process of the run failed; this one stops too instead of waiting for it."""
 
-    `device` defaults to the one the backend needs: this process's CUDA device with NCCL,
-    the CPU with gloo.
+
+def agree_on_failure(failed: bool, what: str, device: torch.device) -> None:
+    """Tell every process whether any of them failed at `what`; raise on the healthy ones if so.
+
+    Call it on every rank at the same point. Without it, a rank that raises (rank 0 alone
+    evaluates and writes checkpoints) leaves the others blocked in their next collective until
+    the process-group timeout (hours). The one all-reduce doubles as the barrier that point
+    needs anyway. The failed rank raises its own error itself, after this call.
     """
-    world = get_world_size()
-    if world == 1 or not values:
-        return {k: float(v) for k, v in values.items()}
-    if device is None:
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    keys = sorted(values)
-    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return {k: float(v) / world for k, v in zip(keys, t.tolist())}
+    if get_world_size() <= 1:
+        return
+    flag = torch.tensor([1.0 if failed else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() > 0 and not failed:
+        raise PeerFailedError(
+            f"Another process failed during {what} (its error is in rank 0's log or on the console); "
+            f"process {get_rank()} stops too."
+        )
+
+
+def run_on_main(fn: Callable[[], T], what: str, device: torch.device) -> Optional[T]:
+    """Run `fn` on rank 0 only, then agree with every rank on whether it failed.
+
+    Returns `fn`'s result on rank 0 (None elsewhere). If it raised, rank 0 re-raises that
+    error and every other rank raises :class:`PeerFailedError` at once.
+    """
+    result: Optional[T] = None
+    error: Optional[BaseException] = None
+    if get_rank() == 0:
+        try:
+            result = fn()
+        except Exception as e:  # re-raised below, after the other ranks have been told
+            error = e
+    agree_on_failure(error is not None, what, device)
+    if error is not None:
+        raise error
+    return result
 
 
 def cleanup_distributed() -> None:
@@ -194,7 +204,8 @@ def wrap_ddp(model: nn.Module, device: torch.device, find_unused_parameters: boo
 __all__ = [
     "DistInfo",
     "PROCESS_GROUP_TIMEOUT",
-    "all_reduce_mean",
+    "PeerFailedError",
+    "agree_on_failure",
     "barrier",
     "cleanup_distributed",
     "convert_sync_bn",
@@ -204,5 +215,6 @@ __all__ = [
     "init_distributed",
     "is_main_process",
     "local_cuda_index",
+    "run_on_main",
     "wrap_ddp",
 ]

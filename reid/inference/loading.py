@@ -19,7 +19,7 @@ from yacs.config import CfgNode
 from reid.config import load_config
 from reid.engine.checkpoint import load_checkpoint, read_checkpoint
 from reid.modeling import build_model
-from reid.utils.misc import resolve_device
+from reid.utils.device import resolve_device
 
 RUN_CONFIG = "config.yaml"
 RUN_WEIGHTS = "model_final.pth"

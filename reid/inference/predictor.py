@@ -24,7 +24,7 @@ from yacs.config import CfgNode
 from reid.data.image_io import read_image
 from reid.data.transforms import build_transforms
 from reid.evaluation.extract import autocast_context
-from reid.utils.misc import resolve_device
+from reid.utils.device import resolve_device
 
 from .loading import (
     build_inference_model,

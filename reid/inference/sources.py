@@ -129,11 +129,6 @@ def list_entries(list_file: PathLike) -> ImageEntries:
     return entries
 
 
-def images_in_list(list_file: PathLike) -> List[str]:
-    """The image paths named in a text file (see :func:`list_entries` for the format)."""
-    return list_entries(list_file).paths
-
-
 def collect_entries(sources: Union[PathLike, Iterable[PathLike]]) -> ImageEntries:
     """Images from one or more sources, in order, with the labels list files give.
 
@@ -173,7 +168,6 @@ __all__: Sequence[str] = [
     "collect_entries",
     "collect_images",
     "images_in_folder",
-    "images_in_list",
     "list_entries",
     "is_image_file",
 ]

@@ -75,12 +75,6 @@ def read_rgb(path: str) -> np.ndarray:
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
-def aspect_of(path: str) -> float:
-    """Width / height of the image at `path`."""
-    h, w = read_rgb(path).shape[:2]
-    return w / h
-
-
 def fit_text(text: str, max_width: int, scale: float, thickness: int) -> float:
     """The largest font scale <= `scale` at which `text` fits into `max_width` pixels."""
     (w, _), _ = cv2.getTextSize(text, FONT, scale, thickness)

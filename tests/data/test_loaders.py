@@ -93,7 +93,7 @@ def test_train_loader_batch_format(root):
     cfg = tiny_cfg(root)
     td = build_train_data(cfg)
     loader = build_train_loader(cfg, td.items)
-    assert isinstance(loader.sampler, IdentitySampler) and isinstance(loader.generator, torch.Generator)
+    assert isinstance(loader.sampler, IdentitySampler) and loader.sampler.sample_seeds
     assert len(loader) == loader.sampler.num_batches
     loader.sampler.set_epoch(0)
     batches = list(loader)
@@ -120,26 +120,38 @@ def test_train_loader_random_sampler_and_errors(root):
         build_train_loader(cfg, td.items)
 
 
-def test_train_loader_with_a_worker_is_repeatable(root):
+def _epoch(loader, epoch, start_batch=0):
+    loader.sampler.set_epoch(epoch, start_batch=start_batch)
+    return list(loader)
+
+
+@pytest.mark.slow
+def test_augmentation_is_a_function_of_the_sample_position_not_of_the_workers(root):
+    """Per-sample seeds: persistent workers, any worker count and a mid-epoch start all give
+    the images an uninterrupted single-process epoch gives."""
     cfg = tiny_cfg(root)
-    cfg.DATALOADER.NUM_WORKERS = 1
     td = build_train_data(cfg)
+    reference = _epoch(build_train_loader(cfg, td.items), 0)  # no workers
+    cfg.DATALOADER.NUM_WORKERS = 2
     loader = build_train_loader(cfg, td.items)
-    # Workers restart every epoch, so re-seeding the generator (as the trainer does per epoch)
-    # reaches them: a resumed run draws the same augmentations as an uninterrupted one.
-    assert not loader.persistent_workers
-    firsts = []
-    for _ in range(2):
-        loader.generator.manual_seed(123)
-        loader.sampler.set_epoch(0)
-        firsts.append(next(iter(loader)))
-    assert firsts[0]["img_paths"] == firsts[1]["img_paths"]
-    assert torch.equal(firsts[0]["images"], firsts[1]["images"])  # same augmentations
-    loader.generator.manual_seed(124)
-    loader.sampler.set_epoch(0)
-    other = next(iter(loader))
-    assert other["img_paths"] == firsts[0]["img_paths"]  # sampling depends on the epoch only
-    assert not torch.equal(other["images"], firsts[0]["images"])  # another seed, other augmentations
+    assert loader.persistent_workers  # no worker restart each epoch
+    with_workers = _epoch(loader, 0)
+    tail = _epoch(loader, 0, start_batch=2)  # a resume after two batches, same worker processes
+    next_epoch = _epoch(loader, 1)
+    assert len(with_workers) == len(reference) and len(tail) == len(reference) - 2
+    for got, want in zip(with_workers, reference):
+        assert got["img_paths"] == want["img_paths"] and torch.equal(got["images"], want["images"])
+    for got, want in zip(tail, reference[2:]):
+        assert got["img_paths"] == want["img_paths"] and torch.equal(got["images"], want["images"])
+    # The transform is random (flip, pad-crop, erasing): the same image in another epoch, or
+    # with another SEED, comes out differently.
+    cfg.DATALOADER.NUM_WORKERS = 0
+    cfg.SEED = cfg.SEED + 1
+    reseeded = _epoch(build_train_loader(cfg, td.items), 0)
+    first = {p: img for b in reference for p, img in zip(b["img_paths"], b["images"])}
+    for other in (next_epoch, reseeded):
+        pairs = [(img, first[p]) for b in other for p, img in zip(b["img_paths"], b["images"]) if p in first]
+        assert len(pairs) > 10 and sum(not torch.equal(x, y) for x, y in pairs) > len(pairs) // 2
 
 
 def test_test_loader_query_then_gallery(root):

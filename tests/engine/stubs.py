@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from reid.config import get_cfg
+from reid.utils.process import derive_seed, sample_seeds, seed_sample
 
 NUM_CLASSES = 6
 
@@ -33,14 +34,17 @@ class StubImages(Dataset):
     def __len__(self) -> int:
         return len(self.pids)
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, key) -> dict:
+        i, seed = key  # (index, per-sample seed), as the real train sampler sends them
+        seed_sample(seed)
         pid = self.pids[i]
         noise = torch.randint(0, 40, (3, 8, 4), dtype=torch.uint8)  # global torch RNG, like the transforms
         return {"images": self.bases[pid] + noise, "targets": pid, "camids": 0, "img_paths": f"img{i}.jpg"}
 
 
 class StubSampler(Sampler):
-    """Seeded per-epoch permutation with ``set_epoch(epoch, start_batch)``; rank-sharded."""
+    """Seeded per-epoch permutation with ``set_epoch(epoch, start_batch)``; rank-sharded; yields
+    ``(index, seed)`` with the per-sample seeds of the real samplers."""
 
     def __init__(self, n: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
         self.n, self.batch_size, self.seed = n, batch_size, seed
@@ -57,7 +61,10 @@ class StubSampler(Sampler):
         return mine[: self.num_batches * self.batch_size]
 
     def __iter__(self):
-        return iter(self.indices(self.epoch)[self.start_batch * self.batch_size :].tolist())
+        idx = self.indices(self.epoch)
+        start = self.start_batch * self.batch_size
+        seeds = sample_seeds(derive_seed(self.seed, self.epoch, self.rank), np.arange(start, len(idx)))
+        return iter(zip(idx[start:].tolist(), seeds.tolist()))
 
     def __len__(self) -> int:
         return self.num_batches * self.batch_size
@@ -66,16 +73,14 @@ class StubSampler(Sampler):
 def stub_loader(cfg, num_workers: int = 0, rank: int = 0, world_size: int = 1, n: int = 48) -> DataLoader:
     """Loader over StubImages with the per-process batch ``IMS_PER_BATCH / world_size``."""
     batch = int(cfg.SOLVER.IMS_PER_BATCH) // world_size
-    data = StubImages(n)
-    generator = torch.Generator()
-    generator.manual_seed(int(cfg.SEED))
     return DataLoader(
-        data,
+        StubImages(n),
         batch_size=batch,
         sampler=StubSampler(n, batch, int(cfg.SEED), rank, world_size),
         drop_last=True,
         num_workers=num_workers,
-        generator=generator,
+        persistent_workers=num_workers > 0,
+        generator=torch.Generator().manual_seed(int(cfg.SEED)),
     )
 
 

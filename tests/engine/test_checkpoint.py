@@ -20,7 +20,7 @@ from reid.engine.checkpoint import (
 )
 from reid.engine.lr_scheduler import build_lr_scheduler
 from reid.engine.optimizer import build_optimizer
-from reid.utils.misc import get_rng_state, set_rng_state
+from reid.utils.process import get_rng_state, set_rng_state
 
 
 class Head(nn.Module):

@@ -1,75 +1,94 @@
-"""Seeding, device resolution and RNG-state capture: the small pieces a repeatable run needs."""
+"""Who this process is (rank, world size) and how its random streams are seeded.
+
+The lowest layer: data, engine and evaluation all ask here, so no layer has to import a
+higher one (or keep its own copy) to learn its rank or to seed a stream.
+
+Seeding scheme (docs/training.md, "Repeatability"):
+- ``derive_seed(*parts)`` mixes integers into one 32-bit seed; neighbouring tuples give
+  unrelated streams (seed 0 epoch 1 never equals seed 1 epoch 0).
+- ``sample_seeds(base, positions)`` gives every training sample its own seed from its
+  position in the epoch, and ``seed_sample(seed)`` seeds the process's RNGs with it just before
+  that sample's augmentation. Augmentation is then a pure function of (SEED, epoch, rank,
+  position): it does not depend on which loader worker draws the sample, on whether the
+  workers persist between epochs, or on a resume in the middle of an epoch.
+"""
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 # SeedSequence output is 32-bit; numpy's legacy seeding only accepts values below 2**32.
 _SEED_MASK = 0xFFFF_FFFF
+
+
+def get_rank() -> int:
+    """This process's rank in the initialised process group (0 without one)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def get_world_size() -> int:
+    """Processes in the initialised process group (1 without one)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def is_main_process() -> bool:
+    """Whether this process writes files and logs (rank 0)."""
+    return get_rank() == 0
 
 
 def derive_seed(*parts: int) -> int:
     """Return a well-mixed 32-bit seed that is a pure function of integer `parts`.
 
     Mixing via numpy's SeedSequence (rather than e.g. ``seed + epoch``) keeps the streams of
-    neighbouring (seed, epoch, rank) tuples unrelated, so seed 0 epoch 1 never equals seed 1
-    epoch 0.
+    neighbouring (seed, epoch, rank) tuples unrelated.
     """
     if any(int(p) < 0 for p in parts):
         raise ValueError(f"Seed parts must be non-negative integers, got {parts!r}.")
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0]) & _SEED_MASK
 
 
+def sample_seeds(base: int, positions: np.ndarray) -> np.ndarray:
+    """32-bit seeds for the samples at `positions` of a stream seeded `base` (vectorised).
+
+    splitmix64's finaliser over ``base * 2**32 + position``: consecutive positions get
+    unrelated seeds, at a cost of a few nanoseconds each (a SeedSequence per sample would cost
+    microseconds on every image of every epoch).
+    """
+    z = (np.uint64(int(base) & _SEED_MASK) << np.uint64(32)) + np.asarray(positions, dtype=np.uint64)
+    with np.errstate(over="ignore"):  # the mixing relies on wrap-around
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z & np.uint64(_SEED_MASK)).astype(np.int64)
+
+
+def seed_sample(seed: int) -> None:
+    """Seed the RNGs a transform may use (torch's CPU generator, `random`, NumPy) for one sample.
+
+    Only the CPU generator: augmentation runs on CPU tensors, and re-seeding every CUDA device
+    per image would cost a device call each time.
+    """
+    seed = int(seed) & _SEED_MASK
+    torch.random.default_generator.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
 def seed_everything(seed: int, rank: int = 0) -> int:
     """Seed Python's `random`, NumPy's global RNG and torch (CPU and every CUDA device).
 
-    Each process of a distributed run gets its own stream (`rank` is mixed in), so ranks do
-    not draw identical augmentations. Returns the seed actually applied.
+    Each process of a distributed run gets its own stream (`rank` is mixed in). Returns the
+    seed actually applied.
     """
     value = derive_seed(int(seed), int(rank))
     random.seed(value)
     np.random.seed(value)
     torch.manual_seed(value)  # also seeds every CUDA device
     return value
-
-
-def resolve_device(spec: str) -> torch.device:
-    """Turn ``MODEL.DEVICE`` ("auto", "cpu", "cuda", "cuda:N") into a `torch.device`.
-
-    "auto" picks CUDA when it is available, else the CPU. Asking for CUDA on a machine
-    without it is an error rather than a silent CPU fallback: a run configured for a GPU
-    would otherwise take hours longer without telling anyone. A CUDA device always comes
-    back with its index ("cuda" -> the current device, normally ``cuda:0``), because
-    ``torch.cuda.set_device`` and DistributedDataParallel refuse a device without one.
-    """
-    text = str(spec).strip().lower()
-    if text in ("", "auto"):
-        text = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(text)
-    except RuntimeError as e:
-        raise ValueError(
-            f"MODEL.DEVICE {spec!r} is not a device; use 'auto', 'cpu', 'cuda' or 'cuda:N'."
-        ) from e
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"MODEL.DEVICE is {spec!r} but CUDA is not available on this machine; "
-                "set MODEL.DEVICE cpu (or auto)."
-            )
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"MODEL.DEVICE is {spec!r} but only {torch.cuda.device_count()} CUDA device(s) "
-                "exist; pick an index below that."
-            )
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-    elif device.type != "cpu":
-        raise ValueError(f"MODEL.DEVICE {spec!r} is not supported; use 'auto', 'cpu', 'cuda' or 'cuda:N'.")
-    return device
 
 
 def get_rng_state() -> Dict[str, Any]:
@@ -81,7 +100,7 @@ def get_rng_state() -> Dict[str, Any]:
     """
     py_version, py_internal, py_gauss = random.getstate()
     np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
-    state: Dict[str, Any] = {
+    return {
         "python": {
             "version": int(py_version),
             "internal": torch.tensor(py_internal, dtype=torch.int64),
@@ -97,7 +116,6 @@ def get_rng_state() -> Dict[str, Any]:
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
-    return state
 
 
 def set_rng_state(state: Dict[str, Any]) -> None:
@@ -124,25 +142,14 @@ def set_rng_state(state: Dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(cuda_states)
 
 
-def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
-    """Number of scalar parameters of `model` (all, or only those with requires_grad)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
-
-
-def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The plain module inside a DistributedDataParallel / DataParallel wrapper (or `model`)."""
-    inner: Optional[torch.nn.Module] = getattr(model, "module", None)
-    if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) and inner is not None:
-        return inner
-    return model
-
-
 __all__ = [
-    "count_parameters",
     "derive_seed",
+    "get_rank",
     "get_rng_state",
-    "resolve_device",
+    "get_world_size",
+    "is_main_process",
+    "sample_seeds",
     "seed_everything",
+    "seed_sample",
     "set_rng_state",
-    "unwrap_model",
 ]

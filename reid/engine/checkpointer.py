@@ -1,0 +1,171 @@
+"""What a training checkpoint holds, and how a resume restores it.
+
+A resumable checkpoint (``model_XXXX.pth``, ``model_final.pth``, ``model_interrupted.pth``)
+is one dict, loadable with ``torch.load(..., weights_only=True)``:
+
+- ``model``: the weights to use (evaluated, tested, exported): ``trainer.eval_model``, which
+  is the trained model unless a hook points it elsewhere (an average of the weights);
+  ``train_model``: the trained weights, only when they differ from ``model``;
+- ``optimizer``, ``scheduler``, ``scaler`` (None without fp16);
+- ``epoch`` (complete epochs), ``iteration`` (steps done), ``sampler``
+  (``{"epoch", "start_batch"}``: where the data continues), ``rng`` (Python, NumPy, torch and
+  CUDA generator states of rank 0), ``cfg`` (YAML text), ``world_size``;
+- ``hooks``: ``{hook name: state}`` for every hook with state (the best-model tracker, a
+  user's weight average).
+
+Everything else a resume needs follows from the config. Files are written by
+:class:`reid.engine.checkpoint.CheckpointManager` (atomic, pruned, ``last_checkpoint`` pointer).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Mapping, Optional
+
+from reid.utils.process import get_rng_state, set_rng_state
+
+from .checkpoint import CheckpointError, CheckpointManager, load_checkpoint, load_model_state
+from .lr_scheduler import WarmupDecayLR
+from .train_loop import HookBase, TrainLoop
+
+logger = logging.getLogger(__name__)
+
+
+class Checkpointer:
+    """Saves the state of `loop` (and its hooks) and restores it on resume.
+
+    Args:
+        loop: the training loop (model, optimizer, scaler, position, hooks).
+        scheduler: the LR schedule (stepped by a hook; its state lives in the checkpoint).
+        cfg: the run's config (stored as YAML text).
+        files: where and how checkpoint files are written (rank 0 only).
+    """
+
+    def __init__(self, loop: TrainLoop, scheduler: WarmupDecayLR, cfg, files: CheckpointManager) -> None:
+        self.loop, self.scheduler, self.cfg, self.files = loop, scheduler, cfg, files
+        self.last_saved: Optional[str] = None
+        self.last_saved_iter = -1
+
+    # ------------------------------------------------------------------ saving
+    def hook_states(self) -> Dict[str, Any]:
+        """``{name: state}`` of the hooks that have state (two hooks may not share a name)."""
+        states: Dict[str, Any] = {}
+        for hook in self.loop.hooks:
+            state = hook.state_dict()
+            if not state:
+                continue
+            if hook.name in states:
+                raise ValueError(f"Two training hooks with state are both named {hook.name!r}; give one another name.")
+            states[hook.name] = state
+        return states
+
+    def state(self) -> Dict[str, Any]:
+        """The whole resumable state at the loop's current position."""
+        loop = self.loop
+        epoch, start_batch = loop.position()
+        state = {
+            "model": loop.eval_model.state_dict(),
+            "optimizer": loop.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": loop.scaler.state_dict() if loop.scaler.is_enabled() else None,
+            "epoch": int(epoch),
+            "iteration": int(loop.iter),
+            "sampler": {"epoch": int(epoch), "start_batch": int(start_batch)},
+            "rng": get_rng_state(),
+            "cfg": self.cfg.dump(),
+            "hooks": self.hook_states(),
+            "world_size": int(loop.world_size),
+        }
+        if loop.eval_model is not loop.model:
+            state["train_model"] = loop.model.state_dict()
+        return state
+
+    def save(self, name: str) -> Optional[str]:
+        """Write a resumable checkpoint `name` (rank 0; None elsewhere) and log it."""
+        path = self.files.save(name, self.state())
+        self.last_saved, self.last_saved_iter = path, self.loop.iter
+        if path:
+            epoch, start_batch = self.loop.position()
+            where = f"{epoch} epoch(s) complete" + (f" + {start_batch} batch(es) of epoch {epoch + 1}" if start_batch else "")
+            logger.info("Saved checkpoint %s (iteration %d: %s).", path, self.loop.iter, where)
+        return path
+
+    def save_weights(self, name: str, **extra: Any) -> Optional[str]:
+        """Write the weights to use (``eval_model``) and `extra` values: not resumable (model_best)."""
+        state = {"model": self.loop.eval_model.state_dict(), "epoch": self.loop.position()[0],
+                 "iteration": self.loop.iter, "cfg": self.cfg.dump(), **extra}
+        return self.files.save(name, state, resumable=False)
+
+    # ------------------------------------------------------------------ loading
+    def load_weights(self, path: str, drop_head: bool = False) -> None:
+        """Initial weights for a new run (MODEL.WEIGHTS): the model only, no training state."""
+        load_checkpoint(path, model=self.loop.model, drop_head=drop_head)
+
+    def resume(self, path: str) -> Dict[str, Any]:
+        """Restore everything saved in `path`: weights, optimizer, schedule, scaler, position,
+        RNG (one process, mid-epoch) and hook states. Returns the checkpoint dict."""
+        loop = self.loop
+        data = load_checkpoint(path, optimizer=loop.optimizer, scheduler=self.scheduler)
+        load_model_state(loop.model, data.get("train_model") or data["model"], path)
+        if loop.eval_model is not loop.model:
+            load_model_state(loop.eval_model, data["model"], path)
+        if loop.scaler.is_enabled():
+            if data.get("scaler") is not None:
+                loop.scaler.load_state_dict(data["scaler"])
+            else:
+                # A run switched to fp16 on resume: the scaler starts afresh and finds its scale
+                # within a few iterations.
+                logger.info("%s has no gradient-scaler state (saved without fp16); starting a new scaler.", path)
+        sampler = data.get("sampler") or {"epoch": int(data.get("epoch", 0)), "start_batch": 0}
+        loop.epoch, loop.start_batch = int(sampler["epoch"]), int(sampler["start_batch"])
+        loop.iter = int(data.get("iteration", loop.epoch * loop.iters_per_epoch + loop.start_batch))
+        if loop.start_batch > 0 and loop.world_size == 1 and data.get("rng") is not None:
+            # Mid-epoch: the next step must draw what it would have drawn without the stop.
+            # (Other ranks' states are not saved; they derive theirs from the position.)
+            set_rng_state(data["rng"])
+        self._restore_hooks(data, path)
+        self.last_saved, self.last_saved_iter = path, loop.iter
+        self._check_schedule(path)
+        logger.info("Resumed from %s: %d epoch(s) and %d iteration(s) done, continuing at epoch %d batch %d.",
+                    path, loop.epoch, loop.iter, loop.epoch + 1, loop.start_batch)
+        return data
+
+    def _restore_hooks(self, data: Mapping[str, Any], path: str) -> None:
+        states = dict(data.get("hooks") or {})
+        if "hooks" not in data and data.get("best"):
+            states["EvalHook"] = {"best": data["best"]}  # checkpoints written before hooks existed
+        for hook in self.loop.hooks:
+            if type(hook).state_dict is HookBase.state_dict:
+                continue  # a hook without state
+            if hook.name in states:
+                hook.load_state_dict(states.pop(hook.name))
+            else:
+                logger.warning("Hook %s has state but %s has none for it; it starts afresh.", hook.name, path)
+        for name in states:
+            logger.warning("%s holds the state of a hook %r that this run does not have; it is ignored.", path, name)
+
+    def _check_schedule(self, path: str) -> None:
+        loop, sched = self.loop, self.scheduler
+        if loop.max_iter > sched.max_iters:
+            # The schedule (and its length) comes from the checkpoint so that a resume continues
+            # the same curve; past its end the learning rate would stay at its final value.
+            ckpt_iters = sched.max_iters
+            ckpt_epochs = ckpt_iters // max(1, sched.iters_per_epoch)
+            end_lr = sched.factor(ckpt_iters) * float(sched.base_lrs[0])
+            raise CheckpointError(
+                f"Cannot resume {path} for {loop.max_iter} iterations ({loop.max_epoch} epoch(s) x "
+                f"{loop.iters_per_epoch}): its LR schedule ends after {ckpt_iters} iterations ({ckpt_epochs} "
+                f"epoch(s) x {sched.iters_per_epoch}), so the {loop.max_iter - ckpt_iters} extra iterations would "
+                f"train at the schedule's final learning rate {end_lr:.2e}. To train longer, start a new run with "
+                f"a fresh schedule from these weights in another OUTPUT_DIR (MODEL.WEIGHTS {path} OUTPUT_DIR "
+                f"<new folder>, without --resume); to continue this run, resume with its original "
+                f"SOLVER.MAX_EPOCH {ckpt_epochs} (and the same batch size and datasets)."
+            )
+        if sched.iters_per_epoch != loop.iters_per_epoch or sched.max_iters != loop.max_iter:
+            logger.warning(
+                "Resuming %s: it was trained with %d iterations/epoch and %d iterations in all, this run "
+                "has %d and %d (MAX_EPOCH, batch size or dataset changed). The checkpoint's LR schedule is kept.",
+                path, sched.iters_per_epoch, sched.max_iters, loop.iters_per_epoch, loop.max_iter,
+            )
+
+
+__all__ = ["Checkpointer"]

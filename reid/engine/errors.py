@@ -1,0 +1,59 @@
+"""The two ways training ends early on purpose: a stop signal, and a loss that is not finite."""
+from __future__ import annotations
+
+import signal
+from typing import Optional
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on SIGINT/SIGTERM after saving a checkpoint.
+
+    ``exit_code`` is the shell convention 128 + signal number (130 for Ctrl-C, 143 for
+    SIGTERM); ``checkpoint`` is the file to resume from (None on ranks other than 0).
+    """
+
+    def __init__(self, signum: int, checkpoint: Optional[str], epoch: int, iteration: int) -> None:
+        self.signum = int(signum)
+        self.exit_code = 128 + self.signum
+        self.checkpoint = checkpoint
+        self.epoch = epoch
+        self.iteration = iteration
+        name = signal.Signals(self.signum).name
+        where = f"saved {checkpoint}" if checkpoint else "checkpoint written by rank 0"
+        super().__init__(
+            f"Training stopped by {name} after iteration {iteration} (epoch {epoch + 1}); {where}. "
+            "Run the same command with --resume to continue."
+        )
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss term became NaN or infinite; nothing was stepped or saved for that iteration.
+
+    ``checkpoint`` (the last good one) is filled in by whoever knows it (the trainer) before
+    the message is shown; the message is built when it is read.
+    """
+
+    def __init__(self, term: str, value: float, iteration: int, epoch: int, batch: int,
+                 checkpoint: Optional[str] = None) -> None:
+        super().__init__(term, value)
+        self.term = term
+        self.value = value
+        self.iteration = iteration
+        self.epoch = epoch
+        self.batch = batch
+        self.checkpoint = checkpoint
+
+    def __str__(self) -> str:
+        last = (
+            f"The last good checkpoint is {self.checkpoint} (resume from it with --resume)."
+            if self.checkpoint
+            else "No checkpoint was written before it."
+        )
+        return (
+            f"Loss term {self.term} is {self.value} at iteration {self.iteration} (epoch {self.epoch + 1}, "
+            f"batch {self.batch}); training stopped. {last} Try a lower SOLVER.BASE_LR, a longer "
+            "SOLVER.WARMUP_ITERS, SOLVER.CLIP_GRAD_NORM > 0, or SOLVER.AMP off."
+        )
+
+
+__all__ = ["NonFiniteLossError", "TrainingInterrupted"]

@@ -1,0 +1,315 @@
+"""The training loop: epochs of optimisation steps, with hooks called around them.
+
+The loop only runs steps (forward, loss, NaN guard, backward, clipping, optimizer step) and
+keeps the position (epoch, batch, iteration). Everything around a step is a hook
+(reid/engine/hooks.py): the learning-rate schedule, freezing, seeding, evaluation,
+checkpoints, logging, signals. Hooks are called in registration order::
+
+    before_train
+      before_epoch                  epoch = index of the epoch about to run
+        before_step  run_step  after_step    (iter = steps completed, after the step)
+      after_epoch                   epoch still the finished one; epoch + 1 are complete
+    after_train                     also after an error (trainer.error) or a stop
+
+A hook asks the run to end with ``trainer.request_stop()``; the loop ends after the current
+step (several processes: after the step in which all of them learn of it, through the flag in
+the step's single all-reduce).
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from contextlib import nullcontext
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from reid.utils.process import get_rank, get_world_size
+
+from .device import DeviceSetup
+from .errors import NonFiniteLossError
+
+logger = logging.getLogger(__name__)
+
+
+class HookBase:
+    """Base of training hooks: override any of the six events (all do nothing by default).
+
+    ``self.trainer`` is the :class:`TrainLoop`, set when the hook is registered. A hook with
+    state to carry across a resume (a best score, averaged weights) returns it from
+    ``state_dict()`` (tensors and plain values) and takes it back in ``load_state_dict()``;
+    the checkpointer stores it under the hook's ``name``.
+    """
+
+    trainer: "TrainLoop"
+
+    @property
+    def name(self) -> str:
+        """Key of this hook's state in a checkpoint (its class name unless overridden)."""
+        return type(self).__name__
+
+    def before_train(self) -> None:
+        """Before the first step (also on resume)."""
+
+    def after_train(self) -> None:
+        """After the last step, after a stop, or after an error (``trainer.error`` is then set)."""
+
+    def before_epoch(self) -> None:
+        """Before the first step of each epoch (a resumed epoch included)."""
+
+    def after_epoch(self) -> None:
+        """After the last step of each epoch."""
+
+    def before_step(self) -> None:
+        """Before each step."""
+
+    def after_step(self) -> None:
+        """After each step; ``trainer.last_metrics`` holds what it logged."""
+
+    def state_dict(self) -> Dict[str, Any]:
+        """State to save in a checkpoint (empty: the hook has none)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back the state of ``state_dict()`` on resume."""
+
+
+class TrainLoop:
+    """Runs epochs of steps of `module` on `loader` and calls the registered hooks.
+
+    Args:
+        model: the plain model (what is evaluated and saved).
+        module: what a step calls: `model`, or its DistributedDataParallel wrapper.
+        optimizer, scaler: stepped by :meth:`run_step` (the scaler is a no-op unless fp16).
+        loader: yields dict batches with ``images`` and ``targets``; its sampler may have
+            ``set_epoch(epoch, start_batch=0)`` (otherwise the loop skips done batches itself).
+        setup: device and AMP settings (:mod:`reid.engine.device`).
+        max_epoch: epochs in the run; clip_grad_norm: max gradient norm (0 = no clipping).
+
+    Attributes hooks read: ``epoch``, ``iter`` (steps completed), ``max_iter``,
+    ``iters_per_epoch``, ``last_metrics``, ``eval_model`` (what evaluation and checkpoints use;
+    a hook may point it at other weights, e.g. an average), ``eval_records``, ``error``.
+    """
+
+    def __init__(self, model: nn.Module, module: nn.Module, optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler, loader: Any, setup: DeviceSetup, max_epoch: int,
+                 clip_grad_norm: float = 0.0) -> None:
+        self.model, self.module, self.eval_model = model, module, model
+        self.optimizer, self.scaler, self.loader, self.setup = optimizer, scaler, loader, setup
+        self.device = setup.device
+        self.iters_per_epoch = len(loader)
+        self.max_epoch = int(max_epoch)
+        self.max_iter = self.max_epoch * self.iters_per_epoch
+        self.clip_grad_norm = float(clip_grad_norm)
+        self.rank, self.world_size = get_rank(), get_world_size()
+        self.epoch = 0  # index of the current epoch (completed epochs between epochs)
+        self.start_batch = 0  # batches of the current epoch already done
+        self.iter = 0
+        self.last_metrics: Dict[str, Any] = {}
+        self.eval_records: List[Dict[str, Any]] = []
+        self.hooks: List[HookBase] = []
+        self.error: Optional[BaseException] = None
+        self.stop_reason: Optional[str] = None
+        self.stop_signal: Optional[int] = None
+        self._agreed_stop = False
+        self._epoch_ending = False
+        # (DDP) the stop request as a device tensor, set in place: no host-to-device copy per step
+        self._stop_flag = torch.zeros((), device=self.device)
+
+    # ------------------------------------------------------------------ hooks and stops
+    def register_hooks(self, hooks: Sequence[HookBase]) -> None:
+        """Append `hooks` (called in this order) and give each a reference to this loop."""
+        for hook in hooks:
+            if not isinstance(hook, HookBase):
+                raise TypeError(f"Training hooks must derive from reid.engine.HookBase, got {type(hook).__name__}.")
+            hook.trainer = self
+            self.hooks.append(hook)
+
+    def request_stop(self, reason: str = "requested by a hook", signum: Optional[int] = None) -> None:
+        """End the run after the current step; a checkpoint there lets ``--resume`` continue."""
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_signal = str(reason), signum
+
+    def position(self) -> Tuple[int, int]:
+        """(epoch, batch) where a resume continues.
+
+        From ``after_epoch`` on, the finished epoch's end-of-epoch work (evaluation, its
+        checkpoint) is under way, so a resume starts the next epoch. A run stopped after the
+        last batch but before that work resumes at (epoch, iters_per_epoch) and does it then.
+        """
+        if self._epoch_ending:
+            return self.epoch + 1, 0
+        return self.epoch, self.start_batch
+
+    def _call(self, event: str) -> None:
+        for hook in self.hooks:
+            getattr(hook, event)()
+
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> None:
+        """Run from the current position to ``max_epoch`` (or to a stop); hooks around it."""
+        self.error = None
+        self._call("before_train")
+        try:
+            while self.epoch < self.max_epoch:
+                finished = self._run_epoch()
+                if not finished or self._stop_agreed():
+                    break
+        except BaseException as e:
+            self.error = e
+            raise
+        finally:
+            self._call("after_train")
+
+    def _run_epoch(self) -> bool:
+        """One epoch from ``start_batch``; False when a stop ended it early."""
+        self._call("before_epoch")
+        for batch in self._batches():
+            self._call("before_step")
+            self.last_metrics = self.run_step(batch)
+            self.iter += 1
+            self.start_batch += 1
+            self._call("after_step")
+            # One process: a request made during this step counts at once. Several: only the
+            # flag reduced inside run_step, which all ranks share, so all stop at the same step.
+            if self._agreed_stop or (self.world_size == 1 and self.stop_reason is not None):
+                return False
+        if self.stop_reason is not None and self.start_batch < self.iters_per_epoch:
+            return False  # the loader died under a stop signal; stop at the last clean step
+        self.start_batch = self.iters_per_epoch
+        self._epoch_ending = True
+        try:
+            self._call("after_epoch")
+        finally:
+            self._epoch_ending = False
+        self.epoch, self.start_batch = self.epoch + 1, 0
+        return True
+
+    def _batches(self) -> Iterator[Any]:
+        skip = self._set_sampler_epoch()
+        if self.start_batch >= self.iters_per_epoch:
+            return
+        it = iter(self.loader)
+        for _ in range(skip):  # the sampler could not start mid-epoch itself
+            next(it)
+        for _ in range(self.start_batch, self.iters_per_epoch):
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            except Exception:
+                # Ctrl-C also reaches the loader's workers, which then die; the batch was never
+                # used, so the state after the previous step is a clean place to stop.
+                if self.stop_reason is not None:
+                    return
+                raise
+            yield batch
+
+    def _set_sampler_epoch(self) -> int:
+        """Point the sampler at (epoch, start_batch); returns batches the loop must skip itself."""
+        for owner in (getattr(self.loader, "batch_sampler", None), getattr(self.loader, "sampler", None)):
+            set_epoch = getattr(owner, "set_epoch", None)
+            if callable(set_epoch):
+                if "start_batch" in inspect.signature(set_epoch).parameters:
+                    set_epoch(self.epoch, start_batch=self.start_batch)
+                    return 0
+                set_epoch(self.epoch)
+                return self.start_batch
+        return self.start_batch
+
+    def _stop_agreed(self) -> bool:
+        """Whether any process asked to stop (every process gets the same answer)."""
+        flag = 1.0 if self.stop_reason is not None else 0.0
+        if self.world_size > 1:
+            t = torch.tensor([flag], device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            flag = float(t.item())
+            if flag > 0 and self.stop_reason is None:
+                self.request_stop("another process was asked to stop")
+        return flag > 0
+
+    # ------------------------------------------------------------------ one step
+    def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(batch, Mapping) or "images" not in batch or "targets" not in batch:
+            raise TypeError(
+                "Training batches must be dicts with 'images' and 'targets' (see docs/architecture.md); "
+                f"got {type(batch).__name__}."
+            )
+        images = batch["images"].to(self.device, non_blocking=True)
+        targets = batch["targets"].to(self.device, non_blocking=True)
+        if self.setup.channels_last and images.dim() == 4:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, targets
+
+    def run_step(self, batch: Any) -> Dict[str, Any]:
+        """One optimisation step; returns its logged values, averaged over processes.
+
+        Floats: ``loss`` (the sum of the terms), each ``loss_*`` term, the model's
+        ``last_stats`` (head statistics), ``lr``, ``images``; with clipping also 0-d device
+        tensors ``grad_norm`` and ``grad_norm_steps``. Raises :class:`NonFiniteLossError`
+        before the optimizer step when a term is NaN or infinite (weights stay as they were).
+
+        GPU work is queued without waiting: the one device-to-host copy (the loss terms and
+        statistics, for the NaN check and the log) comes after the backward pass is queued.
+        """
+        images, targets = self._unpack(batch)
+        autocast = (torch.autocast(device_type=self.device.type, dtype=self.setup.amp_dtype)
+                    if self.setup.amp_dtype is not None else nullcontext())
+        with autocast:
+            losses = self.module(images, targets)
+        if not isinstance(losses, Mapping) or not losses:
+            raise TypeError(
+                "In train mode the model must return a non-empty dict of loss tensors "
+                f"(keys 'loss_*'); got {type(losses).__name__}."
+            )
+        names = sorted(losses)
+        terms = [losses[k].float() for k in names]
+        total = torch.stack(terms).sum() if len(terms) > 1 else terms[0]
+        stats = getattr(self.model, "last_stats", None) or {}
+        stat_names = sorted(k for k, v in stats.items() if isinstance(v, (int, float, torch.Tensor)))
+        # One vector, one device->host copy and (DDP) one all-reduce per step carries the loss
+        # terms for the NaN check and the log, the head statistics and (DDP) the stop flag.
+        parts = [total.detach()] + [t.detach() for t in terms]
+        parts += [torch.as_tensor(stats[k], dtype=torch.float32, device=self.device).detach().reshape(())
+                  for k in stat_names]
+        if self.world_size > 1:
+            if self.stop_reason is not None:
+                self._stop_flag.fill_(1.0)
+            parts.append(self._stop_flag)
+        vec = torch.stack([p.to(torch.float32) for p in parts])
+        if self.world_size > 1:
+            dist.all_reduce(vec, op=dist.ReduceOp.SUM)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(total).backward()
+        values = vec.tolist()  # waits for the forward (and the all-reduce), not the backward
+        if self.world_size > 1:
+            self._agreed_stop = values.pop() > 0
+            if self._agreed_stop and self.stop_reason is None:
+                self.request_stop("another process was asked to stop")
+            values = [v / self.world_size for v in values]
+        record: Dict[str, Any] = {"loss": values[0]}
+        record.update(zip(names, values[1 : 1 + len(names)]))
+        record.update(zip(stat_names, values[1 + len(names) :]))
+        for key in names + ["loss"]:
+            if not math.isfinite(record[key]):
+                raise NonFiniteLossError(key if key != "loss" else "loss (sum of terms)", record[key],
+                                         self.iter, self.epoch, self.start_batch)
+        record["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        if self.clip_grad_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+            norm = torch.nn.utils.clip_grad_norm_(params, self.clip_grad_norm).detach().float()
+            # fp16 steps that the scaler skips have an infinite norm; the log averages the others.
+            finite = torch.isfinite(norm)
+            record["grad_norm"] = torch.where(finite, norm, torch.zeros_like(norm))
+            record["grad_norm_steps"] = finite.float()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        record["images"] = float(images.shape[0] * self.world_size)
+        return record
+
+
+__all__ = ["HookBase", "TrainLoop"]
