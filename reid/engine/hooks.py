@@ -123,11 +123,18 @@ class LRSchedule(HookBase):
 
 class PeriodicCheckpoint(HookBase):
     """``model_XXXX.pth`` every `period` epochs, ``model_final.pth`` after the last one, and
-    ``model_interrupted.pth`` when the run stops early (signal or ``request_stop``)."""
+    ``model_interrupted.pth`` when the run stops mid-epoch (signal or ``request_stop``).
+
+    An epoch's checkpoint is written once the epoch is completely over, i.e. after every
+    hook's ``after_epoch`` (user hooks run later than this one): at the next epoch's start, or
+    at the end of training. It then holds every hook's state as the epoch left it (an early
+    stopping counter that this epoch's evaluation moved, say).
+    """
 
     def __init__(self, checkpointer: Checkpointer, period: int) -> None:
         self.checkpointer = checkpointer
         self.period = int(period)
+        self._due: Optional[str] = None
 
     def scheduled_name(self) -> Optional[str]:
         """The checkpoint due after the current epoch, if any."""
@@ -139,21 +146,25 @@ class PeriodicCheckpoint(HookBase):
         return None
 
     def save_after_failure(self) -> Optional[str]:
-        """Save the epoch's weights under its scheduled name (or as interrupted); rank 0."""
+        """Save the epoch's weights at once under its scheduled name (or as interrupted); rank 0."""
+        self._due = None
         return self.checkpointer.save(self.scheduled_name() or INTERRUPT_NAME)
 
     def after_epoch(self) -> None:
-        name = self.scheduled_name()
+        self._due = self.scheduled_name()
+
+    def before_epoch(self) -> None:
+        due, self._due = self._due, None
         # Every rank takes part: a failed write on rank 0 then stops the others at once.
-        run_on_main(lambda: name and self.checkpointer.save(name), "saving a checkpoint", self.trainer.device)
+        run_on_main(lambda: due and self.checkpointer.save(due), "saving a checkpoint", self.trainer.device)
 
     def after_train(self) -> None:
-        t = self.trainer
-        if t.error is not None or t.stop_reason is None:
-            return
-        if self.checkpointer.last_saved_iter == t.iter and self.checkpointer.last_saved and t.start_batch == 0:
-            return  # stopped right after an epoch's checkpoint: resuming from it is the same
-        self.checkpointer.save(INTERRUPT_NAME)
+        # No collective here: after an error the other processes may not be in after_train.
+        t, due, self._due = self.trainer, self._due, None
+        if due:
+            self.checkpointer.save(due)  # the last epoch's, or the one a stop came after
+        elif t.error is None and t.stop_reason is not None and self.checkpointer.last_saved_iter != t.iter:
+            self.checkpointer.save(INTERRUPT_NAME)
 
 
 def _as_records(out: Any) -> List[Dict[str, Any]]:

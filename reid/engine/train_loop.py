@@ -11,14 +11,12 @@ checkpoints, logging, signals. Hooks are called in registration order::
       after_epoch                   epoch still the finished one; epoch + 1 are complete
     after_train                     also after an error (trainer.error) or a stop
 
-A hook asks the run to end with ``trainer.request_stop()``; the loop ends after the current
-step (several processes: after the step in which all of them learn of it, through the flag in
-the step's single all-reduce).
+``trainer.request_stop()`` ends the run after the current step (several processes: after the
+step whose single all-reduce carries the request to all of them).
 """
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 from contextlib import nullcontext
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -31,8 +29,6 @@ from reid.utils.process import get_rank, get_world_size
 
 from .device import DeviceSetup
 from .errors import NonFiniteLossError
-
-logger = logging.getLogger(__name__)
 
 
 class HookBase:
@@ -55,7 +51,7 @@ class HookBase:
         """Before the first step (also on resume)."""
 
     def after_train(self) -> None:
-        """After the last step, after a stop, or after an error (``trainer.error`` is then set)."""
+        """After the last step, a stop, or an error (then ``trainer.error`` is set)."""
 
     def before_epoch(self) -> None:
         """Before the first step of each epoch (a resumed epoch included)."""
@@ -99,11 +95,9 @@ class TrainLoop:
                  clip_grad_norm: float = 0.0) -> None:
         self.model, self.module, self.eval_model = model, module, model
         self.optimizer, self.scaler, self.loader, self.setup = optimizer, scaler, loader, setup
-        self.device = setup.device
-        self.iters_per_epoch = len(loader)
-        self.max_epoch = int(max_epoch)
+        self.device, self.clip_grad_norm = setup.device, float(clip_grad_norm)
+        self.iters_per_epoch, self.max_epoch = len(loader), int(max_epoch)
         self.max_iter = self.max_epoch * self.iters_per_epoch
-        self.clip_grad_norm = float(clip_grad_norm)
         self.rank, self.world_size = get_rank(), get_world_size()
         self.epoch = 0  # index of the current epoch (completed epochs between epochs)
         self.start_batch = 0  # batches of the current epoch already done
@@ -114,12 +108,10 @@ class TrainLoop:
         self.error: Optional[BaseException] = None
         self.stop_reason: Optional[str] = None
         self.stop_signal: Optional[int] = None
-        self._agreed_stop = False
-        self._epoch_ending = False
+        self._agreed_stop = self._epoch_ending = False
         # (DDP) the stop request as a device tensor, set in place: no host-to-device copy per step
         self._stop_flag = torch.zeros((), device=self.device)
 
-    # ------------------------------------------------------------------ hooks and stops
     def register_hooks(self, hooks: Sequence[HookBase]) -> None:
         """Append `hooks` (called in this order) and give each a reference to this loop."""
         for hook in hooks:
@@ -148,7 +140,6 @@ class TrainLoop:
         for hook in self.hooks:
             getattr(hook, event)()
 
-    # ------------------------------------------------------------------ the loop
     def train(self) -> None:
         """Run from the current position to ``max_epoch`` (or to a stop); hooks around it."""
         self.error = None
@@ -222,22 +213,17 @@ class TrainLoop:
 
     def _stop_agreed(self) -> bool:
         """Whether any process asked to stop (every process gets the same answer)."""
-        flag = 1.0 if self.stop_reason is not None else 0.0
         if self.world_size > 1:
-            t = torch.tensor([flag], device=self.device)
+            t = torch.tensor([float(self.stop_reason is not None)], device=self.device)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            flag = float(t.item())
-            if flag > 0 and self.stop_reason is None:
+            if t.item() > 0:
                 self.request_stop("another process was asked to stop")
-        return flag > 0
+        return self.stop_reason is not None
 
-    # ------------------------------------------------------------------ one step
     def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor]:
         if not isinstance(batch, Mapping) or "images" not in batch or "targets" not in batch:
-            raise TypeError(
-                "Training batches must be dicts with 'images' and 'targets' (see docs/architecture.md); "
-                f"got {type(batch).__name__}."
-            )
+            raise TypeError("Training batches must be dicts with 'images' and 'targets' (see "
+                            f"docs/architecture.md); got {type(batch).__name__}.")
         images = batch["images"].to(self.device, non_blocking=True)
         targets = batch["targets"].to(self.device, non_blocking=True)
         if self.setup.channels_last and images.dim() == 4:
@@ -261,10 +247,8 @@ class TrainLoop:
         with autocast:
             losses = self.module(images, targets)
         if not isinstance(losses, Mapping) or not losses:
-            raise TypeError(
-                "In train mode the model must return a non-empty dict of loss tensors "
-                f"(keys 'loss_*'); got {type(losses).__name__}."
-            )
+            raise TypeError("In train mode the model must return a non-empty dict of loss tensors "
+                            f"(keys 'loss_*'); got {type(losses).__name__}.")
         names = sorted(losses)
         terms = [losses[k].float() for k in names]
         total = torch.stack(terms).sum() if len(terms) > 1 else terms[0]
@@ -287,7 +271,7 @@ class TrainLoop:
         values = vec.tolist()  # waits for the forward (and the all-reduce), not the backward
         if self.world_size > 1:
             self._agreed_stop = values.pop() > 0
-            if self._agreed_stop and self.stop_reason is None:
+            if self._agreed_stop:
                 self.request_stop("another process was asked to stop")
             values = [v / self.world_size for v in values]
         record: Dict[str, Any] = {"loss": values[0]}

@@ -89,12 +89,15 @@ WORKER = textwrap.dedent(
     seen, local = [], []
     model.register_forward_pre_hook(lambda m, args: seen.append(args[1].tolist()))
     model.register_forward_hook(lambda m, args, outp: local.append(float(outp["loss_id"])))
-    trainer = Trainer(cfg, model, build_train_loader(cfg, data.items), progress=False)
+    loader = build_train_loader(cfg, data.items)
+    trainer = Trainer(cfg, model, loader, progress=False)
     trainer.train()
     torch.save(trainer.model.state_dict(), os.path.join(side, f"model_rank{info.rank}.pth"))
+    loader.sampler.set_epoch(0)
+    sample_seeds = [seed for _, seed in loader.sampler]
     with open(os.path.join(side, f"rank{info.rank}.json"), "w") as f:
         json.dump({"world": info.world_size, "backend": info.backend, "targets": seen, "loss_id": local,
-                   "t": float(trainer.model.head.t), "aug_seed": trainer.train_loader.generator.initial_seed()}, f)
+                   "t": float(trainer.model.head.t), "sample_seeds": sample_seeds}, f)
     cleanup_distributed()
     """
 )
@@ -124,8 +127,8 @@ def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
     assert ids[0] and ids[1] and not ids[0] & ids[1], f"ranks shared identities: {ids}"
     assert len(ranks[0]["targets"]) == len(ranks[1]["targets"])  # same number of iterations
 
-    # Each rank draws its own augmentations (the loader workers' seed mixes in the rank).
-    assert ranks[0]["aug_seed"] != ranks[1]["aug_seed"]
+    # Each rank draws its own augmentations (the per-sample seeds mix in the rank).
+    assert not set(ranks[0]["sample_seeds"]) & set(ranks[1]["sample_seeds"])
     # CurricularFace's t follows the mean over both ranks' batches, so the ranks agree on it
     # (it is also compared with the rest of the state below).
     assert ranks[0]["t"] == ranks[1]["t"] != 0.0
@@ -152,3 +155,58 @@ def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
     assert log.count("Saved checkpoint") == 1 and "processes: 2" in log
     assert "SyncBatchNorm needs CUDA" in proc.stdout + proc.stderr
     assert sorted(os.listdir(out)) == ["config.yaml", "last_checkpoint", "log.txt", "metrics.jsonl", "model_final.pth"]
+
+
+FAILING_WORKER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import torch
+    from reid.engine import Trainer, init_distributed, cleanup_distributed
+    from reid.utils.logger import setup_logger
+    from tests.engine.stubs import StubReID, stub_cfg, stub_loader
+
+    out, side = sys.argv[1:3]
+    info = init_distributed("cpu")
+    cfg = stub_cfg(out, **{"SOLVER.IMS_PER_BATCH": 8, "SOLVER.MAX_EPOCH": 3, "TEST.EVAL_PERIOD": 1})
+    setup_logger(out, rank=info.rank)
+
+    def eval_fn(model, epoch):  # runs on rank 0 only
+        if epoch == 2:
+            with open(os.path.join(side, "failed_at"), "w") as f:
+                f.write(repr(time.time()))
+            raise ValueError("the test set has no query with a match")
+        return [{"split": "test", "dataset": "stub", "mAP": 1.0}]
+
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg, rank=info.rank, world_size=info.world_size),
+                      eval_fn=eval_fn, progress=False)
+    try:
+        trainer.train()
+    except Exception as e:
+        with open(os.path.join(side, f"end{info.rank}.json"), "w") as f:
+            json.dump({"time": time.time(), "error": type(e).__name__, "message": str(e)}, f)
+        cleanup_distributed()
+        sys.exit(1)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
+def test_a_failing_evaluation_on_rank0_stops_every_process_promptly(tmp_path):
+    out, side = tmp_path / "out", tmp_path / "side"
+    side.mkdir()
+    script = tmp_path / "worker.py"
+    script.write_text(FAILING_WORKER)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(script), str(out), str(side)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode != 0
+    failed_at = float((side / "failed_at").read_text())
+    ends = [json.loads((side / f"end{r}.json").read_text()) for r in range(2)]  # both ended by themselves
+    assert ends[0]["error"] == "ValueError" and "no query with a match" in ends[0]["message"]
+    assert ends[1]["error"] == "PeerFailedError" and "evaluation" in ends[1]["message"]
+    assert all(e["time"] - failed_at < 30 for e in ends)
+    log = (out / "log.txt").read_text()
+    assert "Evaluation after epoch 2 failed: ValueError: the test set has no query with a match" in log
+    assert "The weights of epoch 2 were saved to" in log and (out / "model_0002.pth").is_file()

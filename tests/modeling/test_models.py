@@ -1,7 +1,9 @@
 """Baseline and MGN meta architectures: shapes, losses, neck, preprocessing, pooling."""
 from __future__ import annotations
 
+import glob
 import math
+import os
 import subprocess
 import sys
 
@@ -432,3 +434,30 @@ def test_mgn_backbone_parameters_are_trunk_and_branches_only():
     # The reductions and the head must stay trainable while the backbone is frozen.
     assert not frozen & {id(p) for p in model.reductions.parameters()}
     assert not frozen & {id(p) for p in model.heads.parameters()}
+
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIPPED_CONFIGS = sorted(p for p in glob.glob(os.path.join(ROOT, "configs", "**", "*.yml"), recursive=True)
+                         if not os.path.basename(p).startswith("Base-"))
+LOSS_KEYS = {"identity": "loss_id", "triplet": "loss_triplet", "pair_circle": "loss_pair_circle"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SHIPPED_CONFIGS, ids=lambda p: os.path.relpath(p, os.path.join(ROOT, "configs")))
+def test_every_shipped_config_builds_its_model_and_runs_a_forward_pass(path, one_torch_thread_module):
+    from reid.config import load_config
+
+    cfg = load_config(path, ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.HEADS.NUM_CLASSES", 4, "MODEL.DEVICE", "cpu"])
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    h, w = cfg.INPUT.SIZE_TRAIN
+    # Half the configured size: the same model and code paths at a quarter of the CPU time.
+    images = torch.randint(0, 256, (4, 3, h // 2, w // 2), dtype=torch.uint8)
+    targets = torch.tensor([0, 0, 1, 1])  # P=2 x K=2: pair losses have positives and negatives
+    losses = model.train()(images, targets)
+    assert set(losses) == {LOSS_KEYS[n] for n in cfg.MODEL.LOSSES.NAMES}
+    assert all(torch.isfinite(v) and v > 0 for v in losses.values())
+    with torch.no_grad():
+        feats = model.eval()(images[:2])
+    assert feats.shape == (2, model.feature_dim) and torch.isfinite(feats).all()
