@@ -15,11 +15,12 @@ from reid.data.download import DownloadUnavailableError
 from reid.engine.checkpoint import CheckpointError
 from reid.inference.export import ExportMismatchError
 from reid.modeling.backbones.resnet import PretrainedWeightsError
+from reid.utils.run_lock import RunFolderBusyError
 
 #: Exception types printed as ``error: <message>`` (an unknown registry name is an
 #: UnknownNameError, a ValueError; a corrupt image is a CorruptImageError, an OSError).
 USER_ERRORS = (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError, PretrainedWeightsError,
-               DownloadUnavailableError)
+               DownloadUnavailableError, RunFolderBusyError)
 
 # A DataLoader worker re-raises its exception in the main process with the worker's whole
 # traceback folded into the message ("Caught X in DataLoader worker process 0.\nOriginal

@@ -18,6 +18,7 @@ from reid.modeling import build_model, model_summary
 from reid.utils.file_io import atomic_write_text
 from reid.utils.device import resolve_device
 from reid.utils.process import seed_everything
+from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
 from .common import base_parser, check_test_settings, load_cfg_from_args, parse_args, setup_run
@@ -54,12 +55,19 @@ def _main(args: argparse.Namespace) -> int:
     # Testing needs no identity head (NUM_CLASSES 0 builds the model without it), and the
     # checkpoint replaces every weight, so ImageNet weights would be downloaded for nothing
     # (and fail offline).
-    cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", 0, "MODEL.BACKBONE.PRETRAINED", False])
+    # --rerank / --flip are shorthands for their config keys: resolved here, once, so that
+    # everything below (and the metrics.json record) reads the config alone.
+    flags = (["TEST.RERANK.ENABLED", True] if args.rerank else []) + (["TEST.FLIP", True] if args.flip else [])
+    cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", 0, "MODEL.BACKBONE.PRETRAINED", False] + flags)
     check_test_settings(cfg)
     out = args.output_dir or os.path.join(str(cfg.OUTPUT_DIR), "test")
-    logger, _ = setup_run(cfg, output_dir=out, output_hint="choose another --output-dir (default OUTPUT_DIR/test)")
-    seed_everything(int(cfg.SEED))
-    return run_test(cfg, args, out, logger)
+    # One process per results folder: two tests writing metrics.json and pictures into the same
+    # folder would mix their outputs.
+    hint = "choose another --output-dir (default OUTPUT_DIR/test)"
+    with RunLock(out, "testing", hint):
+        logger, _ = setup_run(cfg, output_dir=out, output_hint=hint)
+        seed_everything(int(cfg.SEED))
+        return run_test(cfg, args, out, logger)
 
 
 def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
@@ -76,13 +84,13 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     t = cfg.TEST
     report = {
         "weights": str(cfg.MODEL.WEIGHTS),
-        "flip": bool(args.flip or t.FLIP),
+        "flip": bool(t.FLIP),
         # What the numbers depend on beyond the weights, so they can be reproduced (the saved
         # features are the un-expanded ones: AQE, when on, is applied at evaluation time).
         "settings": {
             "metric": str(t.METRIC), "max_rank": int(t.MAX_RANK),
             "rerank": {"k1": int(t.RERANK.K1), "k2": int(t.RERANK.K2), "lambda": float(t.RERANK.LAMBDA)}
-            if (args.rerank or t.RERANK.ENABLED) else None,
+            if t.RERANK.ENABLED else None,
             "aqe": {"k": int(t.AQE.QE_K), "alpha": float(t.AQE.ALPHA)} if t.AQE.ENABLED else None,
         },
         "results": {},
@@ -90,11 +98,7 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
         query, gallery = build_test_data(cfg, name)
-        res = evaluate_model(
-            cfg, model, query, gallery, device=device,
-            rerank=bool(args.rerank or cfg.TEST.RERANK.ENABLED), flip=bool(args.flip or cfg.TEST.FLIP),
-            keep_distmat=args.visualize > 0,
-        )
+        res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0)
         print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
         valid = int(np.isfinite(res.all_ap["plain"]).sum())
         if valid < len(query):

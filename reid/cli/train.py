@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from contextlib import nullcontext
 from typing import Callable, List, Optional, Sequence
 
 from reid.data import build_train_data, build_train_loader
+from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
 from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
-from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
 from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.modeling import build_model
 from reid.utils.device import resolve_device
+from reid.utils.file_io import remove_stale_temp_files
 from reid.utils.process import seed_everything
+from reid.utils.run_lock import RunLock
 
 from .common import (
     TestSets,
@@ -108,14 +112,22 @@ def main(argv: Optional[Sequence[str]] = None, hooks: Sequence[HookBase] = ()) -
 
 def _main(args: argparse.Namespace, hooks: List[HookBase]) -> int:
     cfg = load_cfg_from_args(args)
-    # Before anything is written: the log of an existing run must not get a refused run's lines.
-    found = check_output_dir(cfg, args)
-    dist_info = init_distributed(str(cfg.MODEL.DEVICE))
-    try:
-        logger, _ = setup_run(cfg, rank=dist_info.rank)
-        return _run(cfg, args, dist_info, logger, hooks, resuming=bool(args.resume and found))
-    finally:
-        cleanup_distributed()
+    out = str(cfg.OUTPUT_DIR)
+    # One process per run folder, for the whole run (under torchrun: rank 0 for all of them).
+    main_rank = os.environ.get("RANK", "0") == "0"
+    with RunLock(out, "evaluating" if args.eval_only else "training") if main_rank else nullcontext():
+        # Before anything is written: the log of an existing run must not get a refused run's lines.
+        found = check_output_dir(cfg, args)
+        # Safe only under the lock: no other process can be writing here now.
+        stale = remove_stale_temp_files(out) if main_rank and os.path.isdir(out) else []
+        dist_info = init_distributed(str(cfg.MODEL.DEVICE))
+        try:
+            logger, _ = setup_run(cfg, rank=dist_info.rank)
+            for path in stale:
+                logger.info("Removed %s, the temporary file of a write that was interrupted.", path)
+            return _run(cfg, args, dist_info, logger, hooks, resuming=bool(args.resume and found))
+        finally:
+            cleanup_distributed()
 
 
 def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], resuming: bool = False) -> int:

@@ -1,9 +1,13 @@
 """Atomic file writes: a crash or a full disk never leaves a half-written file behind."""
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, List
+
+# atomic_write's temporary files: "." + target name + "." + random part + ".tmp"
+_TEMP_PATTERN = ".*.tmp"
 
 
 def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -> None:
@@ -30,3 +34,18 @@ def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -
 def atomic_write_text(path: str, text: str) -> None:
     """Write `text` to `path` atomically (UTF-8)."""
     atomic_write(path, lambda f: f.write(text), mode="w")
+
+
+def remove_stale_temp_files(folder: str) -> List[str]:
+    """Delete the temporary files that an interrupted :func:`atomic_write` left in `folder`.
+
+    ``kill -9`` during a write leaves the hidden temp file behind (the target is untouched).
+    Call this only while holding the folder's run lock: another process's write in progress
+    would otherwise lose its file. Returns the paths removed.
+    """
+    removed = []
+    for path in glob.glob(os.path.join(glob.escape(folder), _TEMP_PATTERN)):
+        if os.path.isfile(path):
+            os.remove(path)
+            removed.append(path)
+    return removed

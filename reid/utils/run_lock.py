@@ -1,0 +1,118 @@
+"""One process per run folder: an exclusive OS file lock held for the life of a run.
+
+Two trainings in one ``OUTPUT_DIR`` (the same command in two terminals, a scheduler retrying a
+job that still runs) would overwrite each other's checkpoints, ``last_checkpoint``, ``log.txt``
+and ``metrics.jsonl``. A run therefore takes ``OUTPUT_DIR/.run.lock`` with ``fcntl.flock``
+before it writes anything; a second process finds it held and stops at once, naming the
+holder. The operating system releases the lock when the holder exits in any way (``kill -9``
+included), so nothing stale is ever left: the lock file itself stays, holding the last
+holder's description, and means nothing while no process holds its lock.
+
+Linux and macOS (``fcntl``). On a file system without locks (some network mounts) or a platform
+without ``fcntl``, the run warns once and goes on unprotected.
+"""
+from __future__ import annotations
+
+import datetime
+import errno
+import json
+import logging
+import os
+import socket
+import sys
+from typing import Any, Dict, Optional
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".run.lock"
+# errno values of file systems that do not implement locks
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+class RunFolderBusyError(RuntimeError):
+    """Another process holds the run folder; the message names it and what to do."""
+
+
+class RunLock:
+    """Exclusive lock on `folder` for this process (a context manager; also ``acquire``/``release``).
+
+    `what` says what the process does there ("training", "testing"), for the holder's
+    description that a refused process prints; `hint` is what a user changes to go elsewhere.
+    """
+
+    def __init__(self, folder: str, what: str = "training", hint: str = "choose another OUTPUT_DIR") -> None:
+        self.folder = os.path.abspath(folder)
+        self.path = os.path.join(self.folder, LOCK_NAME)
+        self.what, self.hint = what, hint
+        self._fd: Optional[int] = None
+
+    def acquire(self) -> "RunLock":
+        """Take the lock or raise :class:`RunFolderBusyError` at once (never waits)."""
+        if fcntl is None:
+            logger.warning("No file locks on this platform: nothing stops a second run from writing into %s.", self.folder)
+            return self
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OSError(f"Cannot create {self.path} ({e.strerror}); make the folder writable or "
+                          f"{self.hint}.") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = _read_holder(fd)
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise RunFolderBusyError(_busy_message(self.folder, holder, self.hint)) from None
+            if e.errno in _NO_LOCKS:
+                logger.warning("The file system of %s has no file locks (%s): nothing stops a second run from "
+                               "writing into it; do not start two runs there.", self.folder, e.strerror)
+                return self
+            raise
+        self._fd = fd
+        description = {
+            "pid": os.getpid(), "host": socket.gethostname(), "what": self.what,
+            "started": datetime.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(description) + "\n").encode("utf-8"), 0)
+        return self
+
+    def release(self) -> None:
+        """Let go of the lock (closing the file releases it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> Dict[str, Any]:
+    try:
+        return json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}  # the holder may be between truncating and writing its description
+
+
+def _busy_message(folder: str, holder: Dict[str, Any], hint: str) -> str:
+    who = f"process {holder['pid']}" if holder.get("pid") else "another process"
+    if holder.get("host") and holder.get("host") != socket.gethostname():
+        who += f" on {holder['host']}"
+    since = f", {holder.get('what', 'running')} since {holder['started']}" if holder.get("started") else ""
+    return f"{folder} is in use by {who}{since}: one run per folder. Wait for it to finish (or stop it), or {hint}."
+
+
+__all__ = ["LOCK_NAME", "RunFolderBusyError", "RunLock"]
