@@ -9,6 +9,7 @@ from .base import (
     ReIDDataset,
     relabel_pids,
 )
+from .cuhk03 import CUHK03
 from .custom import CustomDataset
 from .dukemtmc import DukeMTMC
 from .market1501 import Market1501
@@ -26,6 +27,7 @@ def build_dataset(name: str, root: str = "datasets", **kwargs) -> ReIDDataset:
 
 
 __all__ = [
+    "CUHK03",
     "DATASET_REGISTRY",
     "CustomDataset",
     "DatasetFormatError",
