@@ -7,6 +7,7 @@ from .base import (
     DatasetNotFoundError,
     Item,
     ReIDDataset,
+    combine_all,
     relabel_pids,
 )
 from .cuhk03 import CUHK03
@@ -39,5 +40,6 @@ __all__ = [
     "ReIDDataset",
     "SyntheticDataset",
     "build_dataset",
+    "combine_all",
     "relabel_pids",
 ]

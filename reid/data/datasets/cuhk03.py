@@ -282,10 +282,11 @@ def classic_protocol(crops: _Crops, split: int) -> Tuple[List[Item], List[Item],
 
 def _load_split_file(path: str) -> Dict[str, np.ndarray]:
     import scipy.io
+    from scipy.io.matlab import MatReadError
 
     try:
         mat = scipy.io.loadmat(path)
-    except (ValueError, NotImplementedError, TypeError, OSError) as e:
+    except (MatReadError, ValueError, NotImplementedError, TypeError, OSError) as e:
         raise DatasetFormatError(
             f"{path}: cannot be read as a MATLAB split file ({e}); download it again ({OBTAIN_SPLIT})."
         ) from e

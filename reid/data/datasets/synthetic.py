@@ -190,6 +190,8 @@ class SyntheticDataset(ReIDDataset):
     """
 
     name = "synthetic"
+    #: pid 0 marks one-off distractor people (a different person in every image).
+    distractor_pids = (0,)
 
     def __init__(
         self,
