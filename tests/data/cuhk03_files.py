@@ -78,8 +78,10 @@ _MATLAB_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  
 
 
 def write_mat(path: str, testsets: Sequence[Sequence[Tuple[int, int]]] = TESTSETS,
-              omit: Sequence[str] = (), pair_columns: int = 10) -> None:
-    """Write the fixture's cuhk-03.mat; `omit` leaves out top-level cells (for error tests)."""
+              omit: Sequence[str] = (), pair_columns: int = 10,
+              replace: Optional[Dict[Tuple[str, int, int, int], np.ndarray]] = None) -> None:
+    """Write the fixture's cuhk-03.mat; for error tests `omit` leaves out top-level cells and
+    `replace` maps (set, pair, person, cell) to a MATLAB-shaped array stored instead of the image."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     count = [0]
     with h5py.File(path, "w", userblock_size=512) as f:
@@ -107,7 +109,9 @@ def write_mat(path: str, testsets: Sequence[Sequence[Tuple[int, int]]] = TESTSET
                 for person in range(1, n + 1):
                     filled = filled_cells(image_set, pair, person)
                     for cell in range(1, pair_columns + 1):
-                        if cell in filled:
+                        if (image_set, pair, person, cell) in (replace or {}):
+                            cells[cell - 1, person - 1] = put(replace[(image_set, pair, person, cell)], "double")
+                        elif cell in filled:
                             img = crop_image(image_set, pair, person, cell)
                             cells[cell - 1, person - 1] = put(np.ascontiguousarray(img.T), "uint8")
                         else:

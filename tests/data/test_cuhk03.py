@@ -185,6 +185,21 @@ def test_mat_in_another_layout_is_refused_and_leaves_nothing(tmp_path, kw, match
     assert sorted(os.listdir(base)) == ["cuhk-03.mat"]  # no crop folder, no temp folder
 
 
+def test_image_that_is_not_uint8_rgb_names_its_cell_and_leaves_nothing(tmp_path):
+    base = write_mat_into(tmp_path, replace={("labeled", 2, 1, 7): np.zeros((3, 4, 9), np.float64)})
+    with pytest.raises(DatasetFormatError, match=r"labeled pair 2, person 1, cell 7 is float64 \[9, 4, 3\], not an "
+                                                 r"H x W x 3 uint8 image"):
+        load(tmp_path, image_set="labeled", protocol="classic")
+    assert sorted(os.listdir(base)) == ["cuhk-03.mat"]
+
+
+def test_crop_folder_missing_its_images(tmp_path, release):
+    load(tmp_path, image_set="labeled")
+    os.remove(os.path.join(release["dir"], "crops_labeled", "1_001_1_01.png"))
+    with pytest.raises(DatasetNotFoundError, match=r"crops_labeled' lacks 1_001_1_01\.png .* delete the folder"):
+        load(tmp_path, image_set="labeled")
+
+
 def test_mat_that_is_not_hdf5(tmp_path):
     base = os.path.join(str(tmp_path), "cuhk03")
     os.makedirs(base)

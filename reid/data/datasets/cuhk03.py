@@ -131,10 +131,10 @@ def _read_image(f, ref, where: str, mat_path: str) -> Optional[np.ndarray]:
     node = f[ref]
     if not isinstance(node, h5py.Dataset):
         raise _layout_error(mat_path, f"{where} is not an array")
-    if node.attrs.get("MATLAB_empty", 0) or node.ndim != 3:
+    if node.attrs.get("MATLAB_empty", 0) or node.ndim < 3 or node.size == 0:
         return None  # MATLAB writes [] as its dims with MATLAB_empty = 1
     img = node[()].T
-    if img.shape[2] != 3 or img.dtype != np.uint8 or min(img.shape[:2]) < 1:
+    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8 or min(img.shape[:2]) < 1:
         raise _layout_error(mat_path, f"{where} is {img.dtype} {list(img.shape)}, not an H x W x 3 uint8 image")
     return np.ascontiguousarray(img)
 
@@ -165,16 +165,17 @@ def extract_crops(mat_path: str, image_set: str, out_dir: str) -> Dict:
         f = h5py.File(mat_path, "r")
     except OSError as e:
         raise _layout_error(mat_path, f"cannot be read as HDF5 ({e})") from e
-    os.makedirs(out_dir)
     names: List[str] = []
     with f:
         pairs = _cell_refs(f, image_set, mat_path).ravel()
         if not 1 <= len(pairs) <= 9:
             raise _layout_error(mat_path, f"{image_set!r} has {len(pairs)} camera pairs")
-        sizes = []
-        for pair, pair_ref in enumerate(pairs, 1):
-            refs = _read_pair(f, pair_ref, pair, mat_path)
-            sizes.append(int(refs.shape[0]))
+        # Everything but the pixels is checked before the (long) pass over the images.
+        pair_refs = [_read_pair(f, ref, pair, mat_path) for pair, ref in enumerate(pairs, 1)]
+        sizes = [int(refs.shape[0]) for refs in pair_refs]
+        testsets = _read_testsets(f, mat_path, sizes)
+        os.makedirs(out_dir)
+        for pair, refs in enumerate(pair_refs, 1):
             for person, cell in np.ndindex(*refs.shape):
                 where = f"{image_set} pair {pair}, person {person + 1}, cell {cell + 1}"
                 img = _read_image(f, refs[person, cell], where, mat_path)
@@ -185,8 +186,7 @@ def extract_crops(mat_path: str, image_set: str, out_dir: str) -> Dict:
                     raise OSError(f"could not write {os.path.join(out_dir, name)}")
                 names.append(name)
             logger.info("CUHK03 %s: camera pair %d done (%d identities, %d images so far)",
-                        image_set, pair, sizes[-1], len(names))
-        testsets = _read_testsets(f, mat_path, sizes)
+                        image_set, pair, sizes[pair - 1], len(names))
     index = {"version": INDEX_VERSION, "image_set": image_set, "source": os.path.abspath(mat_path),
              "identities_per_pair": sizes, "images": names, "testsets": testsets}
     atomic_write_text(os.path.join(out_dir, INDEX_FILE), json.dumps(index))
@@ -229,6 +229,12 @@ def ensure_crops(dataset_dir: str, image_set: str) -> Tuple[str, Dict]:
         raise DatasetNotFoundError(
             f"{index_path}: written by another version of this loader or for another image set; "
             f"delete {final!r} and it is written again from {MAT_NAME}."
+        )
+    # One file is enough to catch a folder whose images were moved or deleted by hand.
+    if index["images"] and not os.path.isfile(os.path.join(final, index["images"][0])):
+        raise DatasetNotFoundError(
+            f"CUHK03 crop folder {final!r} lacks {index['images'][0]} listed in its {INDEX_FILE}; delete the "
+            f"folder and it is written again from {MAT_NAME}."
         )
     return final, index
 
