@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 from typing import Any, Callable
 
 
@@ -30,3 +32,26 @@ def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -
 def atomic_write_text(path: str, text: str) -> None:
     """Write `text` to `path` atomically (UTF-8)."""
     atomic_write(path, lambda f: f.write(text), mode="w")
+
+
+def build_folder_atomically(final: str, build: Callable[[str], Any], done_file: str) -> None:
+    """Make folder `final` all at once: ``build(tmp)`` creates and fills a new temporary sibling
+    folder ``.tmp-<name>-<pid>-<random>``, which is then renamed to `final`.
+
+    A failed build leaves no `final` and its temp folder is removed (a killed process leaves only
+    the ``.tmp-*`` folder). When another process renamed its own result into place first, that
+    result is kept if it holds `done_file`; otherwise the rename error is raised.
+    """
+    parent = os.path.dirname(os.path.abspath(final))
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-{os.path.basename(final)}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not os.path.isfile(os.path.join(final, done_file)):
+                raise
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)

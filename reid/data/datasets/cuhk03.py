@@ -39,14 +39,12 @@ import json
 import logging
 import os
 import re
-import shutil
-import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
 
-from reid.utils.file_io import atomic_write_text
+from reid.utils.file_io import atomic_write_text, build_folder_atomically
 
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, README_HINT, ReIDDataset
 
@@ -209,20 +207,10 @@ def ensure_crops(dataset_dir: str, image_set: str) -> Tuple[str, Dict]:
                 f"CUHK03: {MAT_NAME} not found in {dataset_dir!r} and no crops extracted yet ({index_path} is "
                 f"missing): put it at {os.path.join(dataset_dir, MAT_PLACES[0])}; {OBTAIN}. {README_HINT}"
             )
-        tmp = os.path.join(dataset_dir, f".tmp-crops_{image_set}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         logger.info("CUHK03: writing the %s images of %s to %s (first use; reused afterwards)",
                     image_set, mat_path, final)
-        try:
-            extract_crops(mat_path, image_set, tmp)
-            try:
-                os.replace(tmp, final)
-            except OSError:
-                # Another process (e.g. another DDP rank) finished first; its crops are identical.
-                if not os.path.isfile(index_path):
-                    raise
-        finally:
-            if os.path.exists(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
+        # Another process (e.g. another DDP rank) that finishes first wrote identical crops.
+        build_folder_atomically(final, lambda tmp: extract_crops(mat_path, image_set, tmp), INDEX_FILE)
     with open(index_path, encoding="utf-8") as fh:
         index = json.load(fh)
     if index.get("version") != INDEX_VERSION or index.get("image_set") != image_set:
