@@ -299,7 +299,9 @@ def new_protocol(crops: _Crops, path: str) -> Tuple[List[Item], List[Item], List
     try:
         filelist = [str(np.asarray(x).ravel()[0]) for x in mat["filelist"].ravel()]
     except IndexError:
-        raise DatasetFormatError(f"{path}: 'filelist' has an empty entry; download it again ({OBTAIN_SPLIT}).")
+        raise DatasetFormatError(
+            f"{path}: 'filelist' has an empty entry; download it again ({OBTAIN_SPLIT})."
+        ) from None
     labels = np.asarray(mat["labels"]).ravel()
     if len(labels) != len(filelist):
         raise DatasetFormatError(f"{path}: {len(labels)} labels for {len(filelist)} files; download it again.")
@@ -392,7 +394,7 @@ class CUHK03(ReIDDataset):
                     f"{SPLIT_FILE.format(self.image_set)} there ({OBTAIN_SPLIT}), or set "
                     f"DATASETS.CUHK03.PROTOCOL classic. {README_HINT}"
                 )
-        if int(classic_split) < 0:
+        if self.protocol == "classic" and int(classic_split) < 0:
             raise ValueError(f"DATASETS.CUHK03.CLASSIC_SPLIT must be >= 0 (0..19 for the 20 classic splits), "
                              f"got {classic_split}.")
         folder, index = ensure_crops(self.dataset_dir, self.image_set)
