@@ -25,6 +25,7 @@ setup(
         "opencv-python-headless>=4.5",
         "numpy>=1.22",
         "scipy>=1.8",
+        "h5py>=3.0",  # CUHK03's official cuhk-03.mat is MATLAB 7.3 = HDF5, which scipy.io cannot read
         "matplotlib>=3.5",
         "gdown>=4.6",
         "tqdm>=4.62",  # progress bars; tqdm.contrib.logging routes log lines around them

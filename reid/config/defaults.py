@@ -171,6 +171,16 @@ _C.DATASETS.SKIP_CORRUPT = False
 _C.DATASETS.MSMT17_COMBINE_VAL = True
 # MSMT17 release: "auto" (V1 if present, else V2), "v1" (train/test) or "v2" (mask_train_v2/mask_test_v2).
 _C.DATASETS.MSMT17_VERSION = "auto"
+# Train on every image of each DATASETS.NAMES dataset: train + query + gallery ids, one label space (see docs/datasets.md).
+_C.DATASETS.COMBINE_ALL = False
+
+_C.DATASETS.CUHK03 = CN()
+# CUHK03 image set: "detected" (pedestrian-detector boxes) or "labeled" (hand-drawn boxes).
+_C.DATASETS.CUHK03.IMAGE_SET = "detected"
+# CUHK03 protocol: "new" (767/700 identities, needs the new-protocol split file) or "classic" (1,367/100).
+_C.DATASETS.CUHK03.PROTOCOL = "new"
+# CUHK03 classic protocol: which of the 20 test splits of cuhk-03.mat, 0..19.
+_C.DATASETS.CUHK03.CLASSIC_SPLIT = 0
 
 _C.DATASETS.CUSTOM = CN()
 # Custom dataset: text/CSV list "path pid camid" for training (paths relative to the list's folder).

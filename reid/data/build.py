@@ -15,7 +15,7 @@ from reid.utils.process import get_rank, get_world_size
 
 from .dataset_wrappers import ImageDataset, collate_batch
 from .datasets import build_dataset
-from .datasets.base import Item, ReIDDataset, relabel_pids
+from .datasets.base import Item, ReIDDataset, combine_all, relabel_pids
 from .image_io import filter_readable
 from .samplers import IdentitySampler, ShuffleSampler
 from .transforms import build_transforms
@@ -46,6 +46,9 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     d = cfg.DATASETS
     if name == "msmt17":
         return {"combine_val": bool(d.MSMT17_COMBINE_VAL), "version": str(d.MSMT17_VERSION)}
+    if name == "cuhk03":
+        c = d.CUHK03
+        return {"image_set": str(c.IMAGE_SET), "protocol": str(c.PROTOCOL), "classic_split": int(c.CLASSIC_SPLIT)}
     if name == "custom":
         c = d.CUSTOM
         return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
@@ -105,6 +108,19 @@ def _hold_out(items: List[Item], num_val: int, seed: int) -> Tuple[List[Item], L
     return train, query, gallery
 
 
+def _train_items(cfg, ds: ReIDDataset) -> List[Item]:
+    """`ds`'s training items; with DATASETS.COMBINE_ALL its query and gallery identities too."""
+    if not cfg.DATASETS.COMBINE_ALL:
+        return ds.train
+    items, dropped = combine_all(ds)
+    logger.info(
+        "DATASETS.COMBINE_ALL: training on all of %s: %d images of %d identities (train %d + query/gallery %d "
+        "images; %d distractor/junk or repeated images left out)",
+        ds.name, len(items), len({it[1] for it in items}), len(ds.train), len(items) - len(ds.train), dropped,
+    )
+    return items
+
+
 def _require_readable(items: List[Item], what: str, root: str) -> None:
     """Stop when the SKIP_CORRUPT scan left nothing: later errors would point elsewhere."""
     if not items:
@@ -121,6 +137,8 @@ def build_train_data(cfg) -> TrainData:
     Pids are offset per dataset so identities never collide; camera ids stay as each dataset
     numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported) here,
     and a ValueError says so when none is left. A dataset named twice raises ValueError.
+    With DATASETS.COMBINE_ALL each dataset gives all its images (``combine_all``); TEST.VAL_IDS
+    then holds identities out of that larger set.
     """
     names = [str(n).lower() for n in cfg.DATASETS.NAMES]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -134,8 +152,9 @@ def build_train_data(cfg) -> TrainData:
     for name in cfg.DATASETS.NAMES:
         ds = _load(cfg, name)
         datasets.append(ds)
-        items.extend((p, pid + offset, cam) for p, pid, cam in ds.train)
-        offset += ds.num_train_pids
+        train = _train_items(cfg, ds)
+        items.extend((p, pid + offset, cam) for p, pid, cam in train)
+        offset += len({it[1] for it in train})
     if not items:
         raise ValueError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has no training images.")
     if cfg.DATASETS.SKIP_CORRUPT:
@@ -161,6 +180,12 @@ def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[
     dropping unreadable images.
     """
     ds = _load(cfg, name, log)
+    if cfg.DATASETS.COMBINE_ALL and str(name).lower() in {str(n).lower() for n in cfg.DATASETS.NAMES}:
+        logger.warning(
+            "DATASETS.COMBINE_ALL is on and %s is also a training dataset (DATASETS.NAMES): its query and "
+            "gallery images are training images, so its test results are NOT a held-out measure. Use "
+            "TEST.VAL_IDS for a held-out validation split, or test on a dataset you did not train on.", name,
+        )
     query, gallery = ds.query, ds.gallery
     if not query or not gallery:
         raise ValueError(

@@ -40,6 +40,12 @@ MANUAL_ONLY: Dict[str, str] = {
         "dataset page linked from datasets/README.md). Unpack the archive you receive so that "
         "<root>/MSMT17_V1/ (or MSMT17_V2/) holds the image folders and the list_*.txt files."
     ),
+    "cuhk03": (
+        "CUHK03 is distributed by its authors for research use (terms on its page, linked from "
+        "datasets/README.md). Unzip cuhk03_release.zip so that <root>/cuhk03/cuhk03_release/cuhk-03.mat "
+        "exists, and for the new 767/700 protocol put cuhk03_new_protocol_config_{labeled,detected}.mat "
+        "in <root>/cuhk03/."
+    ),
     "custom": "The custom dataset is your own images plus list files; nothing to download.",
     "synthetic": "The synthetic dataset is generated on first use; nothing to download.",
 }

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import tempfile
+import uuid
 from typing import Any, Callable, List
 
 # atomic_write's temporary files: "." + target name + "." + random part + ".tmp"
@@ -49,3 +51,26 @@ def remove_stale_temp_files(folder: str) -> List[str]:
             os.remove(path)
             removed.append(path)
     return removed
+
+
+def build_folder_atomically(final: str, build: Callable[[str], Any], done_file: str) -> None:
+    """Make folder `final` all at once: ``build(tmp)`` creates and fills a new temporary sibling
+    folder ``.tmp-<name>-<pid>-<random>``, which is then renamed to `final`.
+
+    A failed build leaves no `final` and its temp folder is removed (a killed process leaves only
+    the ``.tmp-*`` folder). When another process renamed its own result into place first, that
+    result is kept if it holds `done_file`; otherwise the rename error is raised.
+    """
+    parent = os.path.dirname(os.path.abspath(final))
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-{os.path.basename(final)}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not os.path.isfile(os.path.join(final, done_file)):
+                raise
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)

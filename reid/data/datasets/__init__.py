@@ -7,8 +7,10 @@ from .base import (
     DatasetNotFoundError,
     Item,
     ReIDDataset,
+    combine_all,
     relabel_pids,
 )
+from .cuhk03 import CUHK03
 from .custom import CustomDataset
 from .dukemtmc import DukeMTMC
 from .market1501 import Market1501
@@ -26,6 +28,7 @@ def build_dataset(name: str, root: str = "datasets", **kwargs) -> ReIDDataset:
 
 
 __all__ = [
+    "CUHK03",
     "DATASET_REGISTRY",
     "CustomDataset",
     "DatasetFormatError",
@@ -37,5 +40,6 @@ __all__ = [
     "ReIDDataset",
     "SyntheticDataset",
     "build_dataset",
+    "combine_all",
     "relabel_pids",
 ]

@@ -57,6 +57,9 @@ class ReIDDataset:
 
     #: Registry name; subclasses override it.
     name: str = "reid"
+    #: Query/gallery pids that label many different people (Market-1501's ``0000`` distractors),
+    #: so ``combine_all`` cannot make them a class; subclasses override.
+    distractor_pids: Tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -103,6 +106,30 @@ class ReIDDataset:
             f"{type(self).__name__}(name={self.name!r}, train={len(self.train)}, "
             f"query={len(self.query)}, gallery={len(self.gallery)})"
         )
+
+
+def combine_all(dataset: ReIDDataset) -> Tuple[List[Item], int]:
+    """Every image of `dataset` as training items (DATASETS.COMBINE_ALL); returns (items, dropped).
+
+    Train identities keep labels 0..C-1; the query + gallery identities follow as C..C+T-1 (sorted
+    original pids). Test pids are a namespace of their own: benchmark protocols keep train and test
+    people apart, and MSMT17 even reuses the numbers for different people. Query and gallery share
+    it (the same pid is the same person there). Images of ``dataset.distractor_pids`` and junk
+    (pid < 0) are dropped and counted; a path listed in both query and gallery is kept once.
+    Camera ids are kept.
+    """
+    train, _ = relabel_pids(dataset.train)
+    junk = set(dataset.distractor_pids)
+    test, seen = [], set()
+    for path, pid, camid in list(dataset.query) + list(dataset.gallery):
+        if pid < 0 or pid in junk or path in seen:
+            continue
+        seen.add(path)
+        test.append((path, pid, camid))
+    dropped = len(dataset.query) + len(dataset.gallery) - len(test)
+    test, _ = relabel_pids(test)
+    offset = len({it[1] for it in train})
+    return train + [(p, pid + offset, cam) for p, pid, cam in test], dropped
 
 
 def find_dataset_dir(

@@ -32,6 +32,8 @@ class Market1501(ReIDDataset):
     #: Folder names tried under the root, in order ("" = the root itself).
     candidates = ("Market-1501-v15.09.15", "market1501", "")
     num_cams = 6
+    #: 0000 images are distractors: many different people, never a training class.
+    distractor_pids = (0,)
 
     def __init__(self, root: str = "datasets") -> None:
         self.dataset_dir = find_dataset_dir(root, self.candidates, SUBDIRS, "Market-1501", LAYOUT)

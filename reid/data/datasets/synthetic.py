@@ -19,15 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
+
+from reid.utils.file_io import build_folder_atomically
 
 from .base import DATASET_REGISTRY, DatasetNotFoundError, ReIDDataset
 from .market_style import load_market_folder
@@ -160,20 +160,9 @@ def ensure_generated(root: str, p: SyntheticParams, verbose: bool = True) -> str
             f"Synthetic dataset folder {final!r} exists but has no {META_FILE} (it was not made by this "
             f"generator, or was edited). Delete the folder and it will be generated again."
         )
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-{p.key()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     _log(f"generating {final} (first use; cached afterwards)", verbose)
-    try:
-        generate(tmp, p, verbose)
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            # Another process finished the same dataset first; theirs is identical.
-            if not os.path.isfile(meta_path):
-                raise
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+    # Another process that finishes the same dataset first made an identical one.
+    build_folder_atomically(final, lambda tmp: generate(tmp, p, verbose), META_FILE)
     return final
 
 
@@ -190,6 +179,8 @@ class SyntheticDataset(ReIDDataset):
     """
 
     name = "synthetic"
+    #: pid 0 marks one-off distractor people (a different person in every image).
+    distractor_pids = (0,)
 
     def __init__(
         self,
