@@ -87,6 +87,27 @@ def check_test_settings(cfg) -> None:
         raise ConfigError(f"TEST.METRIC: {e} Set TEST.METRIC to one of them.") from e
 
 
+def check_batch_identities(cfg, world_size: int = 1) -> None:
+    """Refuse P x K batches of a single identity when a pair loss is trained.
+
+    Triplet and pair-wise Circle compare each image with other identities of its batch; with
+    one identity per batch they have no negatives and learn nothing (the sampler itself only
+    warns, since a softmax-only run can still train).
+    """
+    if str(cfg.DATALOADER.SAMPLER).lower() != "identity":
+        return
+    pair = [n for n in cfg.MODEL.LOSSES.NAMES if str(n).lower() in ("triplet", "pair_circle")]
+    k = max(int(cfg.DATALOADER.NUM_INSTANCE), 1)
+    per_process = int(cfg.SOLVER.IMS_PER_BATCH) // max(int(world_size), 1)
+    if pair and per_process // k < 2:
+        raise ConfigError(
+            f"MODEL.LOSSES.NAMES includes {', '.join(pair)}, which needs other identities in each batch, but "
+            f"SOLVER.IMS_PER_BATCH {cfg.SOLVER.IMS_PER_BATCH} on {world_size} process(es) with "
+            f"DATALOADER.NUM_INSTANCE {k} gives one identity per batch. Set SOLVER.IMS_PER_BATCH to at least "
+            f"{2 * k * max(int(world_size), 1)} or lower DATALOADER.NUM_INSTANCE."
+        )
+
+
 def check_dataset_names(names, key: str) -> None:
     """Raise ConfigError naming `key` for a dataset name that is not registered."""
     unknown = [n for n in names if n not in DATASET_REGISTRY]

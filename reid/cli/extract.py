@@ -17,6 +17,10 @@ Examples:
     # a checkpoint alone (it stores its config), safetensors output
     python tools/extract.py --weights model_final.pth --input crops/ --output gallery.safetensors
 
+An image that cannot be read (empty, truncated, not an image) stops the tool with an error
+naming it; with --skip-corrupt (or DATASETS.SKIP_CORRUPT True) every image is read once first
+and the unreadable ones are listed and left out.
+
 Search the result with tools/search.py. See docs/inference.md for the file format.
 """
 from __future__ import annotations
@@ -24,27 +28,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Sequence
+from typing import Callable, List, Sequence, Tuple
 
+import numpy as np
+
+from reid.data.image_io import CorruptImageError, filter_readable
 from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
 from reid.inference.predictor import Predictor
 from reid.inference.sources import collect_entries
 from reid.utils.logger import progress_bar
 
-from .errors import run_main
+from .errors import one_line, run_main
 from .model_args import add_model_arguments, predictor_from_args
 
 Log = Callable[[str], None]
 
 
 def extract_command(predictor: Predictor, sources: Sequence[str], output: str, progress: bool = True,
-                    log: Log = print) -> Gallery:
+                    skip_corrupt: bool = False, log: Log = print) -> Gallery:
     """Features of every image in `sources` (folders, list files, images) saved to `output`.
 
     Paths are stored absolute, so a search run from another folder still finds the images.
     When every image comes from ``path pid camid`` list lines, the pids and camids are saved
     too (a search then reports them); when only some are labelled, none are saved and the
-    log says why.
+    log says why. With `skip_corrupt`, every image is read once first and the unreadable ones
+    are left out and listed; otherwise the first one stops the run with an error naming it.
     """
     fmt = gallery_format(output)  # a bad extension fails now, not after an hour of extraction
     if fmt == "safetensors":
@@ -52,19 +60,38 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     entries = collect_entries(sources)
     paths = [os.path.abspath(p) for p in entries.paths]
     pids, camids = entries.label_arrays()
+    if skip_corrupt:
+        paths, keep = _readable(paths, log)
+        pids, camids = (None, None) if pids is None else (pids[keep], camids[keep])
     labelled = entries.num_labelled
     if 0 < labelled < len(paths):
         log(f"note: {labelled} of {len(paths)} images have 'path pid camid' labels; labels are saved only "
             "when every image has one, so this gallery has none")
     log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, "
         f"device {predictor.device}, flip {predictor.flip})")
-    with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
-        feats = predictor.extract_paths(paths, progress=lambda done, total: bar.update(done - bar.n))
+    try:
+        with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
+            feats = predictor.extract_paths(paths, progress=lambda done, total: bar.update(done - bar.n))
+    except CorruptImageError as e:
+        raise CorruptImageError(f"{one_line(e)} (Here: --skip-corrupt does that.)") from None
     gallery = Gallery(feats=feats, paths=paths, pids=pids, camids=camids, meta=predictor.describe())
     save_gallery(gallery, output)
     what = "paths, pids and camids" if pids is not None else "paths"
     log(f"saved {len(gallery)} features ({gallery.dim}-d) with their {what} to {output}")
     return gallery
+
+
+def _readable(paths: List[str], log: Log) -> Tuple[List[str], np.ndarray]:
+    """The readable `paths` and their positions; each unreadable one is logged."""
+    bad = set(filter_readable([(p, 0, 0) for p in paths], warn=False)[1])
+    for path in sorted(bad):
+        log(f"skipped unreadable image: {path}")
+    keep = np.asarray([p not in bad for p in paths], dtype=bool)
+    if bad:
+        log(f"skipped {len(bad)} unreadable of {len(paths)} images (listed above)")
+    if not keep.any():
+        raise ValueError(f"None of the {len(paths)} images could be read; check the --input paths.")
+    return [p for p in paths if p not in bad], keep
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: TEST.IMS_PER_BATCH)")
     p.add_argument("--num-workers", type=int, default=2, help="image-reading processes (default: 2; 0 = none)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--skip-corrupt", action="store_true",
+                   help="leave out (and list) images that cannot be read; also on with DATASETS.SKIP_CORRUPT True")
     add_model_arguments(p)
     return p
 
@@ -83,7 +112,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     def work() -> None:
         predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers)
-        extract_command(predictor, args.input, args.output, progress=not args.quiet)
+        skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
+        extract_command(predictor, args.input, args.output, progress=not args.quiet, skip_corrupt=skip)
 
     return run_main(work)
 

@@ -26,6 +26,7 @@ from reid.utils.run_lock import RunLock
 from .common import (
     TestSets,
     base_parser,
+    check_batch_identities,
     check_dataset_names,
     check_test_settings,
     load_cfg_from_args,
@@ -138,6 +139,7 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     # Cheap checks first: a misspelt name should not cost the time of loading the training set.
     check_dataset_names(cfg.DATASETS.NAMES, "DATASETS.NAMES")
     check_test_settings(cfg)
+    check_batch_identities(cfg, dist_info.world_size)
     data = build_train_data(cfg)
     if dist_info.rank == 0:
         # (The data layer has logged each dataset's table.)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -66,10 +66,18 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     return {}
 
 
-def _load(cfg, name: str, log: bool = True) -> ReIDDataset:
+def _load(cfg, name: str, log: bool = True, splits: Sequence[str] = ()) -> ReIDDataset:
+    """Dataset `name`; with DATASETS.SKIP_CORRUPT the images of `splits` are read first and the
+    unreadable ones dropped, so that the logged table counts the images actually used."""
     ds = build_dataset(name, cfg.DATASETS.ROOT, **dataset_kwargs(cfg, name))
+    checked = [split for split in splits if cfg.DATASETS.SKIP_CORRUPT]
+    for split in checked:
+        kept, _ = filter_readable(getattr(ds, split), f"{ds.name} {split} images")
+        _require_readable(kept, f"the {split} images of {name}", cfg.DATASETS.ROOT)
+        setattr(ds, split, kept)
     if log:
-        logger.info("\n%s", ds.summary())
+        note = f"\n  (DATASETS.SKIP_CORRUPT: unreadable images left out of {', '.join(checked)})" if checked else ""
+        logger.info("\n%s%s", ds.summary(), note)
     return ds
 
 
@@ -135,8 +143,8 @@ def build_train_data(cfg) -> TrainData:
     """Combine the train splits of DATASETS.NAMES, hold out TEST.VAL_IDS identities, relabel.
 
     Pids are offset per dataset so identities never collide; camera ids stay as each dataset
-    numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported) here,
-    and a ValueError says so when none is left. A dataset named twice raises ValueError.
+    numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported, once)
+    before each dataset's table is logged, and a ValueError says so when none is left. A dataset named twice raises ValueError.
     With DATASETS.COMBINE_ALL each dataset gives all its images (``combine_all``); TEST.VAL_IDS
     then holds identities out of that larger set.
     """
@@ -149,17 +157,18 @@ def build_train_data(cfg) -> TrainData:
             f"list each dataset once."
         )
     datasets, items, offset = [], [], 0
+    tests = {str(n).lower() for n in cfg.DATASETS.TESTS}
     for name in cfg.DATASETS.NAMES:
-        ds = _load(cfg, name)
+        # Also the test splits when they are used here or shown as test sets (one table, right counts).
+        more = ("query", "gallery") if cfg.DATASETS.COMBINE_ALL or str(name).lower() in tests else ()
+        ds = _load(cfg, name, splits=("train",) + more)
         datasets.append(ds)
         train = _train_items(cfg, ds)
         items.extend((p, pid + offset, cam) for p, pid, cam in train)
-        offset += len({it[1] for it in train})
+        # Past the largest label, not the count: skipped images may have emptied an identity.
+        offset += max((it[1] for it in train), default=-1) + 1
     if not items:
         raise ValueError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has no training images.")
-    if cfg.DATASETS.SKIP_CORRUPT:
-        items, _ = filter_readable(items, "training images")
-        _require_readable(items, f"the training images of {', '.join(cfg.DATASETS.NAMES)}", cfg.DATASETS.ROOT)
     val_query: List[Item] = []
     val_gallery: List[Item] = []
     if cfg.TEST.VAL_IDS > 0:
@@ -179,7 +188,7 @@ def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[
     that is also a training set). Raises ValueError when either split is empty, also after
     dropping unreadable images.
     """
-    ds = _load(cfg, name, log)
+    ds = _load(cfg, name, log, splits=("query", "gallery"))
     if cfg.DATASETS.COMBINE_ALL and str(name).lower() in {str(n).lower() for n in cfg.DATASETS.NAMES}:
         logger.warning(
             "DATASETS.COMBINE_ALL is on and %s is also a training dataset (DATASETS.NAMES): its query and "
@@ -192,11 +201,6 @@ def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[
             f"Test dataset {name!r} has {len(query)} query and {len(gallery)} gallery images; both are "
             f"needed for evaluation. Check DATASETS.TESTS and the dataset files."
         )
-    if cfg.DATASETS.SKIP_CORRUPT:
-        query, _ = filter_readable(query, f"{name} query images")
-        _require_readable(query, f"the query images of {name}", cfg.DATASETS.ROOT)
-        gallery, _ = filter_readable(gallery, f"{name} gallery images")
-        _require_readable(gallery, f"the gallery images of {name}", cfg.DATASETS.ROOT)
     return query, gallery
 
 

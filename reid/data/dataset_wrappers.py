@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -84,12 +83,8 @@ class ImageDataset(Dataset):
             except CorruptImageError:
                 continue
             self.num_replaced += 1
-            msg = (
-                f"DATASETS.SKIP_CORRUPT: unreadable image {bad!r} replaced by {path!r} "
-                f"({self.num_replaced} replaced so far in this process)"
-            )
-            warnings.warn(msg, RuntimeWarning)
-            logger.warning(msg)
+            logger.warning("DATASETS.SKIP_CORRUPT: unreadable image %r replaced by %r (%d replaced so far in "
+                           "this process)", bad, path, self.num_replaced)
             return img, path, pid, camid
         raise CorruptImageError(f"No readable image left among {len(self.items)} items (first bad: {bad!r}).")
 

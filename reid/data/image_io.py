@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
@@ -102,12 +101,13 @@ def check_image(path: str) -> Optional[str]:
 
 
 def filter_readable(
-    items: Sequence[Tuple[str, int, int]], what: str = "images", num_threads: Optional[int] = None
+    items: Sequence[Tuple[str, int, int]], what: str = "images", num_threads: Optional[int] = None,
+    warn: bool = True,
 ) -> Tuple[List[Tuple[str, int, int]], List[str]]:
-    """Split `items` into readable items and the paths of unreadable ones, warning about the latter.
+    """Split `items` into readable items and the paths of unreadable ones.
 
-    Decoding runs in threads (OpenCV releases the GIL). The warning gives the count and the
-    first five file names.
+    Decoding runs in threads (OpenCV releases the GIL). With `warn`, one warning gives the count
+    and the first five file names (callers that list every file themselves pass False).
     """
     threads = num_threads or min(8, os.cpu_count() or 1)
     paths = [it[0] for it in items]
@@ -115,11 +115,7 @@ def filter_readable(
         reasons = list(pool.map(check_image, paths))
     good = [it for it, r in zip(items, reasons) if r is None]
     bad = [p for p, r in zip(paths, reasons) if r is not None]
-    if bad:
+    if bad and warn:
         shown = ", ".join(bad[:5]) + (", ..." if len(bad) > 5 else "")
-        msg = (
-            f"DATASETS.SKIP_CORRUPT: skipped {len(bad)} unreadable of {len(items)} {what}: {shown}"
-        )
-        warnings.warn(msg, RuntimeWarning, stacklevel=2)
-        logger.warning(msg)
+        logger.warning("DATASETS.SKIP_CORRUPT: skipped %d unreadable of %d %s: %s", len(bad), len(items), what, shown)
     return good, bad

@@ -10,6 +10,7 @@ epoch's order, so forgetting it never silently repeats an order.
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Dict, Iterator, Sequence, Tuple, Union
 
@@ -17,6 +18,8 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from reid.utils.process import derive_seed, sample_seeds
+
+logger = logging.getLogger(__name__)
 
 
 class _EpochSampler(Sampler):
@@ -131,6 +134,13 @@ class IdentitySampler(_EpochSampler):
             )
         pids = np.asarray(pids, dtype=np.int64)
         self.batch_size, self.num_instances, self.num_identities = int(batch_size), k, batch_size // k
+        if self.num_identities < 2:
+            logger.warning(
+                "The identity sampler gets a batch of %d images per process with %d per identity "
+                "(DATALOADER.NUM_INSTANCE): one identity per batch. Pair losses then have no negatives and an "
+                "identity head sees one class per step. Use SOLVER.IMS_PER_BATCH of at least 2 x NUM_INSTANCE x "
+                "processes.", batch_size, k,
+            )
         uniq, inverse, counts = np.unique(pids, return_inverse=True, return_counts=True)
         p, w = self.num_identities, self.world_size
         if len(uniq) < p * w:

@@ -292,6 +292,11 @@ def test_user_errors_print_one_line_and_keep_exit_codes(trained_run, tmp_path, m
     # A training dataset that is not on disk.
     assert cli_train.main(["--config-file", DEMO] + opts + ["DATASETS.NAMES", "market1501"]) == 1
     assert "Market-1501" in user_error(capsys)
+    # A pair loss with one identity per P x K batch (no negatives): refused before any data is read.
+    one_id = ["SOLVER.IMS_PER_BATCH", "4", "DATALOADER.NUM_INSTANCE", "4", "MODEL.LOSSES.NAMES", "identity,triplet"]
+    assert cli_train.main(["--config-file", DEMO] + opts + one_id) == 1
+    err = user_error(capsys)
+    assert "triplet" in err and "one identity per batch" in err and "SOLVER.IMS_PER_BATCH to at least 8" in err
     # An output folder that cannot be created (a file is in the way) or written.
     blocked = tmp_path / "file"
     blocked.write_text("")

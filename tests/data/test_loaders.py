@@ -1,7 +1,9 @@
 """Training data assembly, loaders, batch format and corrupt-image handling."""
 from __future__ import annotations
 
+import logging
 import os
+import re
 
 import numpy as np
 import pytest
@@ -202,7 +204,7 @@ def test_read_image_errors_name_the_file(tmp_path, write_jpeg):
         read_image(str(tmp_path / "missing.jpg"))
 
 
-def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg):
+def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg, caplog):
     add_market(tmp_path, write_jpeg)
     bad = os.path.join(str(tmp_path), "market1501", "bounding_box_train", "0009_c4s1_000601_01.jpg")
     truncate(bad)
@@ -214,19 +216,26 @@ def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg):
     with pytest.raises(CorruptImageError, match="0009_c4s1_000601_01.jpg"):
         list(build_train_loader(cfg, td.items))
     cfg.DATASETS.SKIP_CORRUPT = True
-    with pytest.warns(RuntimeWarning, match=r"skipped 1 unreadable of 4 training images.*0009_c4s1_000601_01"):
+    with caplog.at_level(logging.INFO, logger="reid"):
         td = build_train_data(cfg)
     assert len(td.items) == 3 and bad not in {p for p, _, _ in td.items}
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1  # once, not twice
+    assert re.search(r"skipped 1 unreadable of 4 market1501 train images.*0009_c4s1_000601_01", warned[0])
+    # The dataset's table counts what is used, and says what was checked.
+    table = next(r.getMessage() for r in caplog.records if "Dataset market1501" in r.getMessage())
+    assert re.search(r"train\s+\|\s+\d+\s+\|\s+3\s+\|", table) and "left out of train)" in table
 
 
-def test_skip_mode_replaces_an_image_that_breaks_later(tmp_path, write_jpeg):
+def test_skip_mode_replaces_an_image_that_breaks_later(tmp_path, write_jpeg, caplog):
     paths = [write_jpeg(str(tmp_path / f"{i}.jpg")) for i in range(4)]
     items = [(paths[0], 1, 0), (paths[1], 1, 1), (paths[2], 2, 0), (paths[3], 2, 1)]
     truncate(paths[0])
     assert filter_readable(items[1:])[1] == []
     ds = ImageDataset(items, skip_corrupt=True)
-    with pytest.warns(RuntimeWarning, match=r"0.jpg.*replaced by.*1.jpg"):
+    with caplog.at_level(logging.WARNING, logger="reid"):
         sample = ds[0]
+    assert re.search(r"0.jpg.*replaced by.*1.jpg", caplog.text) and len(caplog.records) == 1
     assert sample["img_paths"] == paths[1] and sample["targets"] == 1  # same identity
     assert ds.num_replaced == 1 and sample["images"].shape == (3, 32, 16)
     with pytest.raises(CorruptImageError, match="0.jpg"):
@@ -293,7 +302,7 @@ def test_skip_corrupt_with_nothing_readable_says_so(tmp_path, write_jpeg):
     corrupt_all(tmp_path / "market1501" / "bounding_box_train")
     cfg = tiny_cfg(tmp_path, names=("market1501",))
     cfg.DATASETS.SKIP_CORRUPT = True
-    with pytest.warns(RuntimeWarning), pytest.raises(ValueError) as e:
+    with pytest.raises(ValueError) as e:
         build_train_data(cfg)
     msg = str(e.value)
     assert "market1501" in msg and "failed to read" in msg and "DATASETS.ROOT" in msg and str(tmp_path) in msg
@@ -301,7 +310,7 @@ def test_skip_corrupt_with_nothing_readable_says_so(tmp_path, write_jpeg):
     for split, folder in (("query", "query"), ("gallery", "bounding_box_test")):
         add_market(tmp_path, write_jpeg)  # readable again
         corrupt_all(tmp_path / "market1501" / folder)
-        with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match=f"{split} images of market1501.*failed"):
+        with pytest.raises(ValueError, match=f"{split} images of market1501.*failed"):
             build_test_data(cfg, "market1501")
 
 

@@ -1,6 +1,7 @@
 """Guarantees of the identity (P x K) and shuffling samplers."""
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import numpy as np
@@ -168,3 +169,13 @@ def test_ddp_surplus_drop_keeps_every_identity():
         for epoch in range(3):
             seen = set(pids[ranks[0].epoch_indices(epoch)].tolist()) | set(pids[ranks[1].epoch_indices(epoch)].tolist())
             assert seen == set(range(50)), f"seed {seed} epoch {epoch}: missing {set(range(50)) - seen}"
+
+
+def test_one_identity_per_batch_is_warned_about(caplog):
+    pids = [i // 4 for i in range(24)]  # 6 identities x 4 images
+    with caplog.at_level(logging.WARNING, logger="reid"):
+        IdentitySampler(pids, batch_size=8, num_instances=4)
+    assert caplog.text == ""  # P = 2: fine
+    with caplog.at_level(logging.WARNING, logger="reid"):
+        IdentitySampler(pids, batch_size=4, num_instances=4)
+    assert "one identity per batch" in caplog.text and "NUM_INSTANCE" in caplog.text
