@@ -2,13 +2,12 @@
 made before any slow work."""
 from __future__ import annotations
 
-import argparse
 import logging
 
 import numpy as np
 from typing import Dict, List, Optional, Tuple
 
-from reid.config import ConfigError, load_config
+from reid.config import ConfigError
 from reid.data import DATASET_REGISTRY, build_test_data
 from reid.data.datasets.base import Item
 from reid.evaluation import cross_camera_matches
@@ -21,34 +20,6 @@ TestSets = Dict[str, Tuple[List[Item], List[Item]]]
 
 class OutputDirError(OSError):
     """The output folder cannot be created or written; the message says which and what to do."""
-
-
-def base_parser(description: str, epilog: str = "") -> argparse.ArgumentParser:
-    """A parser with ``--config-file`` and trailing ``KEY VALUE`` config overrides."""
-    parser = argparse.ArgumentParser(
-        description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--config-file", default="", metavar="FILE", help="YAML config (may use _BASE_)")
-    parser.add_argument(
-        "opts",
-        nargs="*",
-        metavar="KEY VALUE",
-        help="config overrides, e.g. SOLVER.BASE_LR 0.001 OUTPUT_DIR out/run1",
-    )
-    return parser
-
-
-def parse_args(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """Parse flags and ``KEY VALUE`` overrides in any order (flags may follow the overrides)."""
-    return parser.parse_intermixed_args(argv)
-
-
-def load_cfg_from_args(args: argparse.Namespace, extra_opts: Optional[List[str]] = None):
-    """The merged, frozen config: file, then command-line overrides, then `extra_opts`."""
-    opts = list(args.opts or [])
-    if opts and opts[0] == "--":
-        opts = opts[1:]
-    return load_config(args.config_file or None, opts + list(extra_opts or []))
 
 
 def setup_run(

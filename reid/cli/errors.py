@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Tuple, Type
 
-from reid.data.download import DownloadUnavailableError
-from reid.engine.checkpoint import CheckpointError
-from reid.inference.export import ExportMismatchError
-from reid.modeling.backbones.resnet import PretrainedWeightsError
-from reid.utils.run_lock import RunFolderBusyError
 
-#: Exception types printed as ``error: <message>`` (an unknown registry name is an
-#: UnknownNameError, a ValueError; a corrupt image is a CorruptImageError, an OSError).
-USER_ERRORS = (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError, PretrainedWeightsError,
-               DownloadUnavailableError, RunFolderBusyError)
+def user_errors() -> Tuple[Type[BaseException], ...]:
+    """Exception types printed as ``error: <message>`` (an unknown registry name is an
+    UnknownNameError, a ValueError; a corrupt image is a CorruptImageError, an OSError).
+
+    Imported here, when an error is being reported, so that this module stays light: a program
+    can report errors before it has loaded torch.
+    """
+    from reid.data.download import DownloadUnavailableError
+    from reid.engine.checkpoint import CheckpointError
+    from reid.inference.export import ExportMismatchError
+    from reid.modeling.backbones.resnet import PretrainedWeightsError
+    from reid.utils.run_lock import RunFolderBusyError
+
+    return (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError, PretrainedWeightsError,
+            DownloadUnavailableError, RunFolderBusyError)
 
 # A DataLoader worker re-raises its exception in the main process with the worker's whole
 # traceback folded into the message ("Caught X in DataLoader worker process 0.\nOriginal
@@ -45,10 +51,12 @@ def run_main(command: Callable[[], Any]) -> int:
     """
     try:
         rc = command()
-    except USER_ERRORS as e:
+    except Exception as e:
+        if not isinstance(e, user_errors()):
+            raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
     return rc if isinstance(rc, int) else 0
 
 
-__all__ = ["USER_ERRORS", "one_line", "run_main"]
+__all__ = ["one_line", "run_main", "user_errors"]

@@ -21,7 +21,8 @@ from reid.utils.process import seed_everything
 from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
-from .common import base_parser, check_test_settings, load_cfg_from_args, parse_args, setup_run
+from .args import base_parser, load_cfg_from_args, parse_args
+from .common import check_test_settings, setup_run
 from .errors import run_main
 
 EPILOG = """examples:

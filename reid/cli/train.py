@@ -1,40 +1,24 @@
-"""``tools/train.py``: data -> model -> trainer, with periodic evaluation wired in.
+"""``tools/train.py``: train a model as a config says (the run itself: reid/cli/train_run.py).
 
-This is the one place that joins the engine and the evaluator (the engine takes an
-``eval_fn`` callback so that it never imports evaluation).
+This module only parses the flags, loads the config and takes the run folder's lock, with
+light imports: a refused run (a busy folder) or ``--help`` answers at once, before torch and
+the rest of the library are loaded.
 """
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from contextlib import nullcontext
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
-from reid.data import build_train_data, build_train_loader
-from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
-from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
-from reid.engine.distributed import cleanup_distributed, init_distributed
-from reid.evaluation.evaluator import evaluate_model, format_table
-from reid.modeling import build_model
-from reid.utils.device import resolve_device
-from reid.utils.file_io import remove_stale_temp_files
-from reid.utils.process import seed_everything
 from reid.utils.run_lock import RunLock
 
-from .common import (
-    TestSets,
-    base_parser,
-    check_batch_identities,
-    check_dataset_names,
-    check_test_settings,
-    load_cfg_from_args,
-    load_test_sets,
-    parse_args,
-    setup_run,
-)
+from .args import base_parser, load_cfg_from_args, parse_args
 from .errors import run_main
+
+if TYPE_CHECKING:  # the engine loads torch; only the type is needed here
+    from reid.engine import HookBase
 
 EPILOG = """examples:
   python tools/train.py --config-file configs/Demo/resnet18_circle.yml
@@ -50,48 +34,7 @@ exit codes: 0 done, 1 error (NaN/inf loss, bad input), 130 interrupted by Ctrl-C
 (both after saving a checkpoint that --resume continues from)."""
 
 
-def make_eval_fn(
-    cfg, val_query: list, val_gallery: list, test_sets: TestSets, logger: logging.Logger
-) -> Callable[..., List[dict]]:
-    """``eval_fn(model, epoch)`` for the trainer: the validation split (if any), then each test set.
-
-    `test_sets` holds the (query, gallery) lists of DATASETS.TESTS, loaded before training so
-    that a bad test set stops the run before it trains. Only validation records select a model.
-    """
-
-    def eval_fn(model, epoch: int) -> List[dict]:
-        records = []
-        if val_query:
-            res = evaluate_model(cfg, model, val_query, val_gallery, rerank=False)
-            records.append({"split": "val", "dataset": "val", **res.metrics["plain"]})
-        for name, (query, gallery) in test_sets.items():
-            res = evaluate_model(cfg, model, query, gallery)
-            for row, metrics in res.metrics.items():
-                label = name if row == "plain" else f"{name}+{row}"
-                records.append({"split": "test", "dataset": label, **metrics})
-            logger.info("\n%s", format_table(res.metrics, title=f"{name} after epoch {epoch}:"))
-        return records
-
-    return eval_fn
-
-
-def check_output_dir(cfg, args: argparse.Namespace) -> Optional[str]:
-    """The checkpoint in OUTPUT_DIR (None if none); refuse to start a new run over it.
-
-    A new run in a folder with checkpoints would overwrite them and mix two runs in
-    metrics.jsonl and log.txt, so only --resume and --eval-only may use such a folder.
-    """
-    out = str(cfg.OUTPUT_DIR)
-    found = last_checkpoint(out)
-    if found and not (args.resume or args.eval_only):
-        raise CheckpointError(
-            f"OUTPUT_DIR {out!r} already holds a training run (checkpoint {found}). Continue it with "
-            f"--resume, or choose another OUTPUT_DIR (or delete {out!r}) to start a new run."
-        )
-    return found
-
-
-def main(argv: Optional[Sequence[str]] = None, hooks: Sequence[HookBase] = ()) -> int:
+def main(argv: Optional[Sequence[str]] = None, hooks: Sequence["HookBase"] = ()) -> int:
     """Train (or with --eval-only evaluate) as the config says; returns the exit code.
 
     `hooks` are the caller's own training hooks (``reid.engine.HookBase``): they run after the
@@ -111,87 +54,14 @@ def main(argv: Optional[Sequence[str]] = None, hooks: Sequence[HookBase] = ()) -
     return run_main(lambda: _main(args, list(hooks)))
 
 
-def _main(args: argparse.Namespace, hooks: List[HookBase]) -> int:
+def _main(args: argparse.Namespace, hooks: List["HookBase"]) -> int:
     cfg = load_cfg_from_args(args)
-    out = str(cfg.OUTPUT_DIR)
     # One process per run folder, for the whole run (under torchrun: rank 0 for all of them).
     main_rank = os.environ.get("RANK", "0") == "0"
-    with RunLock(out, "evaluating" if args.eval_only else "training") if main_rank else nullcontext():
-        # Before anything is written: the log of an existing run must not get a refused run's lines.
-        found = check_output_dir(cfg, args)
-        # Safe only under the lock: no other process can be writing here now.
-        stale = remove_stale_temp_files(out) if main_rank and os.path.isdir(out) else []
-        dist_info = init_distributed(str(cfg.MODEL.DEVICE))
-        try:
-            logger, _ = setup_run(cfg, rank=dist_info.rank)
-            for path in stale:
-                logger.info("Removed %s, the temporary file of a write that was interrupted.", path)
-            return _run(cfg, args, dist_info, logger, hooks, resuming=bool(args.resume and found))
-        finally:
-            cleanup_distributed()
+    with RunLock(str(cfg.OUTPUT_DIR), "evaluating" if args.eval_only else "training") if main_rank else nullcontext():
+        from .train_run import run_training  # the library, torch included: only once the folder is ours
 
-
-def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], resuming: bool = False) -> int:
-    if dist_info.rank == 0:
-        logger.info("Command: %s", " ".join(sys.argv))
-        logger.info("Config file: %s", args.config_file or "(defaults only)")
-    seed_everything(int(cfg.SEED), dist_info.rank)
-    # Cheap checks first: a misspelt name should not cost the time of loading the training set.
-    check_dataset_names(cfg.DATASETS.NAMES, "DATASETS.NAMES")
-    check_test_settings(cfg)
-    check_batch_identities(cfg, dist_info.world_size)
-    data = build_train_data(cfg)
-    if dist_info.rank == 0:
-        # (The data layer has logged each dataset's table.)
-        if data.val_query:
-            logger.info(
-                "Validation split: %d held-out identities, %d query / %d gallery images",
-                int(cfg.TEST.VAL_IDS), len(data.val_query), len(data.val_gallery),
-            )
-    # Every rank checks (the lists are cheap to read), so all stop alike before any training.
-    test_sets = load_test_sets(cfg)
-    cfg.defrost()
-    cfg.MODEL.HEADS.NUM_CLASSES = int(data.num_classes)
-    cfg.freeze()
-    model_cfg = cfg
-    if args.eval_only or resuming:
-        # A checkpoint replaces every weight, so ImageNet weights would be downloaded for nothing
-        # (and fail offline). Only the model's copy changes: config.yaml keeps the run's setting.
-        model_cfg = cfg.clone()
-        model_cfg.defrost()
-        model_cfg.MODEL.BACKBONE.PRETRAINED = False
-        if args.eval_only:
-            # Evaluation needs no identity head, so weights trained on other identities (another
-            # class count) evaluate too, as with tools/test.py.
-            model_cfg.MODEL.HEADS.NUM_CLASSES = 0
-        model_cfg.freeze()
-    model = build_model(model_cfg)  # the trainer's start banner describes it
-    eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, test_sets, logger)
-
-    if args.eval_only:
-        weights = str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))
-        if not weights:
-            raise CheckpointError(
-                f"--eval-only needs weights: set MODEL.WEIGHTS, or train first so that "
-                f"{cfg.OUTPUT_DIR} has a checkpoint."
-            )
-        load_checkpoint(weights, model=model)
-        model.to(resolve_device(str(cfg.MODEL.DEVICE)))
-        eval_fn(model, 0)
-        return 0
-
-    loader = build_train_loader(cfg, data.items)
-    trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger, hooks=hooks)
-    trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head)
-    try:
-        trainer.train()
-    except TrainingInterrupted as e:
-        logger.warning("%s", e)
-        return e.exit_code  # 130 for SIGINT, 143 for SIGTERM
-    except (NonFiniteLossError, PeerFailedError) as e:
-        logger.error("%s", e)
-        return 1
-    return 0
+        return run_training(cfg, args, hooks, main_rank)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pytest
 
 from reid.cli import test as cli_test
 from reid.cli import train as cli_train
+from reid.cli import train_run
 from reid.config import load_config
 from reid.data import build_test_data
 from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
@@ -226,7 +227,7 @@ def test_train_saves_the_final_weights_when_evaluation_fails(trained_run, tmp_pa
     def broken(*args, **kwargs):
         raise ValueError("No query has a valid match in the gallery")
 
-    monkeypatch.setattr(cli_train, "evaluate_model", broken)
+    monkeypatch.setattr(train_run, "evaluate_model", broken)
     rc = cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", out))
     assert rc == 1 and "No query has a valid match" in user_error(capsys)
     assert (out / "model_final.pth").is_file() and (out / "last_checkpoint").read_text().strip() == "model_final.pth"

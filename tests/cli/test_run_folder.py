@@ -1,0 +1,83 @@
+"""One run per output folder, seen from the command line: a second training into a running
+one's folder is refused at once, and a run killed with SIGKILL leaves nothing that blocks --resume."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.cli.test_cli import DEMO, ROOT, tiny_opts
+
+
+def start_train(data, out, *extra):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    argv = [sys.executable, os.path.join(ROOT, "tools", "train.py"), "--config-file", DEMO]
+    argv += tiny_opts(data, out) + ["SOLVER.MAX_EPOCH", "4", "SOLVER.CHECKPOINT_PERIOD", "1", "TEST.EVAL_PERIOD", "0"]
+    return subprocess.Popen(argv + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_for(path, proc, timeout=300):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from reid.data import build_dataset
+
+    root = tmp_path_factory.mktemp("data")
+    build_dataset("synthetic", str(root), num_train_ids=5, num_test_ids=3, num_cameras=2, images_per_camera=2,
+                  num_distractors=0, image_size=(64, 32))
+    return root
+
+
+@pytest.mark.slow
+def test_a_second_training_into_a_running_ones_folder_is_refused_at_once(data, tmp_path):
+    out = tmp_path / "run"
+    first = start_train(data, out)
+    try:
+        wait_for(out / "log.txt", first)  # the first run is under way (it holds the folder)
+        start = time.time()
+        second = start_train(data, out)
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 1 and time.time() - start < 30
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0].startswith("error: ") and f"{out} is in use by process {first.pid}" in lines[0]
+        assert "choose another OUTPUT_DIR" in lines[0]
+        first_out, first_err = first.communicate(timeout=600)
+        assert first.returncode == 0, first_err[-3000:]
+    finally:
+        for proc in (first,):
+            if proc.poll() is None:
+                proc.kill()
+    # The first run's files are its own, complete: every epoch's checkpoint, one run's records.
+    assert (out / "model_final.pth").is_file() and (out / "model_0003.pth").is_file()
+    log = (out / "log.txt").read_text()
+    assert log.count("Command: ") == 1 and "Training done" in log
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    iters = [r["iter"] for r in records if r["type"] == "train"]
+    assert iters == list(range(1, len(iters) + 1))  # one run's steps, once each
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_resumes_at_once_in_the_same_folder(data, tmp_path):
+    out = tmp_path / "run"
+    victim = start_train(data, out)
+    wait_for(out / "model_0001.pth", victim)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    # What a kill during a checkpoint write leaves behind: a hidden temp file.
+    (out / ".model_0002.pth.zz9.tmp").write_bytes(b"half")
+    resumed = start_train(data, out, "--resume")
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-3000:]
+    log = (out / "log.txt").read_text()
+    assert "Resumed from" in log and "Removed " in log and ".model_0002.pth.zz9.tmp" in log
+    assert (out / "model_final.pth").is_file() and not (out / ".model_0002.pth.zz9.tmp").exists()
