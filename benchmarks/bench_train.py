@@ -1,9 +1,12 @@
 #!/usr/bin/env python
 """Training throughput (images/s) and peak memory of the real training step.
 
-Each measurement runs the trainer's own ``run_step`` (forward, loss, NaN check, backward,
-optimizer and LR step) for ResNet50 at 256x128 and MGN at 384x128 (the paper's input sizes),
-with 751 identities (Market-1501) and the Circle head. Two data sources:
+Each measurement runs the trainer itself (``Trainer.train``: the loop's step, i.e. forward,
+loss, NaN check, backward, optimizer step, and every built-in hook around it, LR schedule and
+metrics logger included) for ResNet50 at 256x128 and MGN at 384x128 (the paper's input sizes),
+with 751 identities (Market-1501) and the Circle head; a timing hook reads the clock after the
+warm-up steps and after the last one. ``--model resnet18 --size 128 64 --batch-size 64`` is
+the demo's step (configs/Demo). Two data sources:
 
 * default: one batch of random uint8 images already on the device (compute only);
 * ``--with-loader``: the real pipeline (JPEG decoding, augmentation, collation, host-to-device
@@ -42,16 +45,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
+from reid.engine import HookBase  # noqa: E402
+
 MODELS = {
-    # name: (meta architecture, input [H, W])
-    "resnet50": ("baseline", [256, 128]),
-    "mgn": ("mgn", [384, 128]),
+    # name: (meta architecture, backbone, input [H, W])
+    "resnet50": ("baseline", "resnet50", [256, 128]),
+    "mgn": ("mgn", "resnet50", [384, 128]),
+    "resnet18": ("baseline", "resnet18", [128, 64]),  # the demo (configs/Demo/resnet18_circle.yml)
 }
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=["all", *MODELS], default="all")
+    p.add_argument("--model", choices=["all", *MODELS], default="all",
+                   help="all = resnet50 and mgn (the paper's models)")
+    p.add_argument("--size", nargs=2, type=int, metavar=("H", "W"), help="input size (default: the model's)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off")
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format (CUDA only)")
@@ -93,16 +101,18 @@ class _RepeatBatch:
 def _cfg(args: argparse.Namespace, name: str, out: str):
     from reid.config import get_cfg
 
-    arch, size = MODELS[name]
+    arch, backbone, size = MODELS[name]
     cfg = get_cfg()
     cfg.OUTPUT_DIR = out
     cfg.MODEL.DEVICE = args.device
     cfg.MODEL.META_ARCHITECTURE = arch
-    cfg.MODEL.BACKBONE.NAME = "resnet50"
+    cfg.MODEL.BACKBONE.NAME = backbone
+    if backbone == "resnet18":
+        cfg.MODEL.BACKBONE.LAST_STRIDE = 2  # as the demo
     cfg.MODEL.BACKBONE.PRETRAINED = False  # speed does not depend on the weights; no download
     cfg.MODEL.HEADS.NAME = "circle"
     cfg.MODEL.HEADS.NUM_CLASSES = args.num_classes
-    cfg.INPUT.SIZE_TRAIN = list(size)
+    cfg.INPUT.SIZE_TRAIN = list(args.size or size)
     cfg.SOLVER.IMS_PER_BATCH = args.batch_size
     cfg.SOLVER.AMP = args.amp
     cfg.SOLVER.CHANNELS_LAST = bool(args.channels_last)
@@ -122,6 +132,31 @@ def _cfg(args: argparse.Namespace, name: str, out: str):
     return cfg
 
 
+class _Clock(HookBase):
+    """Reads the clock after the warm-up steps and after the last step (a user hook)."""
+
+    def __init__(self, warmup: int, device: torch.device) -> None:
+        self.warmup, self.device = warmup, device
+        self.t0 = self.t1 = 0.0
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def before_train(self) -> None:
+        if self.warmup == 0:
+            self.t0 = self._now()
+
+    def after_step(self) -> None:
+        if self.trainer.iter == self.warmup:
+            self.t0 = self._now()
+            if self.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(self.device)
+        if self.trainer.iter == self.trainer.max_iter:
+            self.t1 = self._now()
+
+
 def measure(args: argparse.Namespace, name: str) -> Dict[str, object]:
     """Run warmup + timed iterations of model `name` in this process; returns one result row."""
     from reid.engine import Trainer
@@ -131,6 +166,7 @@ def measure(args: argparse.Namespace, name: str) -> Dict[str, object]:
     device = resolve_device(args.device)
     _defaults(args, device)
     steps = args.warmup + args.iters
+    size = list(args.size or MODELS[name][2])
     with tempfile.TemporaryDirectory() as out:
         cfg = _cfg(args, name, out)
         if args.with_loader:
@@ -138,32 +174,18 @@ def measure(args: argparse.Namespace, name: str) -> Dict[str, object]:
 
             data = build_train_data(cfg)
             cfg.MODEL.HEADS.NUM_CLASSES = data.num_classes
-            loader = build_train_loader(cfg, data.items)
+            loader = _Take(build_train_loader(cfg, data.items), steps)
         else:
-            h, w = MODELS[name][1]
+            h, w = size
             g = torch.Generator().manual_seed(0)
             images = torch.randint(0, 256, (args.batch_size, 3, h, w), dtype=torch.uint8, generator=g)
             targets = torch.arange(args.batch_size) // 4 % args.num_classes
             loader = _RepeatBatch({"images": images.to(device), "targets": targets.to(device)}, steps)
-        model = build_model(cfg)
-        trainer = Trainer(cfg, model, loader, progress=False)
-        trainer.model.train()
-        batches = iter(_cycle(loader))
-        for i in range(args.warmup):
-            trainer.run_step(next(batches), 0, i)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-        t0 = time.perf_counter()
-        images_done = 0
-        for i in range(args.iters):
-            batch = next(batches)
-            trainer.run_step(batch, 0, args.warmup + i)
-            images_done += int(batch["images"].shape[0])
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        elapsed = time.perf_counter() - t0
-        trainer.metrics.close()
+        clock = _Clock(args.warmup, device)
+        trainer = Trainer(cfg, build_model(cfg), loader, progress=False, hooks=[clock])
+        trainer.train()
+        elapsed = clock.t1 - clock.t0
+        images_done = args.iters * args.batch_size
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device) / 2**30
         peak_kind = "GPU"
@@ -172,7 +194,7 @@ def measure(args: argparse.Namespace, name: str) -> Dict[str, object]:
         peak_kind = "RSS"
     return {
         "model": name,
-        "input": "x".join(map(str, MODELS[name][1])),
+        "input": "x".join(map(str, size)),
         "batch": args.batch_size,
         "device": str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
         "amp": args.amp,
@@ -184,6 +206,22 @@ def measure(args: argparse.Namespace, name: str) -> Dict[str, object]:
         "peak_kind": peak_kind,
         "iters": args.iters,
     }
+
+
+class _Take:
+    """The first `length` batches of `loader`, going round it as often as needed (one 'epoch')."""
+
+    def __init__(self, loader, length: int) -> None:
+        self.loader, self.length = loader, length
+        self.sampler = loader.sampler  # the trainer positions the real sampler
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self):
+        it = _cycle(self.loader)
+        for _ in range(self.length):
+            yield next(it)
 
 
 def _cycle(loader):
@@ -209,7 +247,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(measure(args, args.model)))
         return 0
-    names = list(MODELS) if args.model == "all" else [args.model]
+    names = ["resnet50", "mgn"] if args.model == "all" else [args.model]
     rows = []
     for name in names:
         settings = _grid(args) if args.grid else [args]
@@ -254,7 +292,7 @@ def _run_one(args: argparse.Namespace, name: str):
 
 
 def _forward_args(args: argparse.Namespace, name: str) -> List[str]:
-    out = ["--model", name, "--device", args.device, "--amp", args.amp, "--batch-size", str(args.batch_size),
+    out = (["--size", *map(str, args.size)] if args.size else []) + ["--model", name, "--device", args.device, "--amp", args.amp, "--batch-size", str(args.batch_size),
            "--iters", str(args.iters), "--warmup", str(args.warmup), "--workers", str(args.workers),
            "--data-root", args.data_root, "--num-classes", str(args.num_classes)]
     if args.channels_last:
