@@ -40,3 +40,18 @@ def one_torch_thread_module():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def reid_log(caplog):
+    """caplog that also sees the "reid" logger's records after ``setup_logger`` (which stops
+    them from propagating to the root logger, where caplog listens)."""
+    import logging
+
+    logger = logging.getLogger("reid")
+    logger.addHandler(caplog.handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    yield caplog
+    logger.removeHandler(caplog.handler)
+    logger.setLevel(level)

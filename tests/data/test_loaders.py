@@ -204,7 +204,7 @@ def test_read_image_errors_name_the_file(tmp_path, write_jpeg):
         read_image(str(tmp_path / "missing.jpg"))
 
 
-def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg, caplog):
+def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg, reid_log):
     add_market(tmp_path, write_jpeg)
     bad = os.path.join(str(tmp_path), "market1501", "bounding_box_train", "0009_c4s1_000601_01.jpg")
     truncate(bad)
@@ -216,26 +216,27 @@ def test_corrupt_training_image_stops_or_is_skipped(tmp_path, write_jpeg, caplog
     with pytest.raises(CorruptImageError, match="0009_c4s1_000601_01.jpg"):
         list(build_train_loader(cfg, td.items))
     cfg.DATASETS.SKIP_CORRUPT = True
-    with caplog.at_level(logging.INFO, logger="reid"):
+    reid_log.clear()
+    with reid_log.at_level(logging.INFO, logger="reid"):
         td = build_train_data(cfg)
     assert len(td.items) == 3 and bad not in {p for p, _, _ in td.items}
-    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warned = [r.getMessage() for r in reid_log.records if r.levelno == logging.WARNING]
     assert len(warned) == 1  # once, not twice
     assert re.search(r"skipped 1 unreadable of 4 market1501 train images.*0009_c4s1_000601_01", warned[0])
     # The dataset's table counts what is used, and says what was checked.
-    table = next(r.getMessage() for r in caplog.records if "Dataset market1501" in r.getMessage())
+    table = [r.getMessage() for r in reid_log.records if "Dataset market1501" in r.getMessage()][-1]
     assert re.search(r"train\s+\|\s+\d+\s+\|\s+3\s+\|", table) and "left out of train)" in table
 
 
-def test_skip_mode_replaces_an_image_that_breaks_later(tmp_path, write_jpeg, caplog):
+def test_skip_mode_replaces_an_image_that_breaks_later(tmp_path, write_jpeg, reid_log):
     paths = [write_jpeg(str(tmp_path / f"{i}.jpg")) for i in range(4)]
     items = [(paths[0], 1, 0), (paths[1], 1, 1), (paths[2], 2, 0), (paths[3], 2, 1)]
     truncate(paths[0])
     assert filter_readable(items[1:])[1] == []
     ds = ImageDataset(items, skip_corrupt=True)
-    with caplog.at_level(logging.WARNING, logger="reid"):
+    with reid_log.at_level(logging.WARNING, logger="reid"):
         sample = ds[0]
-    assert re.search(r"0.jpg.*replaced by.*1.jpg", caplog.text) and len(caplog.records) == 1
+    assert re.search(r"0.jpg.*replaced by.*1.jpg", reid_log.text) and len(reid_log.records) == 1
     assert sample["img_paths"] == paths[1] and sample["targets"] == 1  # same identity
     assert ds.num_replaced == 1 and sample["images"].shape == (3, 32, 16)
     with pytest.raises(CorruptImageError, match="0.jpg"):

@@ -171,11 +171,11 @@ def test_ddp_surplus_drop_keeps_every_identity():
             assert seen == set(range(50)), f"seed {seed} epoch {epoch}: missing {set(range(50)) - seen}"
 
 
-def test_one_identity_per_batch_is_warned_about(caplog):
+def test_one_identity_per_batch_is_warned_about(reid_log):
     pids = [i // 4 for i in range(24)]  # 6 identities x 4 images
-    with caplog.at_level(logging.WARNING, logger="reid"):
+    with reid_log.at_level(logging.WARNING, logger="reid"):
         IdentitySampler(pids, batch_size=8, num_instances=4)
-    assert caplog.text == ""  # P = 2: fine
-    with caplog.at_level(logging.WARNING, logger="reid"):
+    assert reid_log.text == ""  # P = 2: fine
+    with reid_log.at_level(logging.WARNING, logger="reid"):
         IdentitySampler(pids, batch_size=4, num_instances=4)
-    assert "one identity per batch" in caplog.text and "NUM_INSTANCE" in caplog.text
+    assert "one identity per batch" in reid_log.text and "NUM_INSTANCE" in reid_log.text
