@@ -15,6 +15,7 @@ Examples:
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Callable, Optional, Sequence
@@ -29,7 +30,7 @@ from reid.modeling.fastreid_weights import (
     mapping_table,
 )
 
-from .common import base_parser, parse_args
+from .common import parse_args
 from .errors import run_main
 
 Log = Callable[[str], None]
@@ -87,9 +88,14 @@ def convert_command(src: str, dst: str, config_file: str, opts: Sequence[str] = 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Convert IN to OUT for --config-file's model; returns the exit code (1 with ``error:`` on bad input)."""
-    parser = base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # IN and OUT before the overrides: the first two positional words are the files.
     parser.add_argument("input", metavar="IN", help="fast-reid checkpoint ({'model': state_dict, ...})")
     parser.add_argument("output", metavar="OUT", help="checkpoint to write in this toolkit's format")
+    parser.add_argument("--config-file", default="", metavar="FILE",
+                        help="YAML config of the checkpoint's architecture (may use _BASE_)")
+    parser.add_argument("opts", nargs="*", metavar="KEY VALUE", help="config overrides, e.g. MODEL.BACKBONE.STEM_POOL pad")
     args = parse_args(parser, argv)
 
     def work() -> None:

@@ -302,7 +302,8 @@ def _place_classifier(model: nn.Module, classifier: Dict[str, Tuple[str, torch.T
             result.notes.append("the checkpoint has no identity classifier; the model's head starts from scratch")
         return
     first = next(iter(classifier.values()))[1]
-    what = f"fast-reid's identity classifier ({len(classifier)} x {first.shape[0]} classes)"
+    count = f"{first.shape[0]} classes" if len(classifier) == 1 else f"{len(classifier)} x {first.shape[0]} classes"
+    what = f"fast-reid's identity classifier ({count})"
     if not heads:
         result.notes.append(f"{what} not loaded: this model has no identity head (evaluation does not need one)")
         return
