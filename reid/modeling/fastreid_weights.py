@@ -364,7 +364,8 @@ def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
             classifier[target.key] = (key, value)
             continue
         if target.key not in own:
-            raise fail(f"{key} has no counterpart in this model (no {target.key})")
+            ours = "" if target.key == key else f" (no {target.key})"
+            raise fail(f"{key} has no counterpart in this model{ours}")
         wanted = own[target.key]
         if target.parts > 1:
             slot = parts.setdefault(target.key, [None] * target.parts)

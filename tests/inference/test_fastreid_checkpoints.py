@@ -52,7 +52,8 @@ def _write_images(folder, name):
 
 
 # --------------------------------------------------------------------------- identical features
-@pytest.mark.parametrize("name", fr.ARCH_NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("mgn") else n
+                                  for n in fr.ARCH_NAMES])
 def test_model_weights_load_fastreid_checkpoints_with_fastreids_features(name, tmp_path):
     path = fr.write_checkpoint(tmp_path / f"{name}.pth", name)
     model = _model(name, num_classes=16)  # the file's classifier has 16 classes: it is loaded too
@@ -68,7 +69,7 @@ def test_model_weights_load_fastreid_checkpoints_with_fastreids_features(name, t
         assert torch.equal(model.head.weight, state["heads.weight"])
 
 
-@pytest.mark.parametrize("name", ["bot_R50-ibn", "sbs_R50", "mgn_R50-ibn"])
+@pytest.mark.parametrize("name", ["bot_R50-ibn", "sbs_R50", pytest.param("mgn_R50-ibn", marks=pytest.mark.slow)])
 def test_extract_tool_with_fastreid_weights_gives_fastreids_features(name, tmp_path):
     path = fr.write_checkpoint(tmp_path / "fastreid.pth", name)
     folder = _write_images(tmp_path / "images", name)
