@@ -41,39 +41,25 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: name -> fast-reid settings, this repository's config (+ overrides), full-size input.
+def _arch(meta: str, ibn: bool, config: str, opts: Sequence[object] = ()) -> Dict[str, object]:
+    """fast-reid's settings of BoT ("bot"), SBS ("sbs") or MGN ("mgn") and this repository's config."""
+    fastreid = {"depth": "50x", "ibn": ibn, "nl": meta == "sbs", "meta": "MGN" if meta == "mgn" else "Baseline",
+                "pool": "GlobalAvgPool" if meta == "bot" else "GeneralizedMeanPoolingP",
+                "cls": "Linear" if meta == "bot" else "CircleSoftmax", "neck_feat": "before" if meta == "bot" else "after",
+                "embedding": 256 if meta == "mgn" else 0}
+    return {"fastreid": fastreid, "config": config, "opts": list(opts), "size": (256, 128) if meta == "bot" else (384, 128)}
+
+
+#: name -> fast-reid settings (as its Base-bagtricks / Base-SBS / Base-MGN configs), this
+#: repository's config (+ overrides), full-size input.
 ARCHS: Dict[str, Dict[str, object]] = {
-    "bot_R50": {
-        "fastreid": {"depth": "50x", "ibn": False, "nl": False, "meta": "Baseline", "pool": "GlobalAvgPool",
-                     "cls": "Linear", "neck_feat": "before", "embedding": 0},
-        "config": "configs/Market1501/bot_resnet50.yml", "opts": [], "size": (256, 128),
-    },
-    "bot_R50-ibn": {
-        "fastreid": {"depth": "50x", "ibn": True, "nl": False, "meta": "Baseline", "pool": "GlobalAvgPool",
-                     "cls": "Linear", "neck_feat": "before", "embedding": 0},
-        "config": "configs/Market1501/bot_resnet50_ibn.yml", "opts": [], "size": (256, 128),
-    },
-    "sbs_R50": {
-        "fastreid": {"depth": "50x", "ibn": False, "nl": True, "meta": "Baseline", "pool": "GeneralizedMeanPoolingP",
-                     "cls": "CircleSoftmax", "neck_feat": "after", "embedding": 0},
-        "config": "configs/Market1501/sbs_resnet50.yml", "opts": [], "size": (384, 128),
-    },
-    "sbs_R50-ibn": {
-        "fastreid": {"depth": "50x", "ibn": True, "nl": True, "meta": "Baseline", "pool": "GeneralizedMeanPoolingP",
-                     "cls": "CircleSoftmax", "neck_feat": "after", "embedding": 0},
-        "config": "configs/Market1501/sbs_resnet50_ibn.yml", "opts": [], "size": (384, 128),
-    },
-    "mgn_R50": {
-        "fastreid": {"depth": "50x", "ibn": False, "nl": False, "meta": "MGN", "pool": "GeneralizedMeanPoolingP",
-                     "cls": "CircleSoftmax", "neck_feat": "after", "embedding": 256},
-        "config": "configs/Market1501/mgn_fastreid_resnet50_ibn.yml", "opts": ["MODEL.BACKBONE.NAME", "resnet50"],
-        "size": (384, 128),
-    },
-    "mgn_R50-ibn": {
-        "fastreid": {"depth": "50x", "ibn": True, "nl": False, "meta": "MGN", "pool": "GeneralizedMeanPoolingP",
-                     "cls": "CircleSoftmax", "neck_feat": "after", "embedding": 256},
-        "config": "configs/Market1501/mgn_fastreid_resnet50_ibn.yml", "opts": [], "size": (384, 128),
-    },
+    "bot_R50": _arch("bot", False, "configs/Market1501/bot_resnet50.yml"),
+    "bot_R50-ibn": _arch("bot", True, "configs/Market1501/bot_resnet50_ibn.yml"),
+    "sbs_R50": _arch("sbs", False, "configs/Market1501/sbs_resnet50.yml"),
+    "sbs_R50-ibn": _arch("sbs", True, "configs/Market1501/sbs_resnet50_ibn.yml"),
+    "mgn_R50": _arch("mgn", False, "configs/Market1501/mgn_fastreid_resnet50_ibn.yml",
+                     ["MODEL.BACKBONE.NAME", "resnet50"]),
+    "mgn_R50-ibn": _arch("mgn", True, "configs/Market1501/mgn_fastreid_resnet50_ibn.yml"),
 }
 
 #: Smaller inputs for the CI fixture (the stripes and non-local maps keep several rows).
