@@ -26,7 +26,7 @@ from reid.modeling import build_model
 from reid.modeling.fastreid_weights import (
     ConvertedWeights,
     is_fastreid_state,
-    load_fastreid_state,
+    map_fastreid_state,
     mapping_table,
 )
 
@@ -67,12 +67,12 @@ def convert_command(src: str, dst: str, config_file: str, opts: Sequence[str] = 
     classes = _classifier_classes(state)
     cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", classes])
     model = build_model(cfg)
-    converted = load_fastreid_state(model, state, src, log=False)
+    converted = map_fastreid_state(model, state, src, log=False)
     if converted.head_dropped:
         # No head rather than a randomly initialised one: fine-tuning then asks for --drop-head.
         cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", 0])
         model = build_model(cfg)
-        converted = load_fastreid_state(model, state, src, log=False)
+        converted = map_fastreid_state(model, state, src, log=False)
     load_model_state(model, converted.state, src)
     save_checkpoint(dst, model=model.state_dict(), cfg=cfg.dump(), converted_from=os.path.abspath(src))
     log(f"fast-reid {converted.architecture} checkpoint ({converted.naming} naming) {src}: key mapping")

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import torch
 from torch import nn
 
-from reid.modeling.fastreid_weights import is_fastreid_state, load_fastreid_state
+from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state
 from reid.utils.file_io import atomic_write, atomic_write_text
 
 from .params import head_names, is_head_key
@@ -251,7 +251,7 @@ def load_checkpoint(
     if model is not None:
         state = _model_state(data)
         if is_fastreid_state(state):  # a fast-reid file: its names mapped onto ours, strictly
-            converted = load_fastreid_state(model, state, path)
+            converted = map_fastreid_state(model, state, path)
             state, drop_head = converted.state, drop_head or converted.head_dropped
         load_model_state(model, state, path, drop_head=drop_head)
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):

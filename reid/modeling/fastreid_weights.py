@@ -187,17 +187,17 @@ class _Target:
     head: bool = False
 
 
-def _non_local_target(prefix: str, key: str) -> Optional[str]:
+def _non_local_target(key: str) -> Optional[str]:
     m = re.match(r"^backbone\.NL_(\d)\.(\d+)\.(theta|phi|g|W\.0|W\.1)\.(.+)$", key)
     if not m:
         return None
     stage, index, part, rest = int(m.group(1)) - 1, m.group(2), m.group(3), m.group(4)
     name = {"W.0": "out_conv", "W.1": "out_bn"}.get(part, part)
-    return f"{prefix}non_local.{stage}.{index}.{name}.{rest}"
+    return f"backbone.non_local.{stage}.{index}.{name}.{rest}"
 
 
 def _baseline_target(key: str) -> Optional[_Target]:
-    nl = _non_local_target("backbone.", key)
+    nl = _non_local_target(key)
     if nl:
         return _Target(nl)
     if key.startswith("backbone."):
@@ -411,9 +411,9 @@ def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
     return result
 
 
-def load_fastreid_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str = "",
+def map_fastreid_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str = "",
                         log: bool = True) -> ConvertedWeights:
-    """Convert `state` for `model`, log the notes, and return the conversion (nothing is loaded)."""
+    """:func:`convert_fastreid_state`, with a log line and the notes logged; loads nothing."""
     converted = convert_fastreid_state(state, model, source)
     if log:
         logger.info("%s: fast-reid %s checkpoint (%s naming), %d tensors mapped.", source or "weights",
@@ -437,7 +437,7 @@ __all__ = [
     "convert_fastreid_state",
     "fastreid_architecture",
     "is_fastreid_state",
-    "load_fastreid_state",
+    "map_fastreid_state",
     "mapping_table",
     "suggest_config",
 ]
