@@ -242,9 +242,9 @@ def load_checkpoint(
     """Read `path` and load whatever objects are given; returns the whole checkpoint dict.
 
     `model` gets the weights (see :func:`load_model_state` for the shape checks and
-    `drop_head`; a fast-reid checkpoint is converted first, see
-    ``reid.modeling.fastreid_weights``); `optimizer`, `scheduler` and `scaler` get their states when the checkpoint
-    has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
+    `drop_head`; a fast-reid checkpoint is converted first by
+    ``reid.modeling.fastreid_weights``); `optimizer`, `scheduler` and `scaler` get their
+    states when the checkpoint has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
     error naming the file). Missing or corrupt files raise :class:`CheckpointError`.
     """
     data = read_checkpoint(path, map_location=map_location)
