@@ -44,14 +44,20 @@ _C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
 _C.MODEL.SYNC_BN = False
 
 _C.MODEL.BACKBONE = CN()
-# Backbone: "resnet18", "resnet34", "resnet50", "resnet101" or "resnet152" (torchvision).
+# Backbone: "resnet18/34/50/101/152" (torchvision) or "resnet18/34/50/101_ibn_a" (IBN-Net, Pan et al. 2018).
 _C.MODEL.BACKBONE.NAME = "resnet50"
 # Stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN.
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
-# Start from ImageNet weights (torchvision download, or PRETRAINED_PATH when set).
+# Start from ImageNet weights (downloaded once, or PRETRAINED_PATH when set).
 _C.MODEL.BACKBONE.PRETRAINED = True
-# Local file with ImageNet weights (a torchvision state dict); used instead of downloading.
+# Local file with ImageNet weights (torchvision's, or the IBN-Net authors' for *_ibn_a); used instead of downloading.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
+# Max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
+_C.MODEL.BACKBONE.STEM_POOL = "pad"
+# Non-local blocks (Wang et al. 2018) after the last N residual blocks of each of the 4 stages; fast-reid SBS: [0, 2, 3, 0].
+_C.MODEL.BACKBONE.NON_LOCAL = [0, 0, 0, 0]
+# Embedding channels of each non-local block; 0 = half its input channels (the paper), fast-reid uses 1.
+_C.MODEL.BACKBONE.NON_LOCAL_EMBED = 0
 
 _C.MODEL.HEADS = CN()
 # Identity head: "linear", "normface", "amsoftmax", "arcface", "circle" or "curricularface".
@@ -76,13 +82,19 @@ _C.MODEL.HEADS.NECK = "bnneck"
 _C.MODEL.HEADS.NECK_FEAT = "after"
 
 _C.MODEL.MGN = CN()
-# Width of each of the 8 reduced MGN features (1x1 conv + BN + ReLU).
+# Width of each of the 8 reduced MGN features (output of MODEL.MGN.REDUCTION).
 _C.MODEL.MGN.REDUCTION_DIM = 256
 # Whether the global branch down-samples in conv5 (stride 2) as in the MGN paper.
 _C.MODEL.MGN.GLOBAL_DOWNSAMPLE = True
 # Loss layout: "concat" (Circle paper: one head on all 8 features concatenated) or
 # "per_branch" (original MGN: a head on each of the 8 features + triplet on the 3 globals).
 _C.MODEL.MGN.LOSS_LAYOUT = "concat"
+# Pooling of each of the 8 MGN features: "max" (MGN paper), "avg" or "gem" (one learnable p each; fast-reid).
+_C.MODEL.MGN.POOLING = "max"
+# Stripe rows: "overlap" (adaptive bins, neighbours share a row when H % parts != 0) or "chunk" (torch.chunk; fast-reid).
+_C.MODEL.MGN.STRIPES = "overlap"
+# Reduction of each pooled feature: "conv_bn_relu" (MGN paper) or "conv" (1x1 conv only; fast-reid v1.x, the neck is its BN).
+_C.MODEL.MGN.REDUCTION = "conv_bn_relu"
 
 _C.MODEL.LOSSES = CN()
 # Losses to optimise: any of "identity" (the head), "triplet", "pair_circle".

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import torch
 from torch import nn
 
+from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state
 from reid.utils.file_io import atomic_write, atomic_write_text
 
 from .params import head_names, is_head_key
@@ -241,13 +242,18 @@ def load_checkpoint(
     """Read `path` and load whatever objects are given; returns the whole checkpoint dict.
 
     `model` gets the weights (see :func:`load_model_state` for the shape checks and
-    `drop_head`); `optimizer`, `scheduler` and `scaler` get their states when the checkpoint
-    has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
+    `drop_head`; a fast-reid checkpoint is converted first by
+    ``reid.modeling.fastreid_weights``); `optimizer`, `scheduler` and `scaler` get their
+    states when the checkpoint has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
     error naming the file). Missing or corrupt files raise :class:`CheckpointError`.
     """
     data = read_checkpoint(path, map_location=map_location)
     if model is not None:
-        load_model_state(model, _model_state(data), path, drop_head=drop_head)
+        state = _model_state(data)
+        if is_fastreid_state(state):  # a fast-reid file: its names mapped onto ours, strictly
+            converted = map_fastreid_state(model, state, path)
+            state, drop_head = converted.state, drop_head or converted.head_dropped
+        load_model_state(model, state, path, drop_head=drop_head)
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
         if obj is None:
             continue

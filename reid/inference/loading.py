@@ -19,6 +19,7 @@ from yacs.config import CfgNode
 from reid.config import load_config
 from reid.engine.checkpoint import load_checkpoint, read_checkpoint
 from reid.modeling import build_model
+from reid.modeling.fastreid_weights import is_fastreid_state, suggest_config
 from reid.utils.device import resolve_device
 
 RUN_CONFIG = "config.yaml"
@@ -41,9 +42,10 @@ def inference_opts(weights: str = "") -> list:
 def load_weights(model: nn.Module, path: PathLike) -> nn.Module:
     """Load the ``"model"`` state dict of checkpoint `path` into `model` (in place).
 
-    Uses the engine's checks (``reid.engine.checkpoint.load_checkpoint``): identity-head
-    tensors that `model` lacks are skipped; any other missing, unexpected or wrongly shaped
-    tensor raises a CheckpointError naming the file, as does a missing or corrupt file.
+    Uses the engine's checks (``reid.engine.checkpoint.load_checkpoint``, which also
+    recognises and converts fast-reid files): identity-head tensors that `model` lacks are
+    skipped; any other missing, unexpected or wrongly shaped tensor raises a CheckpointError
+    naming the file, as does a missing or corrupt file.
     """
     load_checkpoint(os.fspath(path), model=model)
     return model
@@ -109,7 +111,14 @@ def config_from_run(run_dir: PathLike, weights: Optional[PathLike] = None,
 def config_from_checkpoint(weights: PathLike, opts: Optional[Sequence[Any]] = None) -> CfgNode:
     """The inference config stored in a checkpoint's ``"cfg"`` entry (a YAML string)."""
     weights = os.fspath(weights)
-    text = read_checkpoint(weights).get("cfg")  # CheckpointError names a missing/corrupt file
+    data = read_checkpoint(weights)  # CheckpointError names a missing/corrupt file
+    text = data.get("cfg")
+    state = data.get("model")
+    if (not isinstance(text, str) or not text.strip()) and isinstance(state, dict) and is_fastreid_state(state):
+        raise ValueError(
+            f"Weights file {weights!r} is a fast-reid checkpoint, which stores no config; pass --config-file "
+            f"with a config of its architecture: {suggest_config(state)}."
+        )
     if not isinstance(text, str) or not text.strip():
         raise ValueError(
             f"Weights file {weights!r} stores no config ('cfg'); pass the run's config.yaml "

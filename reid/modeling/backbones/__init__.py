@@ -11,7 +11,9 @@ from torch import nn
 
 from reid.utils.registry import Registry
 
-from .resnet import RESNET_NAMES, PretrainedWeightsError, ResNetBackbone, set_stage_stride
+from .ibn import IBN
+from .non_local import NonLocalBlock
+from .resnet import RESNET_NAMES, STEM_POOLS, PretrainedWeightsError, ResNetBackbone, set_stage_stride
 
 BACKBONE = Registry("MODEL.BACKBONE.NAME")
 
@@ -23,6 +25,9 @@ def _build_resnet(name: str, cfg) -> ResNetBackbone:
         last_stride=int(bb.LAST_STRIDE),
         pretrained=bool(bb.PRETRAINED),
         pretrained_path=str(bb.PRETRAINED_PATH),
+        stem_pool=str(bb.STEM_POOL),
+        non_local=list(bb.NON_LOCAL),
+        non_local_embed=int(bb.NON_LOCAL_EMBED),
     )
 
 
@@ -37,8 +42,11 @@ def build_backbone(cfg) -> nn.Module:
 
 __all__ = [
     "BACKBONE",
+    "IBN",
+    "NonLocalBlock",
     "PretrainedWeightsError",
     "RESNET_NAMES",
+    "STEM_POOLS",
     "ResNetBackbone",
     "build_backbone",
     "set_stage_stride",
