@@ -23,19 +23,35 @@ from .export import (
 from .gallery import Gallery, load_gallery, save_gallery
 from .loading import build_inference_model, load_weights
 from .predictor import Predictor, load_predictor
-from .search import ExactIndex, FaissIndex, SearchResult, build_index, faiss_available, search
+from .index_io import load_index, save_index
+from .search import (
+    BACKENDS,
+    ExactIndex,
+    FaissIndex,
+    HNSWIndex,
+    IVFIndex,
+    SearchIndex,
+    SearchResult,
+    build_index,
+    faiss_available,
+    search,
+)
 from .sources import IMAGE_EXTENSIONS, ImageEntries, collect_entries, collect_images
 
 __all__ = [
+    "BACKENDS",
     "ExactIndex",
     "ExportCheck",
     "ExportMismatchError",
     "FaissIndex",
     "Gallery",
+    "HNSWIndex",
+    "IVFIndex",
     "IMAGE_EXTENSIONS",
     "ImageEntries",
     "NormalizedFeatureModel",
     "Predictor",
+    "SearchIndex",
     "SearchResult",
     "build_index",
     "build_inference_model",
@@ -48,9 +64,11 @@ __all__ = [
     "faiss_available",
     "load_exported",
     "load_gallery",
+    "load_index",
     "load_predictor",
     "load_weights",
     "run_exported",
     "save_gallery",
+    "save_index",
     "search",
 ]
