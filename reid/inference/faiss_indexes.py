@@ -40,7 +40,7 @@ TRAIN_PER_CENTROID = 40
 MIN_TRAIN_SIZE = 10_000  # enough for IVF-PQ's 256-centroid codebooks too (39 x 256)
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
-HNSW_EF_SEARCH = 64
+HNSW_EF_SEARCH = 128
 
 
 def default_nlist(n: int) -> int:

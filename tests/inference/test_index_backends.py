@@ -9,7 +9,7 @@ import torch
 
 from reid.inference import build_index, faiss_available, load_index, save_index, search
 from reid.inference.faiss_indexes import default_nlist, default_nprobe, default_train_size
-from tests.inference.synthetic_features import clustered_features
+from tests.inference.synthetic_features import clustered_features, recall_at
 
 FAISS_BACKENDS = ("faiss", "ivf", "hnsw")
 ALL_BACKENDS = ("exact",) + FAISS_BACKENDS
@@ -22,12 +22,6 @@ def _backend(name: str):
 
 
 BACKEND_PARAMS = [_backend(b) for b in ALL_BACKENDS]
-
-
-def recall_at(approx: np.ndarray, exact: np.ndarray) -> float:
-    """Mean fraction of each query's exact top-k found in its approximate top-k."""
-    k = exact.shape[1]
-    return float(np.mean([len(np.intersect1d(a, e)) / k for a, e in zip(approx, exact)]))
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +109,7 @@ def test_defaults_follow_the_gallery_size():
     ivf = build_index(gallery, "ivf")
     assert ivf.params() == {"nlist": 25, "nprobe": 16, "train_size": 1000}
     hnsw = build_index(gallery, "hnsw")
-    assert hnsw.params() == {"hnsw_m": 32, "ef_construction": 80, "ef_search": 64}
+    assert hnsw.params() == {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
     custom = build_index(gallery, "hnsw", hnsw_m=8, ef_construction=20, ef_search=5)
     assert custom.params() == {"hnsw_m": 8, "ef_construction": 20, "ef_search": 5}
     assert custom.search(gallery[:2], k=20).indices.shape == (2, 20)  # ef_search below k: k is used
