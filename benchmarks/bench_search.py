@@ -41,6 +41,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench_evaluation import _reset_peak, _rss_bytes  # noqa: E402  (this folder is on sys.path)
+
 # name: (build_index backend, extra parameters given the feature width, search-time sweep)
 CASES = {
     "exact": ("exact", lambda d: {}, None),
@@ -49,20 +51,6 @@ CASES = {
     "ivf-pq": ("ivf", lambda d: {"pq_m": d // 8}, ("nprobe", (16, 128, 256))),
     "hnsw": ("hnsw", lambda d: {}, ("ef_search", (16, 32, 64, 256))),
 }
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _reset_peak() -> None:
-    """Reset the peak-RSS mark (Linux >= 4.0), so that generating the features does not count."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
 
 
 def _peak() -> int:
@@ -94,7 +82,7 @@ def run_case(name: str, args: argparse.Namespace) -> Dict[str, Any]:
     gallery, queries = clustered_features(args.num, args.dim, num_queries=args.queries, seed=args.seed)
     truth_file = os.path.join(args.workdir, "truth.npy")
     _reset_peak()
-    before = _rss()
+    before = _rss_bytes()
     start = time.perf_counter()
     index = build_index(gallery, backend, **extra(args.dim))
     build = time.perf_counter() - start

@@ -55,17 +55,18 @@ BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_constru
 SEARCH_PARAMS = ("nprobe", "ef_search")
 
 
-def _check_index_fits(predictor: Predictor, index: SearchIndex, source: str, log: Log) -> None:
-    if predictor.feature_dim != index.dim:
-        made_by = index.meta.get("weights") or "an unknown model"
+def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log) -> None:
+    """Feature width must match (else an error naming `source`); other model details warn."""
+    if predictor.feature_dim != dim:
+        made_by = meta.get("weights") or "an unknown model"
         raise ValueError(
-            f"Gallery {source!r} holds {index.dim}-d features (made by {made_by}) but the "
+            f"Gallery {source!r} holds {dim}-d features (made by {made_by}) but the "
             f"query model gives {predictor.feature_dim}-d features. Use the model that built the "
             "gallery, or rebuild the gallery with tools/extract.py and this model."
         )
     mine = predictor.describe()
     for key in ("weights", "input_size", "flip"):
-        theirs = index.meta.get(key)
+        theirs = meta.get(key)
         if theirs is not None and theirs != mine[key]:
             log(f"warning: the gallery was made with {key} {theirs!r}, the queries use {mine[key]!r}; "
                 "scores are only meaningful when both come from the same model and settings.")
@@ -77,11 +78,13 @@ def _flags(names: Sequence[str]) -> str:
 
 def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = None, backend: Optional[str] = None,
                params: Optional[Dict[str, Any]] = None, save_index_path: Optional[str] = None,
-               device: Any = None, log: Log = print) -> SearchIndex:
+               device: Any = None, check: Optional[Callable[[int, Dict[str, str], str], None]] = None,
+               log: Log = print) -> SearchIndex:
     """The search index: loaded from `index_path`, or built from the gallery file (and saved).
 
     `params` are backend parameters (nlist, nprobe, ...). On a saved index only the search
     parameters (nprobe, ef_search) can change; `backend`, when given, must be the index's.
+    `check(dim, meta, path)` runs on the gallery before any index is built.
     """
     params = {k: v for k, v in (params or {}).items() if v is not None}
     if (gallery_path is None) == (index_path is None):
@@ -99,12 +102,16 @@ def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = N
             raise ValueError(f"{_flags(fixed)} only apply when building an index; {index_path!r} is already built "
                              f"({index!r}). Rebuild it from the gallery to change them.")
         index.set_search_params(**params)
+        if check is not None:
+            check(index.dim, index.meta, index_path)
         if index.paths is None:
             raise ValueError(f"Index {index_path!r} holds no image paths; build it from a gallery file with "
                              "tools/search.py --gallery FILE --save-index INDEX.")
         log(f"loaded {index!r} from {index_path}")
         return index
     gallery = load_gallery(gallery_path)
+    if check is not None:
+        check(gallery.dim, gallery.meta, gallery_path)
     start = time.perf_counter()
     index = build_index(gallery, backend=backend or "exact", device=device, **params)
     if index.backend != "exact":
@@ -129,13 +136,14 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     """
     if backend is not None and str(backend).lower() not in BACKENDS:
         raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
+    if queries and predictor is None:
+        raise ValueError("Searching needs the model that made the gallery: give --run, --weights or --config-file.")
+    check = None if predictor is None else (
+        lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log))
     index = open_index(gallery_path, index_path, backend, params, save_index_path,
-                       device=predictor.device if predictor is not None else None, log=log)
+                       device=predictor.device if predictor is not None else None, check=check, log=log)
     if not queries:
         return []
-    if predictor is None:
-        raise ValueError("Searching needs the model that made the gallery: give --run, --weights or --config-file.")
-    _check_index_fits(predictor, index, index_path or gallery_path, log)
     q_paths = collect_images(queries)
     q_feats = predictor.extract_paths(q_paths)
     result = index.search(q_feats, k)

@@ -5,6 +5,9 @@
     feats, paths = predictor.extract("gallery_images/")
     save_gallery(Gallery(feats, paths), "gallery.npz")
     result = search(predictor.extract_paths(["query.jpg"]), load_gallery("gallery.npz").feats, k=5)
+    # millions of crops: an approximate index with the gallery's paths, saved once
+    save_index(build_index(load_gallery("gallery.npz"), backend="hnsw"), "gallery.index")
+    result = load_index("gallery.index").search(query_feats, k=10)
 
 This package sits on top of the others (it uses config, data, modeling and evaluation);
 nothing in the library imports it. See docs/inference.md.

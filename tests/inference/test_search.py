@@ -20,6 +20,7 @@ from reid.inference import (
     load_gallery,
     load_index,
     save_gallery,
+    save_index,
     search,
 )
 from reid.modeling import build_model
@@ -244,7 +245,10 @@ def test_search_tool_builds_an_index_once_then_searches_it(backend, tiny_run, tm
 
     # Mistakes get one line naming the file or the flag.
     wrong_backend = "ivf" if backend == "hnsw" else "faiss"
+    other = save_index(build_index(Gallery(_unit(2, 16, 0), ["a.jpg", "b.jpg"])), tmp_path / "other.index")
     cases = [
+        (["--index", other], "other.index' holds 16-d features (made by an unknown model) but the query model gives "
+                             "512-d"),
         (["--index", saved, "--backend", wrong_backend], f"is a {backend!r} index, not {wrong_backend!r}"),
         (["--index", saved, "--nlist", "4"], "--nlist only apply when building an index"),
         (["--index", saved, "--nprobe", "4"], f"'nprobe' is not a search parameter of the {backend!r} backend"),
