@@ -64,7 +64,7 @@ class ExactIndex(SearchIndex):
         obj = cls.__new__(cls)
         SearchIndex.__init__(obj)
         obj.device = torch.device(device or "cpu")
-        obj.feats = torch.from_numpy(np.array(feats, dtype=np.float32)).to(obj.device)
+        obj.feats = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)).to(obj.device)
         check_not_empty(obj.feats.shape[0])
         obj.max_elements = DEFAULT_MAX_ELEMENTS
         return obj

@@ -4,9 +4,9 @@ Real re-ID features are not uniform on the sphere: images of one person sit clos
 identity's centre, and identities group by appearance (clothing colour, pose, camera). The
 generator mirrors that with two levels: `num_groups` unit "appearance" centres, identity
 centres around them, and images around their identity (about `per_id` images each). Cosine
-similarities come out like a trained model's: ~0.65 between images of one identity, ~0.25
-between identities of one group, ~0 otherwise. Queries are further images of gallery
-identities, drawn after the gallery from the same stream.
+similarities come out like a trained model's: ~0.5 between images of one identity, ~0.18
+between images of two identities of one group, ~0 otherwise. Queries are further images of
+gallery identities, drawn after the gallery from the same stream.
 
 The rows are written block-wise into one preallocated float32 array (1,000,000 x 256 needs
 1 GB and only a few MB more), and the same arguments give the same arrays on every run.
@@ -32,7 +32,7 @@ def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 2
     num_ids = max(1, num // per_id)
     num_groups = max(1, int(round(num_ids ** 0.5)))
     groups = _unit(rng.standard_normal((num_groups, dim), dtype=np.float32))
-    # cos(identity, its group) ~ 0.5; cos(image, its identity) ~ 0.8.
+    # cos(identity, its group) ~ 0.6; cos(image, its identity) ~ 0.7.
     ids = groups[rng.integers(0, num_groups, num_ids)]
     ids += rng.standard_normal(ids.shape, dtype=np.float32) * np.float32(1.33 / dim ** 0.5)
     ids = _unit(ids)
