@@ -157,6 +157,8 @@ class IVFIndex(FaissBackedIndex):
                  seed: int = 0) -> None:
         super().__init__()
         faiss = require_faiss(self.backend)
+        if nprobe is not None:  # a bad value fails now, not after minutes of k-means
+            _int_param(self.backend, "nprobe", nprobe)
         g = self._gallery(feats)
         n, d = g.shape
         nlist = default_nlist(n) if nlist is None else _int_param(self.backend, "nlist", nlist)

@@ -127,6 +127,7 @@ def test_bad_parameters_get_one_line_errors():
         (dict(backend="ivf", nlist=50, train_size=20), "nlist=50 centroids on 20 vectors.*larger train_size"),
         (dict(backend="ivf", nlist=0), "nlist must be an integer >= 1, got 0"),
         (dict(backend="ivf", nlist="8"), "nlist must be an integer >= 1, got '8'"),
+        (dict(backend="ivf", nprobe=-1), "nprobe must be an integer >= 1, got -1"),
         (dict(backend="ivf", nlist=2, pq_m=5), "pq_m=5 must divide the feature width 16"),
         (dict(backend="ivf", nlist=2, pq_m=4, pq_nbits=8), "pq_nbits=8 needs at least 256 training vectors, got 100"),
         (dict(backend="ivf", nlist=2, pq_m=4, pq_nbits=17), "pq_nbits must be an integer from 1 to 16"),
