@@ -108,6 +108,8 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
         version = int(arrays.get("format_version", -1))
         params: Dict[str, Any] = json.loads(_text(arrays, "params", "{}"))
         meta: Dict[str, str] = json.loads(_text(arrays, "meta", "{}"))
+        if not isinstance(params, dict) or not isinstance(meta, dict):
+            raise ValueError("'params' and 'meta' must be JSON objects")
     except (TypeError, ValueError) as e:
         raise _bad(path, f"its header is damaged ({e})") from e
     if version > INDEX_FORMAT_VERSION:

@@ -113,6 +113,8 @@ def test_bad_files_get_one_line_errors_naming_them(gallery, tmp_path):
                         "its backend 'annoy' is not one of this version's \\(exact, faiss, hnsw, ivf\\)"),
         "header.index": (lambda p: _rewrite(good, p, params=np.asarray("{not json")),
                          "its header is damaged"),
+        "listparams.index": (lambda p: _rewrite(good, p, params=np.asarray("[1, 2]")),
+                             "its header is damaged.*must be JSON objects"),
         "nofeats.index": (lambda p: _rewrite(good, p, feats=None), "'feats' array is missing"),
         "nan.index": (lambda p: _rewrite(good, p, feats=np.full((3, 24), np.nan, np.float32)),
                       "NaN or inf"),
