@@ -36,7 +36,7 @@ setup(
         # Optional extras: ONNX export check, TensorBoard events, faiss search, safetensors galleries.
         "export": ["onnx>=1.14", "onnxruntime>=1.16"],
         "tensorboard": ["tensorboard>=2.12"],
-        "faiss": ["faiss-cpu>=1.7"],
+        "faiss": ["faiss-cpu>=1.7.4"],  # per-call SearchParameters (ivf, hnsw backends)
         "safetensors": ["safetensors>=0.4"],
     },
     classifiers=[

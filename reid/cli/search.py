@@ -1,10 +1,15 @@
-"""Find the top-K gallery matches of query images in a saved gallery (tools/extract.py).
+"""Find the top-K gallery matches of query images in a saved gallery or a saved search index.
 
 The queries' features are computed with the given model, which must be the one that built
 the gallery (a feature-size mismatch is an error; a different weights file or input size
-is a warning). Similarity is cosine (1 = identical). Search is exact by default; with
---backend faiss it uses faiss's exact inner-product index (`pip install faiss-cpu`), which
-is faster for galleries of millions of crops.
+is a warning). Similarity is cosine (1 = identical).
+
+The gallery is a file from tools/extract.py (--gallery), indexed on every run, or an index
+saved once with --save-index and searched with --index (no re-indexing, and it keeps the
+gallery's paths, pids and model details). Backends: "exact" (default, torch), "faiss"
+(exact, faster on large galleries) and the approximate "ivf" and "hnsw" for galleries of
+millions of crops (`pip install faiss-cpu`; parameters below, defaults follow the gallery
+size; see docs/inference.md).
 
 For each query the tool prints the rank, similarity and path of each match (and pid/camid
 when the gallery has them); --draw writes one picture per query (the query, then its
@@ -15,8 +20,12 @@ Examples:
     # a folder of queries, top 5, pictures and a JSON file
     python tools/search.py --run output/mgn --gallery g.npz --query queries/ -k 5 \\
         --draw out/matches --json out/matches.json
-    # a large gallery with faiss
-    python tools/search.py --weights model_final.pth --gallery big.npz --query q.jpg --backend faiss
+    # a large gallery: build an HNSW index once (no model needed), then search it many times
+    python tools/search.py --gallery big.npz --backend hnsw --save-index big.index
+    python tools/search.py --weights model_final.pth --index big.index --query q.jpg
+    # IVF-PQ (compressed), scanning more lists per query
+    python tools/search.py --gallery big.npz --backend ivf --pq-m 32 --save-index big_pq.index
+    python tools/search.py --run output/r50 --index big_pq.index --nprobe 128 --query queries/
 """
 from __future__ import annotations
 
@@ -24,10 +33,13 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from reid.inference.draw import save_matches_picture
-from reid.inference.gallery import Gallery, load_gallery
+from reid.inference.gallery import load_gallery
+from reid.inference.index_base import SearchIndex
+from reid.inference.index_io import load_index, save_index
 from reid.inference.predictor import Predictor
 from reid.inference.search import BACKENDS, build_index
 from reid.inference.sources import collect_images
@@ -38,48 +50,113 @@ from .model_args import add_model_arguments, predictor_from_args
 
 Log = Callable[[str], None]
 
+#: Backend parameters by when they act: building, or searching (changeable on a saved index).
+BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_construction")
+SEARCH_PARAMS = ("nprobe", "ef_search")
 
-def _check_gallery_fits(predictor: Predictor, gallery: Gallery, gallery_path: str, log: Log) -> None:
-    if predictor.feature_dim != gallery.dim:
-        made_by = gallery.meta.get("weights") or "an unknown model"
+
+def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log) -> None:
+    """Feature width must match (else an error naming `source`); other model details warn."""
+    if predictor.feature_dim != dim:
+        made_by = meta.get("weights") or "an unknown model"
         raise ValueError(
-            f"Gallery {gallery_path!r} holds {gallery.dim}-d features (made by {made_by}) but the "
+            f"Gallery {source!r} holds {dim}-d features (made by {made_by}) but the "
             f"query model gives {predictor.feature_dim}-d features. Use the model that built the "
             "gallery, or rebuild the gallery with tools/extract.py and this model."
         )
     mine = predictor.describe()
     for key in ("weights", "input_size", "flip"):
-        theirs = gallery.meta.get(key)
+        theirs = meta.get(key)
         if theirs is not None and theirs != mine[key]:
             log(f"warning: the gallery was made with {key} {theirs!r}, the queries use {mine[key]!r}; "
                 "scores are only meaningful when both come from the same model and settings.")
 
 
-def search_command(predictor: Predictor, gallery_path: str, queries: Sequence[str], k: int = 10,
-                   backend: str = "exact", draw_dir: Optional[str] = None, json_path: Optional[str] = None,
-                   tile_height: int = 128, log: Log = print) -> List[Dict[str, Any]]:
+def _flags(names: Sequence[str]) -> str:
+    return ", ".join("--" + n.replace("_", "-") for n in names)
+
+
+def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = None, backend: Optional[str] = None,
+               params: Optional[Dict[str, Any]] = None, save_index_path: Optional[str] = None,
+               device: Any = None, check: Optional[Callable[[int, Dict[str, str], str], None]] = None,
+               log: Log = print) -> SearchIndex:
+    """The search index: loaded from `index_path`, or built from the gallery file (and saved).
+
+    `params` are backend parameters (nlist, nprobe, ...). On a saved index only the search
+    parameters (nprobe, ef_search) can change; `backend`, when given, must be the index's.
+    `check(dim, meta, path)` runs on the gallery before any index is built.
+    """
+    params = {k: v for k, v in (params or {}).items() if v is not None}
+    if (gallery_path is None) == (index_path is None):
+        raise ValueError("Give either a gallery file (--gallery) or a saved index (--index).")
+    if index_path is not None:
+        if save_index_path is not None:
+            raise ValueError(f"--save-index builds an index from a gallery file (--gallery); {index_path!r} "
+                             "is already a saved index.")
+        index = load_index(index_path, device=device)
+        if backend is not None and str(backend).lower() != index.backend:
+            raise ValueError(f"Index {index_path!r} is a {index.backend!r} index, not {backend!r}: drop --backend, "
+                             f"or build a {backend!r} index from the gallery (--gallery FILE --save-index).")
+        fixed = [k for k in params if k in BUILD_PARAMS]
+        if fixed:
+            raise ValueError(f"{_flags(fixed)} only apply when building an index; {index_path!r} is already built "
+                             f"({index!r}). Rebuild it from the gallery to change them.")
+        index.set_search_params(**params)
+        if check is not None:
+            check(index.dim, index.meta, index_path)
+        if index.paths is None:
+            raise ValueError(f"Index {index_path!r} holds no image paths; build it from a gallery file with "
+                             "tools/search.py --gallery FILE --save-index INDEX.")
+        log(f"loaded {index!r} from {index_path}")
+        return index
+    gallery = load_gallery(gallery_path)
+    if check is not None:
+        check(gallery.dim, gallery.meta, gallery_path)
+    start = time.perf_counter()
+    index = build_index(gallery, backend=backend or "exact", device=device, **params)
+    if index.backend != "exact":
+        log(f"built {index!r} in {time.perf_counter() - start:.1f} s")
+    if save_index_path is not None:
+        save_index(index, save_index_path)
+        log(f"saved the {index.backend!r} index of {len(index)} gallery images with their paths to {save_index_path}")
+    return index
+
+
+def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], queries: Sequence[str] = (),
+                   k: int = 10, backend: Optional[str] = None, draw_dir: Optional[str] = None,
+                   json_path: Optional[str] = None, tile_height: int = 128, log: Log = print,
+                   index_path: Optional[str] = None, save_index_path: Optional[str] = None,
+                   params: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Top-`k` gallery matches of every query image: printed, and optionally drawn / saved.
 
-    Returns one dict per query: ``{"query": path, "matches": [{"rank", "score", "path",
-    "index", ("pid", "camid")}...]}``.
+    The gallery is `gallery_path` (a file from tools/extract.py, indexed with `backend` and
+    `params`, and saved to `save_index_path` when given) or `index_path` (a saved index).
+    Without queries it only builds (and saves) the index. Returns one dict per query:
+    ``{"query": path, "matches": [{"rank", "score", "path", "index", ("pid", "camid")}...]}``.
     """
-    if str(backend).lower() not in BACKENDS:
+    if backend is not None and str(backend).lower() not in BACKENDS:
         raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
-    gallery = load_gallery(gallery_path)
-    _check_gallery_fits(predictor, gallery, gallery_path, log)
-    index = build_index(gallery.feats, backend=backend, device=predictor.device)
+    if queries and predictor is None:
+        raise ValueError("Searching needs the model that made the gallery: give --run, --weights or --config-file.")
+    check = None if predictor is None else (
+        lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log))
+    index = open_index(gallery_path, index_path, backend, params, save_index_path,
+                       device=predictor.device if predictor is not None else None, check=check, log=log)
+    if not queries:
+        return []
     q_paths = collect_images(queries)
     q_feats = predictor.extract_paths(q_paths)
     result = index.search(q_feats, k)
+    paths = index.paths
     records: List[Dict[str, Any]] = []
     for qi, q_path in enumerate(q_paths):
         matches = []
         for rank, (gi, score) in enumerate(zip(result.indices[qi], result.scores[qi]), start=1):
-            m: Dict[str, Any] = {"rank": rank, "score": float(score), "path": gallery.paths[gi], "index": int(gi)}
-            if gallery.pids is not None:
-                m["pid"] = int(gallery.pids[gi])
-            if gallery.camids is not None:
-                m["camid"] = int(gallery.camids[gi])
+            m: Dict[str, Any] = {"rank": rank, "score": float(score), "path": paths[gi], "index": int(gi)}
+            if index.pids is not None:
+                m["pid"] = int(index.pids[gi])
+            if index.camids is not None:
+                m["camid"] = int(index.camids[gi])
             matches.append(m)
         records.append({"query": q_path, "matches": matches})
         log(f"query {qi + 1}/{len(q_paths)}: {q_path}")
@@ -102,25 +179,49 @@ def search_command(predictor: Predictor, gallery_path: str, queries: Sequence[st
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-g", "--gallery", required=True, metavar="FILE", help="gallery file from tools/extract.py")
-    p.add_argument("-q", "--query", nargs="+", required=True, metavar="SRC",
-                   help="query image files, folders (recursive) and/or list files")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("-g", "--gallery", metavar="FILE", help="gallery file from tools/extract.py")
+    source.add_argument("--index", metavar="FILE", help="search index saved with --save-index (instead of --gallery)")
+    p.add_argument("-q", "--query", nargs="+", metavar="SRC",
+                   help="query image files, folders (recursive) and/or list files (optional with --save-index)")
     p.add_argument("-k", "--topk", type=int, default=10, help="matches per query (default: 10)")
-    p.add_argument("--backend", default="exact", choices=BACKENDS, help="search backend (default: exact)")
+    p.add_argument("--backend", default=None, choices=BACKENDS,
+                   help="search backend (default: exact; with --index: the saved index's)")
+    p.add_argument("--save-index", metavar="FILE",
+                   help="save the gallery's index (with its paths, pids, camids) to FILE, for --index later")
     p.add_argument("--draw", metavar="DIR", help="write one picture per query into DIR")
     p.add_argument("--tile-height", type=int, default=128, help="image height in the pictures (default: 128)")
     p.add_argument("--json", metavar="FILE", help="save every query's matches as JSON")
     p.add_argument("--batch-size", type=int, default=None, help="query images per batch (default: TEST.IMS_PER_BATCH)")
+    ann = p.add_argument_group("approximate backends (defaults follow the gallery size; see docs/inference.md)")
+    ann.add_argument("--nlist", type=int, help="ivf: number of k-means lists (default: ~4 sqrt(N))")
+    ann.add_argument("--nprobe", type=int, help="ivf: lists scanned per query (default: nlist/64, at least 16); "
+                     "also changes a saved index")
+    ann.add_argument("--train-size", type=int, help="ivf: gallery vectors sampled to train the lists "
+                     "(default: 40 per list, at least 10,000)")
+    ann.add_argument("--pq-m", type=int, help="ivf: compress to PQ codes of this many sub-vectors (IVF-PQ; "
+                     "must divide the feature size; default: none, IVF-Flat)")
+    ann.add_argument("--pq-nbits", type=int, help="ivf with --pq-m: bits per sub-vector code (default: 8)")
+    ann.add_argument("--hnsw-m", type=int, help="hnsw: links per vector (default: 32)")
+    ann.add_argument("--ef-construction", type=int, help="hnsw: candidate list while building (default: 80)")
+    ann.add_argument("--ef-search", type=int, help="hnsw: candidate list while searching (default: 128); "
+                     "also changes a saved index")
     add_model_arguments(p)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.query and not args.save_index:
+        parser.error("give --query (images to search for), or --save-index FILE to build and save the index only")
+    params = {name: getattr(args, name) for name in BUILD_PARAMS + SEARCH_PARAMS}
+
     def work() -> None:
-        predictor = predictor_from_args(args, batch_size=args.batch_size)
-        search_command(predictor, args.gallery, args.query, k=args.topk, backend=args.backend,
-                       draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height)
+        predictor = predictor_from_args(args, batch_size=args.batch_size) if args.query else None
+        search_command(predictor, args.gallery, args.query or (), k=args.topk, backend=args.backend,
+                       draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height,
+                       index_path=args.index, save_index_path=args.save_index, params=params)
 
     return run_main(work)
 

@@ -1,86 +1,73 @@
-"""Top-K cosine search of query features in a gallery: exact (default) or faiss.
+"""Top-K cosine search of query features in a gallery: exact (default), or faiss exact/approximate.
 
-Exact search multiplies a chunk of queries with the whole gallery and keeps the top K with
-``torch.topk``; the chunk size is chosen so one ``[chunk, N]`` score matrix stays within a
-memory budget, so a gallery of millions of crops needs memory for its features and a few
-hundred MB more, never ``[Q, N]`` at once. faiss (``IndexFlatIP``, also exact) is used only
-when asked for; it is faster on large galleries and is the basis for approximate indexes.
+Backends (``build_index(feats, backend=...)``):
+
+* ``"exact"``: torch, brute force. A chunk of queries is multiplied with the whole gallery
+  and ``torch.topk`` keeps the top K; the chunk size keeps one ``[chunk, N]`` score matrix
+  within a memory budget, so a gallery of millions of crops needs memory for its features
+  and a few hundred MB more, never ``[Q, N]`` at once.
+* ``"faiss"``: faiss ``IndexFlatIP``, also exact; faster on large galleries.
+* ``"ivf"``, ``"hnsw"``: faiss approximate indexes (reid/inference/faiss_indexes.py) with
+  their parameters as keyword arguments.
 
 Scores are cosine similarities (features are L2-normalised here, whatever the input), in
-descending order per query.
+descending order per query; every backend returns ``min(k, N)`` matches per query.
+Indexes are saved and loaded with reid/inference/index_io.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+import inspect
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-BACKENDS = ("exact", "faiss")
+from reid.utils.registry import Registry
+
+from .faiss_indexes import FaissIndex, HNSWIndex, IVFIndex
+from .gallery import Gallery
+from .index_base import (
+    ArrayLike,
+    SearchIndex,
+    SearchResult,
+    as_unit_rows,
+    check_k,
+    check_not_empty,
+    check_query_dims,
+    faiss_available,
+)
+
 # Score-matrix elements per chunk: 2**26 float32 = 256 MiB.
 DEFAULT_MAX_ELEMENTS = 1 << 26
-FAISS_HINT = "pip install faiss-cpu (or pip install 'circle-reid[faiss]'), or use the 'exact' backend"
-
-ArrayLike = Union[np.ndarray, torch.Tensor]
 
 
-@dataclass
-class SearchResult:
-    """For each query, the gallery rows of its top K matches and their cosine similarities."""
-
-    indices: np.ndarray  # int64 [Q, K], best first
-    scores: np.ndarray  # float32 [Q, K], descending
-
-
-def _as_unit_rows(x: ArrayLike, what: str) -> torch.Tensor:
-    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
-    if t.dim() == 1:
-        t = t.unsqueeze(0)
-    if t.dim() != 2:
-        raise ValueError(f"{what} must be a 2-d array [N, D], got shape {tuple(t.shape)}.")
-    return F.normalize(t.to(torch.float32), dim=1)
-
-
-def faiss_available() -> bool:
-    """Whether the optional faiss package can be imported."""
-    try:
-        import faiss  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _check_k(k: int, n: int) -> int:
-    if int(k) < 1:
-        raise ValueError(f"k (number of matches per query) must be >= 1, got {k}.")
-    return min(int(k), n)
-
-
-def _check_dims(queries: torch.Tensor, dim: int) -> None:
-    if queries.shape[1] != dim:
-        raise ValueError(
-            f"Query features are {queries.shape[1]}-d but the gallery's are {dim}-d: they come "
-            "from different models. Extract the queries with the model that built the gallery, "
-            "or rebuild the gallery with this model."
-        )
-
-
-class ExactIndex:
+class ExactIndex(SearchIndex):
     """Brute-force cosine search with torch, chunked over queries.
 
     `device` holds the gallery ("cpu" by default; a CUDA device speeds up large galleries).
     `max_elements` bounds the size of one chunk's ``[chunk, N]`` score matrix.
     """
 
+    backend = "exact"
+
     def __init__(self, feats: ArrayLike, device: Optional[Union[str, torch.device]] = None,
                  max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+        super().__init__()
         self.device = torch.device(device or "cpu")
-        self.feats = _as_unit_rows(feats, "Gallery features").to(self.device)
-        if self.feats.shape[0] == 0:
-            raise ValueError("The gallery is empty: there is nothing to search.")
+        self.feats = as_unit_rows(feats, "Gallery features").to(self.device)
+        check_not_empty(self.feats.shape[0])
         self.max_elements = int(max_elements)
+
+    @classmethod
+    def from_unit_rows(cls, feats: np.ndarray, device: Optional[Union[str, torch.device]] = None) -> "ExactIndex":
+        """An index over rows that are already L2-normalised (a saved index), kept bit for bit."""
+        obj = cls.__new__(cls)
+        SearchIndex.__init__(obj)
+        obj.device = torch.device(device or "cpu")
+        obj.feats = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)).to(obj.device)
+        check_not_empty(obj.feats.shape[0])
+        obj.max_elements = DEFAULT_MAX_ELEMENTS
+        return obj
 
     def __len__(self) -> int:
         return int(self.feats.shape[0])
@@ -92,10 +79,10 @@ class ExactIndex:
     @torch.inference_mode()
     def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
         """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
-        q = _as_unit_rows(queries, "Query features")
-        _check_dims(q, self.dim)
+        q = as_unit_rows(queries, "Query features")
+        check_query_dims(q, self.dim)
         n = len(self)
-        k = _check_k(k, n)
+        k = check_k(k, n)
         chunk = max(1, self.max_elements // n)
         indices = np.empty((q.shape[0], k), dtype=np.int64)
         scores = np.empty((q.shape[0], k), dtype=np.float32)
@@ -107,61 +94,63 @@ class ExactIndex:
         return SearchResult(indices, scores)
 
 
-class FaissIndex:
-    """faiss ``IndexFlatIP`` on L2-normalised features (inner product = cosine)."""
-
-    def __init__(self, feats: ArrayLike) -> None:
-        try:
-            import faiss
-        except ImportError as e:
-            raise ImportError(f"The faiss search backend needs the faiss package: {FAISS_HINT}.") from e
-        g = _as_unit_rows(feats, "Gallery features").cpu().numpy()
-        if g.shape[0] == 0:
-            raise ValueError("The gallery is empty: there is nothing to search.")
-        self.index = faiss.IndexFlatIP(g.shape[1])
-        self.index.add(np.ascontiguousarray(g))
-
-    def __len__(self) -> int:
-        return int(self.index.ntotal)
-
-    @property
-    def dim(self) -> int:
-        return int(self.index.d)
-
-    def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
-        """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
-        q = _as_unit_rows(queries, "Query features")
-        _check_dims(q, self.dim)
-        k = _check_k(k, len(self))
-        scores, indices = self.index.search(np.ascontiguousarray(q.cpu().numpy()), k)
-        return SearchResult(indices.astype(np.int64), scores.astype(np.float32))
+SEARCH_BACKENDS = Registry("search backend")
+for _cls in (ExactIndex, FaissIndex, IVFIndex, HNSWIndex):
+    SEARCH_BACKENDS.register(_cls.backend)(_cls)
+BACKENDS = tuple(SEARCH_BACKENDS.names())
 
 
-def build_index(feats: ArrayLike, backend: str = "exact",
-                device: Optional[Union[str, torch.device]] = None) -> Union[ExactIndex, FaissIndex]:
-    """A search index over gallery `feats` with `backend` "exact" (default) or "faiss".
+def backend_params(backend: str) -> Sequence[str]:
+    """The keyword parameters that :func:`build_index` accepts for `backend`."""
+    names = list(inspect.signature(SEARCH_BACKENDS.get(backend).__init__).parameters)[2:]  # after self, feats
+    return [n for n in names if n != "device"]
 
-    Build it once and call ``.search(queries, k)`` for every batch of queries.
+
+def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
+                device: Optional[Union[str, torch.device]] = None, *, paths: Optional[Sequence[str]] = None,
+                pids: Optional[ArrayLike] = None, camids: Optional[ArrayLike] = None,
+                meta: Optional[Dict[str, Any]] = None, **params: Any) -> SearchIndex:
+    """A search index over gallery `feats` with `backend` "exact" (default), "faiss", "ivf" or "hnsw".
+
+    Build it once and call ``.search(queries, k)`` for every batch of queries. `feats` may be
+    a :class:`Gallery`, whose paths, pids, camids and meta then go with the index (and into
+    :func:`save_index`); or give them as keywords. `device` is used by "exact" only (faiss
+    runs on the CPU). Backend parameters are keywords, e.g. ``build_index(g, "ivf",
+    nlist=4096, nprobe=64)``, ``build_index(g, "ivf", pq_m=32)``, ``build_index(g, "hnsw",
+    hnsw_m=32, ef_search=128)``; unset ones follow the gallery size (see faiss_indexes.py).
     """
-    name = str(backend).lower()
-    if name == "exact":
-        return ExactIndex(feats, device=device)
-    if name == "faiss":
-        return FaissIndex(feats)
-    raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
+    cls = SEARCH_BACKENDS.get(backend)
+    allowed = backend_params(cls.backend)
+    for name in params:
+        if name not in allowed:
+            raise ValueError(f"{name!r} is not a parameter of the {cls.backend!r} search backend "
+                             f"(its parameters: {', '.join(allowed) or 'none'}).")
+    if isinstance(feats, Gallery):
+        paths = feats.paths if paths is None else paths
+        pids = feats.pids if pids is None else pids
+        camids = feats.camids if camids is None else camids
+        meta = feats.meta if meta is None else meta
+        feats = feats.feats
+    index = cls(feats, device=device, **params) if cls is ExactIndex else cls(feats, **params)
+    return index.set_labels(paths=paths, pids=pids, camids=camids, meta=meta)
 
 
 def search(query_feats: ArrayLike, gallery_feats: ArrayLike, k: int = 10, backend: str = "exact",
-           device: Optional[Union[str, torch.device]] = None) -> SearchResult:
+           device: Optional[Union[str, torch.device]] = None, **params: Any) -> SearchResult:
     """Top-`k` cosine matches of each query in the gallery (one-shot form of build_index)."""
-    return build_index(gallery_feats, backend=backend, device=device).search(query_feats, k)
+    return build_index(gallery_feats, backend=backend, device=device, **params).search(query_feats, k)
 
 
 __all__: Sequence[str] = [
     "BACKENDS",
     "ExactIndex",
     "FaissIndex",
+    "HNSWIndex",
+    "IVFIndex",
+    "SEARCH_BACKENDS",
+    "SearchIndex",
     "SearchResult",
+    "backend_params",
     "build_index",
     "faiss_available",
     "search",

@@ -12,7 +12,17 @@ import pytest
 import torch
 
 from reid.config import get_cfg, save_config
-from reid.inference import ExactIndex, Gallery, build_index, load_gallery, save_gallery, search
+from reid.inference import (
+    ExactIndex,
+    Gallery,
+    build_index,
+    faiss_available,
+    load_gallery,
+    load_index,
+    save_gallery,
+    save_index,
+    search,
+)
 from reid.modeling import build_model
 from tests._tools import load_tool
 
@@ -148,30 +158,37 @@ def test_faiss_asked_for_but_missing(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- tools/search.py
-def test_search_tool_finds_the_query_itself(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A run folder (untrained resnet18, 64x32), 8 gallery images, one query (a copy of gallery
+    image 5) and the gallery file tools/extract.py makes from them."""
+    root = tmp_path_factory.mktemp("search")
     cfg = get_cfg()
     cfg.MODEL.BACKBONE.NAME = "resnet18"
     cfg.MODEL.BACKBONE.PRETRAINED = False
     cfg.MODEL.DEVICE = "cpu"
     cfg.INPUT.SIZE_TEST = [64, 32]
     torch.manual_seed(0)
-    run = tmp_path / "run"
+    run = root / "run"
     run.mkdir()
     save_config(cfg, str(run / "config.yaml"))
     torch.save({"model": build_model(cfg).state_dict(), "cfg": cfg.dump()}, run / "model_final.pth")
     rng = np.random.default_rng(0)
-    (tmp_path / "gallery").mkdir()
+    (root / "gallery").mkdir()
     for i in range(8):
-        cv2.imwrite(str(tmp_path / "gallery" / f"{i}.jpg"), rng.integers(0, 256, (64, 32, 3), dtype=np.uint8))
-    (tmp_path / "queries").mkdir()
-    query = tmp_path / "queries" / "q.jpg"
-    shutil.copy(tmp_path / "gallery" / "5.jpg", query)  # an exact copy of gallery image 5
+        cv2.imwrite(str(root / "gallery" / f"{i}.jpg"), rng.integers(0, 256, (64, 32, 3), dtype=np.uint8))
+    (root / "queries").mkdir()
+    shutil.copy(root / "gallery" / "5.jpg", root / "queries" / "q.jpg")  # an exact copy of gallery image 5
+    assert load_tool("extract").main(["--run", str(run), "--input", str(root / "gallery"),
+                                       "--output", str(root / "g.npz"), "--quiet", "--num-workers", "0"]) == 0
+    return root
 
-    assert load_tool("extract").main(["--run", str(run), "--input", str(tmp_path / "gallery"),
-                                       "--output", str(tmp_path / "g.npz"), "--quiet", "--num-workers", "0"]) == 0
+
+def test_search_tool_finds_the_query_itself(tiny_run, tmp_path, capsys):
+    run = tiny_run / "run"
     capsys.readouterr()
     tool = load_tool("search")
-    args = ["--run", str(run), "--gallery", str(tmp_path / "g.npz"), "--query", str(tmp_path / "queries"),
+    args = ["--run", str(run), "--gallery", str(tiny_run / "g.npz"), "--query", str(tiny_run / "queries"),
             "-k", "3", "--draw", str(tmp_path / "pics"), "--json", str(tmp_path / "m.json")]
     assert tool.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -188,7 +205,62 @@ def test_search_tool_finds_the_query_itself(tmp_path, capsys):
 
     # A gallery made by another model (other feature size) is refused, naming the file.
     save_gallery(Gallery(_unit(2, 16, 0), ["a.jpg", "b.jpg"]), tmp_path / "other.npz")
-    args[args.index(str(tmp_path / "g.npz"))] = str(tmp_path / "other.npz")
+    args[args.index(str(tiny_run / "g.npz"))] = str(tmp_path / "other.npz")
     assert tool.main(args) == 1
     err = capsys.readouterr().err
     assert "other.npz" in err and "16-d" in err and "512-d" in err
+
+
+@pytest.mark.parametrize("backend", ["exact", pytest.param("hnsw", marks=pytest.mark.skipif(
+    not faiss_available(), reason="faiss is not installed (pip install faiss-cpu)"))])
+def test_search_tool_builds_an_index_once_then_searches_it(backend, tiny_run, tmp_path, capsys):
+    run, gallery, queries = str(tiny_run / "run"), str(tiny_run / "g.npz"), str(tiny_run / "queries")
+    tool = load_tool("search")
+    saved = str(tmp_path / "g.index")
+    # Building and saving needs no model.
+    assert tool.main(["--gallery", gallery, "--backend", backend, "--save-index", saved]) == 0
+    assert f"saved the {backend!r} index of 8 gallery images with their paths to {saved}" in capsys.readouterr().out
+    index = load_index(saved)
+    assert index.backend == backend and len(index) == 8 and index.paths == load_gallery(gallery).paths
+    assert index.meta["input_size"] == "64x32"  # the model details travel with the index
+
+    common = ["--run", run, "--query", queries, "-k", "8"]
+    assert tool.main(["--gallery", gallery, "--json", str(tmp_path / "from_gallery.json")] + common) == 0
+    assert tool.main(["--index", saved, "--json", str(tmp_path / "from_index.json")] + common) == 0
+    from_gallery = json.loads((tmp_path / "from_gallery.json").read_text())
+    from_index = json.loads((tmp_path / "from_index.json").read_text())
+    assert [m["path"] for m in from_index[0]["matches"]] == [m["path"] for m in from_gallery[0]["matches"]]
+    assert from_index[0]["matches"][0]["path"].endswith(os.sep + "5.jpg")
+    np.testing.assert_allclose([m["score"] for m in from_index[0]["matches"]],
+                               [m["score"] for m in from_gallery[0]["matches"]], atol=1e-5)
+    capsys.readouterr()
+
+    # Build, save and search in one run; a search parameter changes a saved HNSW index.
+    if backend == "hnsw":
+        assert tool.main(["--gallery", gallery, "--backend", "hnsw", "--hnsw-m", "4", "--save-index",
+                          str(tmp_path / "h4.index")] + common) == 0
+        assert load_index(tmp_path / "h4.index").params()["hnsw_m"] == 4
+        assert tool.main(["--index", saved, "--ef-search", "200"] + common) == 0
+        assert "ef_search=200" in capsys.readouterr().out
+
+    # Mistakes get one line naming the file or the flag.
+    wrong_backend = "ivf" if backend == "hnsw" else "faiss"
+    other = save_index(build_index(Gallery(_unit(2, 16, 0), ["a.jpg", "b.jpg"])), tmp_path / "other.index")
+    cases = [
+        (["--index", other], "other.index' holds 16-d features (made by an unknown model) but the query model gives "
+                             "512-d"),
+        (["--index", saved, "--backend", wrong_backend], f"is a {backend!r} index, not {wrong_backend!r}"),
+        (["--index", saved, "--nlist", "4"], "--nlist only apply when building an index"),
+        (["--index", saved, "--nprobe", "4"], f"'nprobe' is not a search parameter of the {backend!r} backend"),
+        (["--index", gallery], "g.npz' cannot be used: it is a gallery file"),
+        (["--index", saved, "--save-index", str(tmp_path / "x.index")], "is already a saved index"),
+        (["--gallery", gallery, "--backend", "exact", "--ef-search", "4"],
+         "'ef_search' is not a parameter of the 'exact' search backend"),
+    ]
+    for extra, message in cases:
+        assert tool.main(common + extra) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and err.count("\n") == 1, (extra, err)
+    with pytest.raises(SystemExit):  # nothing to do: neither queries nor --save-index
+        tool.main(["--gallery", gallery])
+    assert "--save-index" in capsys.readouterr().err

@@ -1,0 +1,296 @@
+"""faiss search backends: exact inner product ("faiss"), inverted lists ("ivf") and HNSW ("hnsw").
+
+All three index L2-normalised features by inner product (= cosine). The approximate ones
+trade a little recall for speed on galleries of millions of crops:
+
+* ``"ivf"``: k-means splits the gallery into `nlist` lists; a query scans the `nprobe` lists
+  whose centroids are closest. The lists hold the vectors themselves (IVF-Flat, default) or,
+  with `pq_m`, product-quantised codes of `pq_m` x `pq_nbits` bits (IVF-PQ: about
+  ``pq_m * pq_nbits / 8`` bytes per image instead of ``4 * D``; its scores are estimates).
+  The centroids are trained on `train_size` vectors sampled from the gallery.
+* ``"hnsw"``: a navigable small-world graph with `hnsw_m` links per vector, built with a
+  candidate list of `ef_construction` and searched with one of ``max(ef_search, k)``.
+
+Defaults follow the gallery size (see :func:`default_nlist` and friends) and were chosen so
+that recall@10 against exact search is at least 0.95 on clustered features shaped like a
+re-ID gallery (docs/benchmarks.md, "Search at scale"). Every query gets ``min(k, N)``
+results: when an IVF probe reaches fewer than k vectors, that query is searched again
+over every list (HNSW: over its stored vectors).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .index_base import (
+    ArrayLike,
+    SearchIndex,
+    SearchResult,
+    as_unit_rows,
+    check_k,
+    check_not_empty,
+    check_query_dims,
+    require_faiss,
+)
+
+# Training vectors per IVF centroid: faiss's k-means warns below 39 per centroid.
+TRAIN_PER_CENTROID = 40
+MIN_TRAIN_SIZE = 10_000  # enough for IVF-PQ's 256-centroid codebooks too (39 x 256)
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 128
+
+
+def default_nlist(n: int) -> int:
+    """About 4 sqrt(N) lists, at most N / 40 so each centroid trains on 40 vectors (>= 1)."""
+    return int(max(1, min(round(4 * math.sqrt(n)), n // TRAIN_PER_CENTROID)))
+
+
+def default_train_size(n: int, nlist: int) -> int:
+    """40 vectors per centroid, at least 10,000, at most the gallery."""
+    return int(min(n, max(TRAIN_PER_CENTROID * nlist, MIN_TRAIN_SIZE)))
+
+
+def default_nprobe(nlist: int) -> int:
+    """1/64 of the lists (about 1.6% of the gallery is scanned), at least 16, at most nlist."""
+    return int(min(nlist, max(16, nlist // 64)))
+
+
+def _int_param(backend: str, name: str, value: Any, minimum: int = 1, maximum: Optional[int] = None) -> int:
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if ok and value >= minimum and (maximum is None or value <= maximum):
+        return int(value)
+    bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+    raise ValueError(f"The {backend!r} backend's parameter {name} must be an integer {bound}, got {value!r}.")
+
+
+class FaissBackedIndex(SearchIndex):
+    """A faiss index over unit-norm gallery rows; subclasses choose the structure."""
+
+    #: faiss classes a saved index of this backend may hold.
+    FAISS_TYPES: Tuple[str, ...] = ()
+    def __init__(self) -> None:
+        super().__init__()
+        self.index: Any = None
+
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def dim(self) -> int:
+        return int(self.index.d)
+
+    def _gallery(self, feats: ArrayLike) -> np.ndarray:
+        g = np.ascontiguousarray(as_unit_rows(feats, "Gallery features").cpu().numpy())
+        check_not_empty(g.shape[0])
+        return g
+
+    def _search_parameters(self, k: int) -> Any:
+        return None
+
+    def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        return self.index.search(q, k)
+
+    def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
+        """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
+        q = as_unit_rows(queries, "Query features")
+        check_query_dims(q, self.dim)
+        k = check_k(k, len(self))
+        q = np.ascontiguousarray(q.cpu().numpy())
+        params = self._search_parameters(k)
+        scores, indices = self.index.search(q, k) if params is None else self.index.search(q, k, params=params)
+        short = (indices < 0).any(axis=1)
+        if short.any():
+            scores[short], indices[short] = self._exhaustive_search(np.ascontiguousarray(q[short]), k)
+        return SearchResult(indices.astype(np.int64), scores.astype(np.float32))
+
+    def _restore(self, params: Dict[str, Any]) -> None:
+        """Set the wrapper's parameters from a saved index's header."""
+
+    @classmethod
+    def from_faiss(cls, index: Any, params: Dict[str, Any]) -> "FaissBackedIndex":
+        """Wrap a faiss index read from disk (its class must be one of `FAISS_TYPES`)."""
+        if type(index).__name__ not in cls.FAISS_TYPES:
+            raise ValueError(f"it holds a faiss {type(index).__name__}, not a {cls.backend!r} index "
+                             f"({' or '.join(cls.FAISS_TYPES)})")
+        obj = cls.__new__(cls)
+        FaissBackedIndex.__init__(obj)
+        obj.index = index
+        obj._restore(params)
+        return obj
+
+
+class FaissIndex(FaissBackedIndex):
+    """faiss ``IndexFlatIP`` on L2-normalised features: exact, no parameters."""
+
+    backend = "faiss"
+    FAISS_TYPES = ("IndexFlatIP", "IndexFlat")
+
+    def __init__(self, feats: ArrayLike) -> None:
+        super().__init__()
+        faiss = require_faiss(self.backend)
+        g = self._gallery(feats)
+        self.index = faiss.IndexFlatIP(g.shape[1])
+        self.index.add(g)
+
+
+class IVFIndex(FaissBackedIndex):
+    """Inverted-file index: IVF-Flat, or IVF-PQ when `pq_m` is given.
+
+    Args:
+        nlist: number of k-means lists (default :func:`default_nlist`).
+        nprobe: lists scanned per query (default :func:`default_nprobe`; above nlist means all).
+        train_size: gallery vectors sampled (with `seed`) to train the centroids and codebooks
+            (default :func:`default_train_size`; at most the gallery).
+        pq_m: sub-vectors per product-quantised code (must divide D); None = IVF-Flat.
+        pq_nbits: bits per sub-vector code (IVF-PQ only; 2**pq_nbits training vectors needed).
+    """
+
+    backend = "ivf"
+    FAISS_TYPES = ("IndexIVFFlat", "IndexIVFPQ")
+    SEARCH_PARAMS = ("nprobe",)
+
+    def __init__(self, feats: ArrayLike, nlist: Optional[int] = None, nprobe: Optional[int] = None,
+                 train_size: Optional[int] = None, pq_m: Optional[int] = None, pq_nbits: int = 8,
+                 seed: int = 0) -> None:
+        super().__init__()
+        faiss = require_faiss(self.backend)
+        if nprobe is not None:  # a bad value fails now, not after minutes of k-means
+            _int_param(self.backend, "nprobe", nprobe)
+        g = self._gallery(feats)
+        n, d = g.shape
+        nlist = default_nlist(n) if nlist is None else _int_param(self.backend, "nlist", nlist)
+        size = default_train_size(n, nlist) if train_size is None else _int_param(self.backend, "train_size", train_size)
+        size = min(size, n)
+        if size < nlist:
+            raise ValueError(
+                f"The 'ivf' backend cannot train nlist={nlist} centroids on {size} vectors: use nlist <= {size} "
+                f"(the default for {n} vectors is {default_nlist(n)})" + (" or a larger train_size." if size < n else ".")
+            )
+        if pq_m is not None:
+            pq_m = _int_param(self.backend, "pq_m", pq_m)
+            pq_nbits = _int_param(self.backend, "pq_nbits", pq_nbits, 1, 16)
+            if d % pq_m:
+                raise ValueError(f"The 'ivf' backend's pq_m={pq_m} must divide the feature width {d} "
+                                 f"(e.g. {', '.join(str(m) for m in (8, 16, 32, 64) if d % m == 0) or 1}).")
+            if size < 2 ** pq_nbits:
+                raise ValueError(f"The 'ivf' backend's pq_nbits={pq_nbits} needs at least {2 ** pq_nbits} training "
+                                 f"vectors, got {size}: use a smaller pq_nbits or no pq_m (IVF-Flat).")
+        quantizer = faiss.IndexFlatIP(d)
+        if pq_m is None:
+            index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+        else:
+            index = faiss.IndexIVFPQ(quantizer, d, nlist, pq_m, pq_nbits, faiss.METRIC_INNER_PRODUCT)
+        if size < n:
+            rows = np.sort(np.random.default_rng(seed).choice(n, size, replace=False))
+            index.train(np.ascontiguousarray(g[rows]))
+        else:
+            index.train(g)
+        index.add(g)
+        self.index = index
+        self.train_size = size
+        self.nprobe = default_nprobe(nlist) if nprobe is None else nprobe
+
+    @property
+    def nlist(self) -> int:
+        return int(self.index.nlist)
+
+    @property
+    def nprobe(self) -> int:
+        return int(self.index.nprobe)
+
+    @nprobe.setter
+    def nprobe(self, value: int) -> None:
+        self.index.nprobe = min(_int_param(self.backend, "nprobe", value), self.nlist)
+
+    @property
+    def pq_m(self) -> Optional[int]:
+        return int(self.index.pq.M) if hasattr(self.index, "pq") else None
+
+    @property
+    def pq_nbits(self) -> Optional[int]:
+        return int(self.index.pq.nbits) if hasattr(self.index, "pq") else None
+
+    def params(self) -> Dict[str, Any]:
+        p: Dict[str, Any] = {"nlist": self.nlist, "nprobe": self.nprobe, "train_size": self.train_size}
+        if self.pq_m is not None:
+            p.update(pq_m=self.pq_m, pq_nbits=self.pq_nbits)
+        return p
+
+    def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        return self.index.search(q, k, params=faiss.SearchParametersIVF(nprobe=self.nlist))
+
+    def _restore(self, params: Dict[str, Any]) -> None:
+        self.train_size = int(params.get("train_size", 0))
+        self.nprobe = params.get("nprobe", int(self.index.nprobe))
+
+
+class HNSWIndex(FaissBackedIndex):
+    """Hierarchical navigable small-world graph (faiss ``IndexHNSWFlat``, inner product).
+
+    Args:
+        hnsw_m: links per vector (more: better recall, more memory: ~8 * hnsw_m bytes per image).
+        ef_construction: candidate list while building (more: better graph, slower build).
+        ef_search: candidate list while searching (more: better recall, slower); k if larger.
+    """
+
+    backend = "hnsw"
+    FAISS_TYPES = ("IndexHNSWFlat",)
+    SEARCH_PARAMS = ("ef_search",)
+
+    def __init__(self, feats: ArrayLike, hnsw_m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION,
+                 ef_search: int = HNSW_EF_SEARCH) -> None:
+        super().__init__()
+        faiss = require_faiss(self.backend)
+        hnsw_m = _int_param(self.backend, "hnsw_m", hnsw_m, 2)
+        ef_construction = _int_param(self.backend, "ef_construction", ef_construction)
+        self.ef_search = ef_search
+        g = self._gallery(feats)
+        self.index = faiss.IndexHNSWFlat(g.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        self.index.hnsw.efConstruction = ef_construction
+        self.index.add(g)
+
+    @property
+    def ef_search(self) -> int:
+        return self._ef_search
+
+    @ef_search.setter
+    def ef_search(self, value: int) -> None:
+        self._ef_search = _int_param(self.backend, "ef_search", value)
+
+    @property
+    def hnsw_m(self) -> int:
+        # Level 0 holds 2 * M links per vector, the upper levels M.
+        return int(self.index.hnsw.nb_neighbors(1))
+
+    def params(self) -> Dict[str, Any]:
+        return {"hnsw_m": self.hnsw_m, "ef_construction": int(self.index.hnsw.efConstruction),
+                "ef_search": self.ef_search}
+
+    def _search_parameters(self, k: int) -> Any:
+        import faiss
+
+        return faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k))
+
+    def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        return faiss.downcast_index(self.index.storage).search(q, k)
+
+    def _restore(self, params: Dict[str, Any]) -> None:
+        self.ef_search = params.get("ef_search", HNSW_EF_SEARCH)
+
+
+__all__: Sequence[str] = [
+    "FaissBackedIndex",
+    "FaissIndex",
+    "HNSWIndex",
+    "IVFIndex",
+    "default_nlist",
+    "default_nprobe",
+    "default_train_size",
+]

@@ -1,0 +1,161 @@
+"""What every search index shares: the result type, the gallery labels it carries, input checks.
+
+An index answers ``.search(queries, k)`` with a :class:`SearchResult`: for each query the
+gallery rows of its best ``min(k, N)`` matches and their cosine similarities, best first.
+Every backend works on L2-normalised features (whatever the input scale), so a score is
+the inner product of unit vectors, 1 = identical, and scores of all backends are
+comparable (IVF-PQ's are estimated from compressed vectors).
+
+An index may also carry the gallery's image paths, pids, camids and metadata (the model
+that made the features), so that a saved index is all a search needs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+FAISS_HINT = "pip install faiss-cpu (or pip install 'circle-reid[faiss]'), or use the 'exact' backend"
+
+ArrayLike = Union[np.ndarray, torch.Tensor]
+
+
+@dataclass
+class SearchResult:
+    """For each query, the gallery rows of its top K matches and their cosine similarities."""
+
+    indices: np.ndarray  # int64 [Q, K], best first
+    scores: np.ndarray  # float32 [Q, K], descending
+
+
+def as_unit_rows(x: ArrayLike, what: str) -> torch.Tensor:
+    """`x` as a float32 ``[N, D]`` torch tensor with L2-normalised rows (a new tensor)."""
+    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+    if t.dim() != 2:
+        raise ValueError(f"{what} must be a 2-d array [N, D], got shape {tuple(t.shape)}.")
+    return F.normalize(t.to(torch.float32), dim=1)
+
+
+def check_k(k: int, n: int) -> int:
+    """`k` capped at the gallery size `n`; k < 1 is an error."""
+    if int(k) < 1:
+        raise ValueError(f"k (number of matches per query) must be >= 1, got {k}.")
+    return min(int(k), n)
+
+
+def check_query_dims(queries: torch.Tensor, dim: int) -> None:
+    """Queries and gallery must come from the same model: equal feature widths."""
+    if queries.shape[1] != dim:
+        raise ValueError(
+            f"Query features are {queries.shape[1]}-d but the gallery's are {dim}-d: they come "
+            "from different models. Extract the queries with the model that built the gallery, "
+            "or rebuild the gallery with this model."
+        )
+
+
+def check_not_empty(n: int) -> None:
+    if n == 0:
+        raise ValueError("The gallery is empty: there is nothing to search.")
+
+
+def faiss_available() -> bool:
+    """Whether the optional faiss package can be imported."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def require_faiss(backend: str):
+    """The faiss module, or an ImportError naming the backend and how to install faiss."""
+    try:
+        import faiss
+    except ImportError as e:
+        raise ImportError(f"The {backend!r} search backend needs the faiss package: {FAISS_HINT}.") from e
+    return faiss
+
+
+class SearchIndex:
+    """Base of every backend: size, width, search, parameters and the gallery's labels.
+
+    `paths`, `pids`, `camids` (one entry per gallery row, or None) and `meta` (strings about
+    the model that made the features) are kept with the index and saved with it.
+    """
+
+    backend = ""
+    #: parameters that only matter at search time (changeable after building or loading).
+    SEARCH_PARAMS: Tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.paths: Optional[List[str]] = None
+        self.pids: Optional[np.ndarray] = None
+        self.camids: Optional[np.ndarray] = None
+        self.meta: Dict[str, str] = {}
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def dim(self) -> int:
+        """Feature width D."""
+        raise NotImplementedError
+
+    def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
+        """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
+        raise NotImplementedError
+
+    def params(self) -> Dict[str, Any]:
+        """The backend's parameters (JSON-able), as saved with the index."""
+        return {}
+
+    def set_search_params(self, **params: Any) -> "SearchIndex":
+        """Change search-time parameters (e.g. ``nprobe`` or ``ef_search``); returns self."""
+        for name, value in params.items():
+            if name not in self.SEARCH_PARAMS:
+                allowed = ", ".join(self.SEARCH_PARAMS) or "none"
+                raise ValueError(f"{name!r} is not a search parameter of the {self.backend!r} backend "
+                                 f"(its search parameters: {allowed}).")
+            setattr(self, name, value)
+        return self
+
+    def set_labels(self, paths: Optional[Sequence[str]] = None, pids: Optional[ArrayLike] = None,
+                   camids: Optional[ArrayLike] = None, meta: Optional[Dict[str, Any]] = None) -> "SearchIndex":
+        """Attach the gallery's paths / pids / camids (one per row) and metadata; returns self."""
+        n = len(self)
+        if paths is not None:
+            paths = [str(p) for p in paths]
+            if len(paths) != n:
+                raise ValueError(f"The index has {n} gallery rows but {len(paths)} paths; they must match.")
+        labels = {}
+        for name, value in (("pids", pids), ("camids", camids)):
+            if value is not None:
+                value = np.asarray(value, dtype=np.int64).reshape(-1)
+                if len(value) != n:
+                    raise ValueError(f"The index has {n} gallery rows but {len(value)} {name}; they must match.")
+            labels[name] = value
+        self.paths, self.pids, self.camids = paths, labels["pids"], labels["camids"]
+        self.meta = {str(k): str(v) for k, v in (meta or {}).items()}
+        return self
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{type(self).__name__}({len(self)} x {self.dim}{', ' + params if params else ''})"
+
+
+__all__: Sequence[str] = [
+    "FAISS_HINT",
+    "SearchIndex",
+    "SearchResult",
+    "as_unit_rows",
+    "check_k",
+    "check_not_empty",
+    "check_query_dims",
+    "faiss_available",
+    "require_faiss",
+]

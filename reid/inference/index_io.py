@@ -1,0 +1,162 @@
+"""Saved search indexes: one file with the index and the gallery's paths, pids, camids, meta.
+
+A saved index is a NumPy ``.npz`` container (zip, no pickle; any file name, we use
+``.index``) holding:
+
+* ``index_format`` = ``"circle-reid-index"`` and ``format_version`` (1), so that a foreign
+  file or one from a newer toolkit is refused with a message naming it;
+* ``backend`` ("exact", "faiss", "ivf", "hnsw") and ``params`` (JSON: nlist, nprobe, ...);
+* ``feats`` float32 ``[N, D]`` (the "exact" backend: the normalised features) or
+  ``faiss_index`` (faiss's own serialisation as uint8 bytes) and ``faiss_version``;
+* optional ``paths`` (unicode), ``pids`` / ``camids`` (int64 ``[N]``) and ``meta`` (JSON
+  strings about the model that made the features).
+
+It is written atomically (temporary file, then rename). Saving and loading briefly hold a
+second copy of the index in memory (faiss serialises to a byte array).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from reid.utils.file_io import atomic_write
+
+from .faiss_indexes import FaissBackedIndex
+from .index_base import SearchIndex, require_faiss
+from .search import SEARCH_BACKENDS, ExactIndex
+
+PathLike = Union[str, "os.PathLike[str]"]
+INDEX_FORMAT = "circle-reid-index"
+INDEX_FORMAT_VERSION = 1
+
+
+def save_index(index: SearchIndex, path: PathLike) -> str:
+    """Write `index` (any backend) with its gallery labels to `path` atomically; returns `path`."""
+    path = os.fspath(path)
+    arrays: Dict[str, np.ndarray] = dict(
+        index_format=np.asarray(INDEX_FORMAT),
+        format_version=np.asarray(INDEX_FORMAT_VERSION, dtype=np.int64),
+        backend=np.asarray(index.backend),
+        params=np.asarray(json.dumps(index.params(), sort_keys=True)),
+        meta=np.asarray(json.dumps(index.meta, sort_keys=True)),
+    )
+    if isinstance(index, ExactIndex):
+        arrays["feats"] = index.feats.cpu().numpy()
+    elif isinstance(index, FaissBackedIndex):
+        faiss = require_faiss(index.backend)
+        arrays["faiss_index"] = faiss.serialize_index(index.index)
+        arrays["faiss_version"] = np.asarray(faiss.__version__)
+    else:
+        raise TypeError(f"save_index cannot save a {type(index).__name__}; build indexes with build_index.")
+    if index.paths is not None:
+        arrays["paths"] = np.asarray(index.paths, dtype=np.str_)
+    for name in ("pids", "camids"):
+        if getattr(index, name) is not None:
+            arrays[name] = getattr(index, name)
+    atomic_write(path, lambda f: np.savez(f, **arrays))
+    return path
+
+
+def _bad(path: str, what: str) -> ValueError:
+    return ValueError(f"Index file {path!r} cannot be used: {what}.")
+
+
+def _text(arrays: Dict[str, np.ndarray], key: str, default: Optional[str] = None) -> Optional[str]:
+    return str(arrays[key]) if key in arrays else default
+
+
+def _read_arrays(path: str) -> Dict[str, np.ndarray]:
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a bare .npy array
+            raise _bad(path, "it is a single NumPy array, not a saved index")
+        with data:
+            if "index_format" not in data.files:
+                found = sorted(data.files)
+                if "feats" in found or "gallery_feats" in found:
+                    raise _bad(path, "it is a gallery file (tools/extract.py), not a saved index; build an index "
+                                     "from it (tools/search.py --gallery FILE --save-index INDEX)")
+                raise _bad(path, f"it is not a circle-reid index (no 'index_format' entry; found {found})")
+            return {k: data[k] for k in data.files}
+    except ValueError as e:
+        if str(e).startswith(f"Index file {path!r}"):
+            raise
+        raise _bad(path, f"it is not a circle-reid index or it is damaged ({e})") from e
+    except Exception as e:  # zipfile.BadZipFile, EOFError, OSError for truncated or foreign files
+        raise _bad(path, f"it is not a circle-reid index or it is damaged ({type(e).__name__}: {e})") from e
+
+
+def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None) -> SearchIndex:
+    """Read an index written by :func:`save_index` (any backend), with its gallery labels.
+
+    `device` places an "exact" index's features (faiss indexes stay on the CPU). Errors name
+    the file: missing, damaged or foreign files, a newer format, an unknown backend, a faiss
+    that cannot read the stored index, labels that do not match the index's rows.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Index file {path!r} does not exist; save one with save_index "
+                                "(or tools/search.py --gallery FILE --save-index INDEX).")
+    arrays = _read_arrays(path)
+    if _text(arrays, "index_format") != INDEX_FORMAT:
+        raise _bad(path, f"its index_format is {_text(arrays, 'index_format')!r}, not {INDEX_FORMAT!r}")
+    try:
+        version = int(arrays.get("format_version", -1))
+        params: Dict[str, Any] = json.loads(_text(arrays, "params", "{}"))
+        meta: Dict[str, str] = json.loads(_text(arrays, "meta", "{}"))
+        if not isinstance(params, dict) or not isinstance(meta, dict):
+            raise ValueError("'params' and 'meta' must be JSON objects")
+    except (TypeError, ValueError) as e:
+        raise _bad(path, f"its header is damaged ({e})") from e
+    if version > INDEX_FORMAT_VERSION:
+        raise _bad(path, f"it was written in index format version {version} by a newer circle-reid (this one "
+                         f"reads version {INDEX_FORMAT_VERSION}); update circle-reid or rebuild the index")
+    if version < 1:
+        raise _bad(path, f"its format version {version} is invalid; rebuild the index")
+    backend = _text(arrays, "backend", "")
+    if backend not in SEARCH_BACKENDS:
+        raise _bad(path, f"its backend {backend!r} is not one of this version's ({', '.join(SEARCH_BACKENDS)}); "
+                         "rebuild the index with this version")
+    index = _restore_index(path, arrays, backend, params, device)
+    try:
+        index.set_labels(paths=[str(p) for p in arrays["paths"].reshape(-1)] if "paths" in arrays else None,
+                         pids=arrays.get("pids"), camids=arrays.get("camids"), meta=meta)
+    except ValueError as e:
+        raise _bad(path, str(e).rstrip(".")) from e
+    return index
+
+
+def _restore_index(path: str, arrays: Dict[str, np.ndarray], backend: str, params: Dict[str, Any],
+                   device: Optional[Union[str, torch.device]]) -> SearchIndex:
+    cls = SEARCH_BACKENDS.get(backend)
+    if cls is ExactIndex:
+        feats = arrays.get("feats")
+        if feats is None or feats.ndim != 2 or feats.dtype != np.float32:
+            raise _bad(path, "its 'feats' array is missing or not float32 [N, D]")
+        if not np.isfinite(feats).all():
+            raise _bad(path, "its features contain NaN or inf")
+        return ExactIndex.from_unit_rows(feats, device=device)
+    if "faiss_index" not in arrays:
+        raise _bad(path, f"its {backend!r} index data ('faiss_index') is missing")
+    try:
+        faiss = require_faiss(backend)
+    except ImportError as e:
+        raise ImportError(f"Index file {path!r}: {e}") from e
+    written_with = _text(arrays, "faiss_version", "an unknown version")
+    try:
+        raw = faiss.deserialize_index(np.ascontiguousarray(arrays["faiss_index"], dtype=np.uint8))
+    except Exception as e:  # faiss raises RuntimeError with its C++ message
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _bad(path, f"faiss {faiss.__version__} cannot read its index (written with faiss {written_with}): "
+                         f"{first}; rebuild the index") from e
+    try:
+        return cls.from_faiss(raw, params)
+    except ValueError as e:
+        raise _bad(path, str(e).rstrip(".")) from e
+
+
+__all__: Sequence[str] = ["INDEX_FORMAT", "INDEX_FORMAT_VERSION", "load_index", "save_index"]
