@@ -1,18 +1,22 @@
 # Two commands for a new user (see README):
 #   make demo   set up .venv, generate the synthetic dataset, train + evaluate the demo model
-#   make test   set up .venv and run the test suite
+#   make test   set up .venv (pinned versions, every optional extra) and run the test suite
+# and one for CI (.ci/run): make test-min, the suite with the lowest versions setup.py claims.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+EXTRAS ?= dev,all
+MIN_PYTHON ?= python3.10
+MIN_VENV ?= .venv-min
 DEMO_CONFIG ?= configs/Demo/resnet18_circle.yml
 DEMO_OUT ?= output/demo
 
-.PHONY: demo test setup clean
+.PHONY: demo test test-min setup clean
 
 $(VENV)/.installed: setup.py requirements/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c requirements/ci.txt -e ".[dev]"
+	$(PY) -m pip install -c requirements/ci.txt -e ".[$(EXTRAS)]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -26,5 +30,14 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+# The minimum versions (requirements/min.txt as constraints: pip fails if setup.py asks for more).
+$(MIN_VENV)/.installed: setup.py requirements/min.txt
+	$(MIN_PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install -c requirements/min.txt -e ".[dev]"
+	touch $@
+
+test-min: $(MIN_VENV)/.installed
+	$(MIN_VENV)/bin/python -m pytest -q
+
 clean:
-	rm -rf $(VENV) output .pytest_cache
+	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache
