@@ -13,9 +13,16 @@ DEMO_OUT ?= output/demo
 
 .PHONY: demo test test-min setup clean
 
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu takes torch + torchvision from PyTorch's
+# CPU index first (no CUDA libraries); their +cpu versions satisfy the pins below.
+TORCH_INDEX_URL ?=
+
 $(VENV)/.installed: setup.py requirements/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
+	$(if $(TORCH_INDEX_URL),$(PY) -m pip install --index-url $(TORCH_INDEX_URL) \
+		torch==$(shell sed -n 's/^torch==//p' requirements/ci.txt) \
+		torchvision==$(shell sed -n 's/^torchvision==//p' requirements/ci.txt))
 	$(PY) -m pip install -c requirements/ci.txt -e ".[$(EXTRAS)]"
 	touch $@
 
