@@ -11,7 +11,7 @@ MIN_VENV ?= .venv-min
 DEMO_CONFIG ?= configs/Demo/resnet18_circle.yml
 DEMO_OUT ?= output/demo
 
-.PHONY: demo test test-min setup clean
+.PHONY: demo test test-min setup setup-min clean
 
 # TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu takes torch + torchvision from PyTorch's
 # CPU index first (no CUDA libraries); their +cpu versions satisfy the pins below.
@@ -43,7 +43,9 @@ $(MIN_VENV)/.installed: setup.py requirements/min.txt
 	$(MIN_VENV)/bin/python -m pip install -c requirements/min.txt -e ".[dev]"
 	touch $@
 
-test-min: $(MIN_VENV)/.installed
+setup-min: $(MIN_VENV)/.installed
+
+test-min: setup-min
 	$(MIN_VENV)/bin/python -m pytest -q
 
 clean:
