@@ -24,7 +24,7 @@ import copy
 import json
 import os
 from dataclasses import dataclass
-from typing import Dict, Sequence, Tuple, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -118,12 +118,12 @@ def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int]) -> s
     return path
 
 
-def _bin_bounds(size: int, bins: int) -> list:
+def _bin_bounds(size: int, bins: int) -> List[Tuple[int, int]]:
     """(start, end) of each of `bins` adaptive-pooling bins over `size` positions (PyTorch's)."""
     return [((i * size) // bins, -(-((i + 1) * size) // bins)) for i in range(bins)]
 
 
-def adaptive_max_pool2d_by_bins(x: torch.Tensor, output_size: Sequence[int]):
+def adaptive_max_pool2d_by_bins(x: torch.Tensor, output_size: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
     """``aten.adaptive_max_pool2d`` as one slice + max per output cell (static H and W).
 
     Bin i of n over a size S spans ``floor(i*S/n)`` to ``ceil((i+1)*S/n)``, as in PyTorch,
