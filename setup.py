@@ -42,7 +42,7 @@ setup(
         "h5py>=3.8",
     ],
     extras_require={
-        "dev": ["pytest>=7.4.4"],
+        "dev": ["pytest>=9.1.0"],  # 9.1: caplog also sees non-propagating loggers ("reid")
         **OPTIONAL_EXTRAS,
         "all": [req for reqs in OPTIONAL_EXTRAS.values() for req in reqs],
     },
