@@ -1,18 +1,29 @@
 # Two commands for a new user (see README):
 #   make demo   set up .venv, generate the synthetic dataset, train + evaluate the demo model
-#   make test   set up .venv and run the test suite
+#   make test   set up .venv (pinned versions, every optional extra) and run the test suite
+# and one for CI (.ci/run): make test-min, the suite with the lowest versions setup.py claims.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+EXTRAS ?= dev,all
+MIN_PYTHON ?= python3.10
+MIN_VENV ?= .venv-min
 DEMO_CONFIG ?= configs/Demo/resnet18_circle.yml
 DEMO_OUT ?= output/demo
 
-.PHONY: demo test setup clean
+.PHONY: demo test test-min setup setup-min clean
+
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu takes torch + torchvision from PyTorch's
+# CPU index first (no CUDA libraries); their +cpu versions satisfy the pins below.
+TORCH_INDEX_URL ?=
 
 $(VENV)/.installed: setup.py requirements/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c requirements/ci.txt -e ".[dev]"
+	$(if $(TORCH_INDEX_URL),$(PY) -m pip install --index-url $(TORCH_INDEX_URL) \
+		torch==$(shell sed -n 's/^torch==//p' requirements/ci.txt) \
+		torchvision==$(shell sed -n 's/^torchvision==//p' requirements/ci.txt))
+	$(PY) -m pip install -c requirements/ci.txt -e ".[$(EXTRAS)]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -26,5 +37,16 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+# The minimum versions (requirements/min.txt as constraints: pip fails if setup.py asks for more).
+$(MIN_VENV)/.installed: setup.py requirements/min.txt
+	$(MIN_PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install -c requirements/min.txt -e ".[dev]"
+	touch $@
+
+setup-min: $(MIN_VENV)/.installed
+
+test-min: setup-min
+	$(MIN_VENV)/bin/python -m pytest -q
+
 clean:
-	rm -rf $(VENV) output .pytest_cache
+	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache

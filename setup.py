@@ -7,6 +7,15 @@ here = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(here, "README.md"), encoding="utf-8") as f:
     long_description = f.read()
 
+# Optional extras, each starting at the version CI runs (requirements/ci.txt); "all" is their union.
+OPTIONAL_EXTRAS = {
+    # ONNX export: torch.onnx.export(dynamo=True) needs onnx + onnxscript; the check runs onnxruntime.
+    "export": ["onnx>=1.23.1", "onnxscript>=0.7.2", "onnxruntime>=1.30.0"],
+    "tensorboard": ["tensorboard>=2.21.0"],  # TensorBoard events next to metrics.jsonl
+    "faiss": ["faiss-cpu>=1.15.1"],  # faiss search backends
+    "safetensors": ["safetensors>=0.8.0"],  # .safetensors galleries
+}
+
 setup(
     name="circle-reid",
     version="0.1.0",
@@ -15,29 +24,27 @@ setup(
     long_description=long_description,
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.9",
+    # Lower bounds are exactly requirements/min.txt, which CI installs and tests (.ci/run);
+    # CI also tests the exact versions of requirements/ci.txt. tests/packaging keeps them in step.
+    python_requires=">=3.10",
     packages=find_packages(include=["reid", "reid.*"]),
-    # Compatible ranges; CI pins exact versions in requirements/ci.txt.
     install_requires=[
-        "torch>=2.1,<3",
-        "torchvision>=0.16",
+        "torch>=2.6,<3",
+        "torchvision>=0.21",
         "yacs>=0.1.8",
-        "opencv-python-headless>=4.5",
-        "numpy>=1.22",
-        "scipy>=1.8",
-        "h5py>=3.0",  # CUHK03's official cuhk-03.mat is MATLAB 7.3 = HDF5, which scipy.io cannot read
-        "matplotlib>=3.5",
-        "gdown>=4.6",
-        "tqdm>=4.62",  # progress bars; tqdm.contrib.logging routes log lines around them
-        "PyYAML>=5.4",
+        "opencv-python-headless>=4.7.0.72",
+        "numpy>=1.23.5",
+        "scipy>=1.9.3",
+        "matplotlib>=3.6.3",
+        "gdown>=4.7.1",
+        "tqdm>=4.64.1",  # progress bars; tqdm.contrib.logging routes log lines around them
+        "PyYAML>=6.0",
+        "h5py>=3.8",
     ],
     extras_require={
-        "dev": ["pytest>=7"],
-        # Optional extras: ONNX export check, TensorBoard events, faiss search, safetensors galleries.
-        "export": ["onnx>=1.14", "onnxruntime>=1.16"],
-        "tensorboard": ["tensorboard>=2.12"],
-        "faiss": ["faiss-cpu>=1.7.4"],  # per-call SearchParameters (ivf, hnsw backends)
-        "safetensors": ["safetensors>=0.4"],
+        "dev": ["pytest>=9.1.0"],  # 9.1: caplog also sees non-propagating loggers ("reid")
+        **OPTIONAL_EXTRAS,
+        "all": [req for reqs in OPTIONAL_EXTRAS.values() for req in reqs],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

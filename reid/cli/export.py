@@ -1,26 +1,28 @@
-"""Export a trained model to ONNX and/or TorchScript, and check it against PyTorch.
+"""Export a trained model to a torch.export program (.pt2) and/or ONNX, and check it against PyTorch.
 
 The exported model takes raw RGB pixels, float32 0-255, shaped [batch, 3, H, W] (batch is
-free; H x W is INPUT.SIZE_TEST unless --input-size says otherwise) and returns
-L2-normalised features [batch, D]: no mean/std preprocessing or normalisation is needed
-around it. The format follows the extension: .onnx for ONNX (needs `pip install onnx`;
-the check also needs onnxruntime), .ts or .pt for TorchScript.
+free; H x W is INPUT.SIZE_TEST unless --input-size says otherwise, and any other size is
+refused) and returns L2-normalised features [batch, D]: no mean/std preprocessing or
+normalisation is needed around it. The format follows the extension: .pt2 for a
+torch.export program (needs only torch), .onnx for ONNX (torch.onnx.export with
+dynamo=True; needs onnx and onnxscript, and the check needs onnxruntime).
 
 After writing each file, the exported model and the PyTorch model run on the same random
-inputs (batch sizes 1 and 3) and the largest absolute difference is printed; the tool
-fails (exit code 1) when it exceeds --tol.
+inputs (batch sizes 1 and 7; the export example has batch 2) and the largest absolute
+difference is printed; the tool fails (exit code 1) when it exceeds --tol.
 
 Examples:
     # both formats from a training run (config.yaml + model_final.pth)
-    python tools/export.py --run output/market_r50_circle --output r50.onnx r50.ts
+    python tools/export.py --run output/market_r50_circle --output r50.onnx r50.pt2
     # a checkpoint with an explicit config, at another input size
     python tools/export.py --config-file configs/Market1501/mgn_circle.yml \\
         --weights output/mgn/model_final.pth --output mgn.onnx --input-size 384 128
     # a checkpoint alone (it stores its config); skip the comparison
-    python tools/export.py --weights model_final.pth --output model.ts --no-check
+    python tools/export.py --weights model_final.pth --output model.pt2 --no-check
 
 Load the results with onnxruntime.InferenceSession("r50.onnx") (input "images", output
-"features") or torch.jit.load("r50.ts"). See docs/inference.md.
+"features"), torch.export.load("r50.pt2").module(), or reid.inference.load_exported(path).
+See docs/inference.md.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import sys
 from typing import Callable, List, Optional, Sequence
 
 from reid.inference.export import (
+    CHECK_BATCH_SIZES,
     DEFAULT_OPSET,
     ExportCheck,
     ExportMismatchError,
@@ -50,12 +53,12 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     """Export the predictor's model to each of `outputs` (format from the extension) and check it.
 
     Each check runs the exported file and PyTorch on the same random inputs (batch sizes 1
-    and 3) and logs the largest absolute difference; an ONNX check without onnxruntime is
+    and 7) and logs the largest absolute difference; an ONNX check without onnxruntime is
     skipped with a note (None in the result). Raises ExportMismatchError when a difference
     exceeds `tol`, after every file has been written and checked.
     """
     if not outputs:
-        raise ValueError("No output files given; pass e.g. --output model.onnx model.ts.")
+        raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
     for out in outputs:
         export_format(out)  # fail on a bad extension before any slow work
     size = list(input_size) if input_size else list(predictor.input_size)
@@ -68,7 +71,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
             checks.append(None)
             continue
         try:
-            result = compare_with_export(predictor.model, out, size)
+            result = compare_with_export(predictor.model, out, size, batch_sizes=CHECK_BATCH_SIZES)
         except ImportError as e:
             log(f"check of {out} skipped: {e}")
             checks.append(None)
@@ -88,7 +91,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", nargs="+", required=True, metavar="FILE",
-                   help="files to write: .onnx (ONNX) and/or .ts / .pt (TorchScript)")
+                   help="files to write: .pt2 (torch.export program) and/or .onnx (ONNX)")
     p.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"),
                    help="input height and width (default: INPUT.SIZE_TEST of the model's config)")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default: {DEFAULT_OPSET})")

@@ -14,12 +14,14 @@ nothing in the library imports it. See docs/inference.md.
 """
 from .export import (
     ExportCheck,
+    ExportedModel,
     ExportMismatchError,
     NormalizedFeatureModel,
     compare_with_export,
     export_model,
     export_onnx,
-    export_torchscript,
+    export_program,
+    export_pt2,
     load_exported,
     run_exported,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "ExactIndex",
     "ExportCheck",
     "ExportMismatchError",
+    "ExportedModel",
     "FaissIndex",
     "Gallery",
     "HNSWIndex",
@@ -63,7 +66,8 @@ __all__ = [
     "compare_with_export",
     "export_model",
     "export_onnx",
-    "export_torchscript",
+    "export_program",
+    "export_pt2",
     "faiss_available",
     "load_exported",
     "load_gallery",

@@ -1,4 +1,5 @@
 """Distributed helpers in a single process, and a real 2-process gloo run under torchrun."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -154,7 +155,11 @@ def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
     log = open(out / "log.txt").read()
     assert log.count("Saved checkpoint") == 1 and "processes: 2" in log
     assert "SyncBatchNorm needs CUDA" in proc.stdout + proc.stderr
-    assert sorted(os.listdir(out)) == ["config.yaml", "last_checkpoint", "log.txt", "metrics.jsonl", "model_final.pth"]
+    expected = ["config.yaml", "last_checkpoint", "log.txt", "metrics.jsonl", "model_final.pth"]
+    if importlib.util.find_spec("tensorboard") is not None:  # event files only with the optional package
+        expected.append("tensorboard")
+        assert len(os.listdir(out / "tensorboard")) == 1  # rank 0's event file only
+    assert sorted(os.listdir(out)) == sorted(expected)
 
 
 FAILING_WORKER = textwrap.dedent(

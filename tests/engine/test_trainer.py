@@ -596,4 +596,6 @@ def test_progress_bar_when_asked(tmp_path, capsys):
     setup_logger(cfg.OUTPUT_DIR)
     Trainer(cfg, StubReID(), stub_loader(cfg), progress=True).train()
     err = capsys.readouterr().err
-    assert "epoch 1/1" in err and f"{IPE}/{IPE}" in err
+    # The bar's total; its last state (IPE/IPE) is drawn only if tqdm's 0.1 s refresh interval
+    # happened to pass at the last step (leave=False clears it at the end), so it is not asserted.
+    assert "epoch 1/1" in err and f"/{IPE} [" in err
