@@ -55,3 +55,17 @@ def reid_log(caplog):
     yield caplog
     logger.removeHandler(caplog.handler)
     logger.setLevel(level)
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch):
+    """An empty torch hub cache and a download that fails as it does without a network."""
+    from urllib.error import URLError
+
+    import torch
+
+    def no_network(*args, **kwargs):
+        raise URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torch.hub, "_hub_dir", str(tmp_path / "hub"))
+    monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)

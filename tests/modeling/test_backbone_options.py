@@ -1,5 +1,4 @@
 """ResNet-IBN-a, the stem pooling option and non-local blocks of the ResNet backbone."""
-from urllib.error import URLError
 
 import pytest
 import torch
@@ -114,13 +113,7 @@ def test_ibn_local_imagenet_file_loads_and_a_plain_file_is_refused(tmp_path):
         build_backbone(_cfg("resnet18", PRETRAINED=True, PRETRAINED_PATH=str(path)))
 
 
-def test_ibn_offline_error_names_the_release_url_and_the_local_file_key(tmp_path, monkeypatch):
-    monkeypatch.setattr(torch.hub, "_hub_dir", str(tmp_path))
-
-    def no_network(*args, **kwargs):
-        raise URLError("[Errno -3] Temporary failure in name resolution")
-
-    monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
+def test_ibn_offline_error_names_the_release_url_and_the_local_file_key(offline_hub):
     with pytest.raises(PretrainedWeightsError) as err:
         build_backbone(_cfg("resnet50_ibn_a", PRETRAINED=True))
     msg = str(err.value)

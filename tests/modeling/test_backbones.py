@@ -1,7 +1,6 @@
 """ResNet backbone: last stride, channels, registry errors, ImageNet weight loading."""
 from __future__ import annotations
 
-from urllib.error import URLError
 
 import pytest
 import torch
@@ -64,14 +63,7 @@ def test_invalid_last_stride_is_rejected():
         ResNetBackbone("resnet18", last_stride=3)
 
 
-def test_offline_without_local_file_explains_both_options(tmp_path, monkeypatch):
-    # Empty hub cache and a download that fails as it does without a network.
-    monkeypatch.setattr(torch.hub, "_hub_dir", str(tmp_path))
-
-    def no_network(*args, **kwargs):
-        raise URLError("[Errno -3] Temporary failure in name resolution")
-
-    monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
+def test_offline_without_local_file_explains_both_options(offline_hub):
     with pytest.raises(PretrainedWeightsError) as err:
         build_backbone(_cfg("resnet18", PRETRAINED=True))
     msg = str(err.value)
