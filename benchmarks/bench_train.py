@@ -5,7 +5,7 @@ Each measurement runs the trainer itself (``Trainer.train``: the loop's step, i.
 loss, NaN check, backward, optimizer step, and every built-in hook around it, LR schedule and
 metrics logger included) for ResNet50 at 256x128 and MGN at 384x128 (the paper's input sizes),
 with 751 identities (Market-1501) and the Circle head; a timing hook reads the clock after the
-warm-up steps and after the last one. ``--model resnet18 --size 128 64 --batch-size 64`` is
+warm-up steps and after the last one. ``--model resnet18 --batch-size 64`` (96x48) is
 the demo's step (configs/Demo). Two data sources:
 
 * default: one batch of random uint8 images already on the device (compute only);
@@ -51,7 +51,7 @@ MODELS = {
     # name: (meta architecture, backbone, input [H, W])
     "resnet50": ("baseline", "resnet50", [256, 128]),
     "mgn": ("mgn", "resnet50", [384, 128]),
-    "resnet18": ("baseline", "resnet18", [128, 64]),  # the demo (configs/Demo/resnet18_circle.yml)
+    "resnet18": ("baseline", "resnet18", [96, 48]),  # the demo (configs/Demo/resnet18_circle.yml)
 }
 
 

@@ -21,6 +21,27 @@ _DATEFMT = "%m/%d %H:%M:%S"
 _OWNED = "_reid_owned_handler"
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """A console handler that writes to whatever ``sys.stdout`` is at the time of each line.
+
+    A handler bound to the ``sys.stdout`` of its creation breaks ("I/O operation on closed
+    file") once that stream is swapped and closed: by pytest's output capture between tests,
+    or by a notebook that redirects output. Resolving the stream per line follows the swap.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(stream=sys.stdout)
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        # StreamHandler.__init__ and setStream assign here; the current sys.stdout always wins.
+        pass
+
+
 @contextlib.contextmanager
 def progress_bar(
     total: Optional[int], desc: str, enabled: bool = True, initial: int = 0, leave: bool = True, unit: str = "it"
@@ -62,7 +83,7 @@ def setup_logger(
 
     prefix = "" if rank == 0 else f"[rank {rank}] "
     formatter = logging.Formatter(prefix + _FORMAT, datefmt=_DATEFMT)
-    console = logging.StreamHandler(stream=sys.stdout)
+    console = _StdoutHandler()
     console.setLevel(level if rank == 0 else logging.WARNING)
     console.setFormatter(formatter)
     setattr(console, _OWNED, True)

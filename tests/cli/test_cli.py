@@ -43,6 +43,7 @@ def trained_run(tmp_path_factory):
     return base, out
 
 
+@pytest.mark.slow
 def test_train_writes_config_log_metrics_and_checkpoint(trained_run):
     _, out = trained_run
     for name in ("config.yaml", "log.txt", "metrics.jsonl", "model_final.pth"):
@@ -61,6 +62,7 @@ def test_train_writes_config_log_metrics_and_checkpoint(trained_run):
     assert log.count("Dataset synthetic") == 1 and log.count("Model:") == 1
 
 
+@pytest.mark.slow
 def test_test_cli_prints_table_writes_metrics_features_and_pictures(trained_run, capsys):
     base, out = trained_run
     feats = base / "feats.npz"
@@ -84,6 +86,7 @@ def test_test_cli_prints_table_writes_metrics_features_and_pictures(trained_run,
     assert (vis / "index.html").is_file() and len(list(vis.glob("*.jpg"))) == 2
 
 
+@pytest.mark.slow
 def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_run, monkeypatch, capsys):
     base, out = trained_run
     test_out = base / "test_fail"
@@ -116,6 +119,7 @@ def test_test_cli_without_weights_says_what_to_pass(trained_run, capsys):
     assert err.startswith("error: No weights to test") and "MODEL.WEIGHTS" in err
 
 
+@pytest.mark.slow
 def test_eval_only_uses_last_checkpoint(trained_run):
     base, out = trained_run
     rc = cli_train.main(["--config-file", str(out / "config.yaml"), "--eval-only"])
@@ -131,6 +135,7 @@ def test_eval_only_uses_last_checkpoint(trained_run):
     assert logged_map == pytest.approx(trained_map, abs=0.006)
 
 
+@pytest.mark.slow
 def test_eval_only_takes_weights_trained_on_other_identities(trained_run, tmp_path):
     # The checkpoint's head has 5 classes; this config's training set has 6. Evaluation uses
     # no head, so --eval-only must not stop on the head's shape.
@@ -142,6 +147,7 @@ def test_eval_only_takes_weights_trained_on_other_identities(trained_run, tmp_pa
     assert "synthetic after epoch 0:" in (tmp_path / "other" / "log.txt").read_text()
 
 
+@pytest.mark.slow
 def test_tools_scripts_show_help_with_examples():
     for tool in ("train.py", "test.py"):
         res = subprocess.run(
@@ -169,6 +175,7 @@ def user_error(capsys):
     return err
 
 
+@pytest.mark.slow
 def test_two_test_sets_keep_their_metrics_and_features_apart(trained_run, tmp_path):
     base, out = trained_run
     query, gallery = synthetic_test_items(out)
@@ -220,6 +227,7 @@ def test_train_refuses_bad_evaluation_settings_before_training(trained_run, tmp_
         assert not (run / "metrics.jsonl").exists() and not list(run.glob("*.pth")), opts
 
 
+@pytest.mark.slow
 def test_train_saves_the_final_weights_when_evaluation_fails(trained_run, tmp_path, monkeypatch, capsys):
     base, _ = trained_run
     out = tmp_path / "run"
@@ -234,6 +242,7 @@ def test_train_saves_the_final_weights_when_evaluation_fails(trained_run, tmp_pa
     assert f"saved to {out / 'model_final.pth'}" in (out / "log.txt").read_text()
 
 
+@pytest.mark.slow
 def test_train_refuses_to_start_over_an_existing_run(trained_run, tmp_path, capsys):
     base, out = trained_run
     run = tmp_path / "run"
@@ -251,6 +260,7 @@ def test_train_refuses_to_start_over_an_existing_run(trained_run, tmp_path, caps
     assert (run / "metrics.jsonl").read_bytes() == before["metrics.jsonl"]
 
 
+@pytest.mark.slow
 def test_train_with_resume_in_an_empty_folder_starts_a_fresh_run(trained_run, tmp_path):
     # What `make demo` does the first time.
     base, _ = trained_run
@@ -260,6 +270,7 @@ def test_train_with_resume_in_an_empty_folder_starts_a_fresh_run(trained_run, tm
     assert "no checkpoint in" in (out / "log.txt").read_text()
 
 
+@pytest.mark.slow
 def test_testing_and_resuming_never_fetch_imagenet_weights(trained_run, tmp_path, monkeypatch, capsys):
     # A config with PRETRAINED True (a Market run's config.yaml) on a machine without internet.
     base, out = trained_run
@@ -287,6 +298,7 @@ def test_testing_and_resuming_never_fetch_imagenet_weights(trained_run, tmp_path
     assert "error: no internet" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_user_errors_print_one_line_and_keep_exit_codes(trained_run, tmp_path, monkeypatch, capsys):
     base, out = trained_run
     opts = tiny_opts(base / "data", tmp_path / "run")

@@ -40,6 +40,7 @@ def by_name(items):
     return {os.path.basename(p): (pid, cam) for p, pid, cam in items}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("image_set", ["labeled", "detected"])
 def test_new_protocol_counts_pids_camids_and_relabelling(tmp_path, release, image_set):
     ds = load(tmp_path, image_set=image_set, protocol="new")

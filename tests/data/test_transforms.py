@@ -130,6 +130,7 @@ def erased_boxes(erase, n, size=(100, 100)):
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_random_erasing_aspect_ratio_is_uniform_as_in_the_paper():
     # A small area on a square image: every first attempt fits, so the boxes show the raw law.
     torch.manual_seed(0)

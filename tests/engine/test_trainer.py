@@ -43,6 +43,7 @@ def straight(tmp_path_factory):
     return str(out)
 
 
+@pytest.mark.slow
 def test_run_writes_config_log_metrics_and_checkpoints(straight):
     files = set(os.listdir(straight))
     assert {"config.yaml", "log.txt", "metrics.jsonl", "model_0001.pth", "model_final.pth", "last_checkpoint"} <= files
@@ -68,11 +69,13 @@ def test_run_writes_config_log_metrics_and_checkpoints(straight):
     assert ckpt["scheduler"]["last_epoch"] == 2 * IPE
 
 
+@pytest.mark.slow
 def test_same_seed_repeats_the_run(straight, tmp_path):
     run(stub_cfg(tmp_path))
     assert_same_weights(model_state(os.path.join(straight, "model_final.pth")), model_state(str(tmp_path / "model_final.pth")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_resume_at_epoch_boundary_ends_where_straight_run_ends(num_workers, tmp_path):
     ref = tmp_path / "ref"
@@ -88,6 +91,7 @@ def test_resume_at_epoch_boundary_ends_where_straight_run_ends(num_workers, tmp_
     assert "Resumed from" in log and "continuing at epoch 2 batch 0" in log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at", [2, IPE - 1])
 def test_signal_mid_epoch_saves_then_resume_matches_straight(straight, tmp_path, stop_at):
     cfg = stub_cfg(tmp_path)
@@ -166,6 +170,7 @@ def test_sigterm_to_a_training_process_saves_and_exits_143(tmp_path):
     assert ckpt["sampler"]["start_batch"] == ckpt["iteration"] % IPE or ckpt["sampler"]["start_batch"] == IPE
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_with_iteration_and_term_and_keeps_checkpoint(straight, tmp_path):
     nan_call = IPE + 2  # third iteration of epoch 2, after model_0001.pth was written
     cfg = stub_cfg(tmp_path)
@@ -193,6 +198,7 @@ def eval_sequence(val_maps, test_maps):
     return eval_fn
 
 
+@pytest.mark.slow
 def test_best_model_is_chosen_on_validation_split_only(tmp_path):
     cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 3, "TEST.VAL_IDS": 2})
     trainer, result = run(cfg, eval_fn=eval_sequence([10.0, 30.0, 20.0], [1.0, 2.0, 90.0]))
@@ -208,6 +214,7 @@ def test_best_model_is_chosen_on_validation_split_only(tmp_path):
     assert last_checkpoint(str(tmp_path)).endswith("model_final.pth")  # best is not a resume point
 
 
+@pytest.mark.slow
 def test_without_validation_split_test_scores_select_nothing(tmp_path):
     cfg = stub_cfg(tmp_path, **{"TEST.EVAL_PERIOD": 5})  # period beyond the run: only the final eval
     _, result = run(cfg, eval_fn=eval_sequence(None, [5.0, 99.0]))
@@ -257,6 +264,7 @@ def failing_eval(fail_epoch):
     return eval_fn
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "period,fail_epoch,saved",
     [(1, 1, "model_0001.pth"), (0, 1, "model_interrupted.pth"), (1, 2, "model_final.pth")],
@@ -280,6 +288,7 @@ def test_failed_evaluation_saves_the_epoch_before_stopping(tmp_path, period, fai
         assert result.final_checkpoint is not None
 
 
+@pytest.mark.slow
 def test_warmup_longer_than_the_run_warns_once(tmp_path):
     run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1, "SOLVER.WARMUP_ITERS": 100}))
     log = open(tmp_path / "log.txt").read()
@@ -302,6 +311,7 @@ def test_bf16_autocast_trains_on_cpu(tmp_path):
     assert all(r["loss"] is not None for r in train)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("freeze", [IPE, IPE - 2])
 def test_backbone_freeze_trains_only_neck_and_head_first(tmp_path, freeze):
     cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1, "SOLVER.FREEZE_ITERS": freeze})
@@ -328,12 +338,14 @@ def test_freeze_needs_a_known_backbone(tmp_path):
         Trainer(stub_cfg(tmp_path, **{"SOLVER.FREEZE_ITERS": 2}), NoBackbone(), stub_loader(stub_cfg(tmp_path)))
 
 
+@pytest.mark.slow
 def test_gradient_clipping_logs_the_norm(tmp_path):
     run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1, "SOLVER.CLIP_GRAD_NORM": 1e-3}))
     train = [r for r in read_metrics(str(tmp_path)) if r["type"] == "train"]
     assert all(r["grad_norm"] > 0 for r in train)
 
 
+@pytest.mark.slow
 def test_periodic_checkpoints_are_bounded(tmp_path):
     run(stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 5, "SOLVER.CHECKPOINT_KEEP": 2}))
     assert sorted(f for f in os.listdir(tmp_path) if f.endswith(".pth")) == ["model_0003.pth", "model_0004.pth", "model_final.pth"]
@@ -591,6 +603,7 @@ def test_resume_with_a_gradient_scaler_from_a_checkpoint_without_one(straight, t
     assert "has no gradient-scaler state" in open(tmp_path / "log.txt").read()
 
 
+@pytest.mark.slow
 def test_progress_bar_when_asked(tmp_path, capsys):
     cfg = stub_cfg(tmp_path, **{"SOLVER.MAX_EPOCH": 1})
     setup_logger(cfg.OUTPUT_DIR)

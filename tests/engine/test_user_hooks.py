@@ -47,6 +47,7 @@ def run_stub(out, hooks=(), eval_fn=None, resume=False, **overrides):
     return trainer, trainer.train()
 
 
+@pytest.mark.slow
 def test_hook_events_run_in_order_around_every_step(tmp_path):
     events = []
 
@@ -83,6 +84,7 @@ def test_hook_events_run_in_order_around_every_step(tmp_path):
         trainer.loop.register_hooks([object()])
 
 
+@pytest.mark.slow
 def test_after_train_sees_the_error_that_ended_the_run(tmp_path):
     seen = []
 
@@ -127,6 +129,7 @@ def test_a_user_hook_stops_the_cli_run_at_step_5_and_resume_ends_like_an_uninter
     assert_same_weights(a, b)
 
 
+@pytest.mark.slow
 def test_ema_example_evaluates_saves_and_resumes_the_average_exactly(tmp_path):
     EMAHook = doc_example("ema")["EMAHook"]
     evaluated = []
@@ -154,6 +157,7 @@ def test_ema_example_evaluates_saves_and_resumes_the_average_exactly(tmp_path):
     assert_same_weights(final["train_model"], final_b["train_model"])
 
 
+@pytest.mark.slow
 def test_early_stopping_example_stops_and_its_state_resumes(tmp_path):
     EarlyStopping = doc_example("early-stopping")["EarlyStopping"]
     maps = iter([10.0, 20.0, 15.0, 12.0, 30.0, 40.0])
@@ -175,6 +179,7 @@ def test_early_stopping_example_stops_and_its_state_resumes(tmp_path):
     assert (restored.best, restored.waited) == (20.0, 2)
 
 
+@pytest.mark.slow
 def test_hook_state_missing_or_unknown_on_resume_is_reported(tmp_path):
     class Counter(HookBase):
         def __init__(self):

@@ -76,6 +76,7 @@ def test_empty_and_mismatched_inputs():
         compute_distance(x, x, chunk_size=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("onednn", [True, False])
 def test_large_products_on_both_cpu_paths(monkeypatch, onednn):
     # 300 x 1200 x 256 multiply-adds is above the size where oneDNN is used (when present).

@@ -79,6 +79,7 @@ def _clustered(seed, num_ids=30, per_id=10, dim=16, noise=0.6, num_q=60):
     return x[:num_q], x[num_q:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
 @pytest.mark.parametrize(
     "k1,k2,lam",
@@ -95,12 +96,14 @@ def test_matches_dense_original(metric, k1, k2, lam):
         assert grown > 0  # the half-k1 expansion changed some sets
 
 
+@pytest.mark.slow
 def test_default_block_and_torch_input():
     q, g = _clustered(seed=3)
     ref, _ = dense_re_ranking(q, g, 20, 6, 0.3, "cosine")
     np.testing.assert_allclose(re_ranking(torch.from_numpy(q), torch.from_numpy(g)), ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_large_blocks_through_onednn():
     # 520 items of dimension 256: the one diagonal block is large enough for the oneDNN
     # product (where the build has it), the path real-size inputs take.
@@ -116,6 +119,7 @@ def test_fewer_items_than_k1():
     np.testing.assert_allclose(re_ranking(q, g, metric="euclidean"), ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_no_dense_n_by_n_numpy_array():
     # N = 6000: one dense N x N float32 array would take 144 MB; the output is 11 MB.
     rng = np.random.default_rng(0)

@@ -94,6 +94,7 @@ def _eager(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
         return F.normalize(model(x), dim=1).numpy()
 
 
+@pytest.mark.slow
 def test_pt2_matches_eager_with_dynamic_batch(model, exported):
     module = torch.export.load(exported["pt2"]).module()  # plain torch, no circle-reid code
     for batch in (1, 7):  # exported with an example of batch 2: other sizes prove the axis is free
@@ -108,6 +109,7 @@ def test_pt2_matches_eager_with_dynamic_batch(model, exported):
     assert check.max_abs_diff < 1e-5 and check.passed()
 
 
+@pytest.mark.slow
 def test_onnx_matches_eager_with_dynamic_batch(model, exported):
     ort = _need_onnx()
     session = ort.InferenceSession(exported["onnx"], providers=["CPUExecutionProvider"])
@@ -123,6 +125,7 @@ def test_onnx_matches_eager_with_dynamic_batch(model, exported):
     assert check.format == "onnx" and check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-4
 
 
+@pytest.mark.slow
 def test_exported_models_refuse_another_input_size(model, exported):
     wrong = _pixels(1, seed=3, size=(2 * SIZE[0], 2 * SIZE[1]))
     for fmt, path in exported.items():
@@ -146,6 +149,7 @@ def test_exported_models_refuse_another_input_size(model, exported):
             session.run(None, {"images": wrong.numpy()})
 
 
+@pytest.mark.slow
 def test_exported_files_say_what_they_expect(model, exported):
     extra = {"circle_reid.json": ""}
     torch.export.load(exported["pt2"], extra_files=extra)  # fills in the extra file's text
@@ -203,6 +207,7 @@ def test_every_architecture_and_head_exports(arch, head, opts, tmp_path):
     assert check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-5
 
 
+@pytest.mark.slow
 def test_load_exported_accepts_numpy_and_uint8_pixels(model, exported):
     run = load_exported(exported["pt2"])
     x = _pixels(2, seed=7)  # integer-valued, so uint8 holds the same pixels
@@ -260,6 +265,7 @@ def _saved_run(cfg, folder, seed=1):
     return trained
 
 
+@pytest.mark.slow
 def test_export_tool_writes_checks_and_fails_over_tol(tmp_path, capsys):
     export_tool = load_tool("export")
     cfg = _cfg("baseline")

@@ -59,6 +59,7 @@ def _write_images(folder, name):
 
 
 # --------------------------------------------------------------------------- identical features
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("mgn") else n
                                   for n in fr.ARCH_NAMES])
 def test_model_weights_load_fastreid_checkpoints_with_fastreids_features(name, tmp_path):
@@ -76,6 +77,7 @@ def test_model_weights_load_fastreid_checkpoints_with_fastreids_features(name, t
         assert torch.equal(model.head.weight, state["heads.weight"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bot_R50-ibn", "sbs_R50", pytest.param("mgn_R50-ibn", marks=pytest.mark.slow)])
 def test_extract_tool_with_fastreid_weights_gives_fastreids_features(name, tmp_path):
     path = fr.write_checkpoint(tmp_path / "fastreid.pth", name)
@@ -101,6 +103,7 @@ def _v0_naming(state):
     return renamed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bot_R50", "sbs_R50-ibn"])
 def test_v0_naming_of_the_same_tensors_gives_the_same_features(name, tmp_path):
     path = fr.write_checkpoint(tmp_path / "v0.pth", name, edit=_v0_naming)
@@ -111,6 +114,7 @@ def test_v0_naming_of_the_same_tensors_gives_the_same_features(name, tmp_path):
         _assert_fastreid_features(model(fr.images(name)).numpy(), name)
 
 
+@pytest.mark.slow
 def test_the_comparison_can_fail_a_wrong_stem_pool_is_caught(tmp_path):
     # Negative control: fast-reid's weights in a model with torchvision's stem pool.
     path = fr.write_checkpoint(tmp_path / "bot.pth", "bot_R50")
@@ -123,6 +127,7 @@ def test_the_comparison_can_fail_a_wrong_stem_pool_is_caught(tmp_path):
 
 
 # --------------------------------------------------------------------------- errors and notes
+@pytest.mark.slow
 def test_ibn_weights_in_a_plain_resnet50_config_fail_in_one_line_naming_key_and_config(tmp_path, capsys):
     path = fr.write_checkpoint(tmp_path / "market_bot_R50-ibn.pth", "bot_R50-ibn")
     folder = _write_images(tmp_path / "images", "bot_R50-ibn")
@@ -134,6 +139,7 @@ def test_ibn_weights_in_a_plain_resnet50_config_fail_in_one_line_naming_key_and_
     assert "MODEL.BACKBONE.NAME resnet50_ibn_a" in err and "configs/Market1501/bot_resnet50_ibn.yml" in err
 
 
+@pytest.mark.slow
 def test_sbs_weights_in_a_bot_config_name_the_non_local_key_and_the_sbs_config(tmp_path):
     path = fr.write_checkpoint(tmp_path / "sbs.pth", "sbs_R50")
     with pytest.raises(ValueError) as err:
@@ -143,6 +149,7 @@ def test_sbs_weights_in_a_bot_config_name_the_non_local_key_and_the_sbs_config(t
     assert "configs/Market1501/sbs_resnet50.yml" in msg and "\n" not in msg
 
 
+@pytest.mark.slow
 def test_classifier_of_another_class_count_is_dropped_with_a_note(tmp_path, caplog):
     path = fr.write_checkpoint(tmp_path / "bot.pth", "bot_R50")
     model = _model("bot_R50", num_classes=5)
@@ -158,6 +165,7 @@ def test_classifier_of_another_class_count_is_dropped_with_a_note(tmp_path, capl
         _assert_fastreid_features(model(fr.images("bot_R50")).numpy(), "bot_R50")
 
 
+@pytest.mark.slow
 def test_weights_alone_of_a_fastreid_file_ask_for_the_config(tmp_path, capsys):
     path = fr.write_checkpoint(tmp_path / "bot.pth", "bot_R50-ibn")
     folder = _write_images(tmp_path / "images", "bot_R50-ibn")
@@ -177,6 +185,7 @@ TINY_DATA = [
 ]
 
 
+@pytest.mark.slow
 def test_converter_writes_our_format_and_gives_the_same_features(tmp_path, capsys):
     src = fr.write_checkpoint(tmp_path / "market_sbs_R50-ibn.pth", "sbs_R50-ibn")
     dst = tmp_path / "sbs_converted.pth"
@@ -199,6 +208,7 @@ def test_converter_writes_our_format_and_gives_the_same_features(tmp_path, capsy
         _assert_fastreid_features(feats["feats"], "sbs_R50-ibn", normalised=True)
 
 
+@pytest.mark.slow
 def test_converter_refuses_our_own_checkpoints_and_a_wrong_config(tmp_path, capsys):
     ours = tmp_path / "ours.pth"
     torch.save({"model": _model("bot_R50").state_dict()}, ours)

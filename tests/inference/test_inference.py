@@ -86,6 +86,7 @@ def _direct_features(model, cfg, paths) -> np.ndarray:
         return F.normalize(model(batch), dim=1).numpy()
 
 
+@pytest.mark.slow
 def test_from_run_gives_the_original_models_features(trained, image_folder):
     run, model, cfg = trained
     predictor = Predictor.from_run(run)
@@ -97,6 +98,7 @@ def test_from_run_gives_the_original_models_features(trained, image_folder):
     np.testing.assert_allclose(feats, _direct_features(model, cfg, paths), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_all_loading_routes_agree(trained):
     run, model, cfg = trained
     img = np.random.default_rng(3).integers(0, 256, (90, 45, 3), dtype=np.uint8)
@@ -111,6 +113,7 @@ def test_all_loading_routes_agree(trained):
         load_predictor()
 
 
+@pytest.mark.slow
 def test_a_bare_state_dict_needs_its_config(trained, tmp_path):
     run, model, cfg = trained
     bare = tmp_path / "bare.pth"
@@ -124,6 +127,7 @@ def test_a_bare_state_dict_needs_its_config(trained, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_extract_folder_finds_every_image_and_matches_the_model(trained, image_folder):
     run, model, cfg = trained
     root, expected_paths = image_folder
@@ -139,6 +143,7 @@ def test_extract_folder_finds_every_image_and_matches_the_model(trained, image_f
     assert seen == [(2, 5), (4, 5), (5, 5)]
 
 
+@pytest.mark.slow
 def test_arrays_a_batch_and_a_list_give_the_same_features(trained):
     run, model, cfg = trained
     predictor = Predictor.from_run(run)
@@ -155,6 +160,7 @@ def test_arrays_a_batch_and_a_list_give_the_same_features(trained):
         predictor.extract_arrays(np.zeros((64, 32), np.uint8)[None])
 
 
+@pytest.mark.slow
 def test_flip_averages_the_mirrored_image(trained):
     run, model, _ = trained
     img = np.random.default_rng(5).integers(0, 256, (64, 32, 3), dtype=np.uint8)
@@ -215,6 +221,7 @@ def test_weights_of_another_architecture_are_refused(trained):
         Predictor.from_run(run, opts=["MODEL.HEADS.NECK", "none"])
 
 
+@pytest.mark.slow
 def test_extract_tool_saves_features_with_paths(trained, image_folder, tmp_path, capsys):
     run, model, cfg = trained
     root, expected_paths = image_folder

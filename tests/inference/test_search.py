@@ -184,6 +184,7 @@ def tiny_run(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_search_tool_finds_the_query_itself(tiny_run, tmp_path, capsys):
     run = tiny_run / "run"
     capsys.readouterr()
@@ -211,6 +212,7 @@ def test_search_tool_finds_the_query_itself(tiny_run, tmp_path, capsys):
     assert "other.npz" in err and "16-d" in err and "512-d" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["exact", pytest.param("hnsw", marks=pytest.mark.skipif(
     not faiss_available(), reason="faiss is not installed (pip install faiss-cpu)"))])
 def test_search_tool_builds_an_index_once_then_searches_it(backend, tiny_run, tmp_path, capsys):

@@ -53,6 +53,7 @@ def test_ibn_layer_instance_normalises_the_first_half_and_batch_normalises_the_r
     assert layer.num_features == 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, block, blocks", [
     ("resnet18_ibn_a", BasicBlock, (2, 2, 2, 2)),
     ("resnet34_ibn_a", BasicBlock, (3, 4, 6, 3)),
@@ -76,6 +77,7 @@ def test_ibn_a_puts_ibn_in_the_first_norm_of_every_block_of_stages_1_to_3(name, 
     assert isinstance(bb.bn1, torch.nn.BatchNorm2d)  # stem unchanged
 
 
+@pytest.mark.slow
 def test_ibn_a_state_dict_uses_the_ibn_net_release_names():
     keys = set(ResNetBackbone("resnet50_ibn_a").state_dict())
     for key in ("layer1.0.bn1.IN.weight", "layer1.0.bn1.IN.bias", "layer3.5.bn1.BN.running_var",
@@ -85,6 +87,7 @@ def test_ibn_a_state_dict_uses_the_ibn_net_release_names():
     assert "layer1.0.bn1.weight" not in keys
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18_ibn_a", "resnet50_ibn_a"])
 def test_ibn_backbones_are_registered_and_honour_last_stride(name):
     assert name in BACKBONE
@@ -94,6 +97,7 @@ def test_ibn_backbones_are_registered_and_honour_last_stride(name):
     assert one.shape[-2:] == (4, 2) and two.shape[-2:] == (2, 1)
 
 
+@pytest.mark.slow
 def test_ibn_local_imagenet_file_loads_and_a_plain_file_is_refused(tmp_path):
     torch.manual_seed(1)
     source = ResNetBackbone("resnet18_ibn_a")
@@ -113,6 +117,7 @@ def test_ibn_local_imagenet_file_loads_and_a_plain_file_is_refused(tmp_path):
         build_backbone(_cfg("resnet18", PRETRAINED=True, PRETRAINED_PATH=str(path)))
 
 
+@pytest.mark.slow
 def test_ibn_offline_error_names_the_release_url_and_the_local_file_key(offline_hub):
     with pytest.raises(PretrainedWeightsError) as err:
         build_backbone(_cfg("resnet50_ibn_a", PRETRAINED=True))
@@ -122,6 +127,7 @@ def test_ibn_offline_error_names_the_release_url_and_the_local_file_key(offline_
 
 
 # --------------------------------------------------------------------------- stem pooling
+@pytest.mark.slow
 def test_stem_pool_pad_and_ceil_are_torchvisions_and_fastreids_max_pools():
     x = torch.arange(2 * 8 * 6, dtype=torch.float32).reshape(1, 2, 8, 6).flip(-1) % 7
     pad = ResNetBackbone("resnet18", stem_pool="pad").maxpool(x)
@@ -172,6 +178,7 @@ def test_new_non_local_block_is_the_identity_and_default_width_is_half():
     torch.testing.assert_close(block.eval()(x), x)
 
 
+@pytest.mark.slow
 def test_non_local_blocks_follow_the_last_residual_blocks_of_each_stage():
     bb = ResNetBackbone("resnet50", non_local=[0, 2, 3, 0], non_local_embed=1)
     assert [len(m) for m in bb.non_local] == [0, 2, 3, 0]
@@ -194,6 +201,7 @@ def test_non_local_settings_are_checked():
         ResNetBackbone("resnet18", non_local=[0, 3, 0, 0])
 
 
+@pytest.mark.slow
 def test_imagenet_file_leaves_non_local_blocks_at_identity_without_warnings(tmp_path):
     path = tmp_path / "r18.pth"
     torch.save(ResNetBackbone("resnet18").state_dict(), path)

@@ -26,6 +26,7 @@ def _cfg(name: str = "resnet18", **backbone):
     return cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,channels", [("resnet18", 512), ("resnet50", 2048)])
 def test_last_stride_sets_final_map_size(name, channels):
     x = torch.randn(1, 3, 64, 32)
@@ -38,6 +39,7 @@ def test_last_stride_sets_final_map_size(name, channels):
     assert ResNetBackbone(name).out_channels == channels
 
 
+@pytest.mark.slow
 def test_set_stage_stride_moves_stride_and_shortcut_together():
     bb = ResNetBackbone("resnet50", last_stride=2)
     set_stage_stride(bb.layer4, 1)
@@ -84,6 +86,7 @@ def _saved_resnet18(tmp_path, extra=None):
     return path, state
 
 
+@pytest.mark.slow
 def test_local_pretrained_file_loads_weights(tmp_path):
     path, state = _saved_resnet18(tmp_path)
     bb = build_backbone(_cfg("resnet18", PRETRAINED=True, PRETRAINED_PATH=str(path)))
@@ -94,6 +97,7 @@ def test_local_pretrained_file_loads_weights(tmp_path):
     assert not torch.equal(ResNetBackbone("resnet18").conv1.weight, state["conv1.weight"])
 
 
+@pytest.mark.slow
 def test_local_file_reports_unexpected_keys(tmp_path):
     path, _ = _saved_resnet18(tmp_path, extra={"extra.weight": torch.zeros(3)})
     bb = ResNetBackbone("resnet18")
@@ -101,6 +105,7 @@ def test_local_file_reports_unexpected_keys(tmp_path):
     assert missing == [] and unexpected == ["extra.weight"]  # fc.* is expected to go unused
 
 
+@pytest.mark.slow
 def test_local_file_of_another_architecture_is_rejected(tmp_path):
     path, state = _saved_resnet18(tmp_path)
     state["conv1.weight"] = torch.zeros(64, 3, 3, 3)

@@ -35,6 +35,7 @@ def _model(name, num_classes=0, extra=()):
     return build_model(cfg)
 
 
+@pytest.mark.slow
 def test_fastreid_files_are_recognised_and_ours_are_not():
     for name in fr.ARCH_NAMES:
         assert is_fastreid_state(dict.fromkeys(k for k, _ in fr.layout(name)))
@@ -42,6 +43,7 @@ def test_fastreid_files_are_recognised_and_ours_are_not():
         assert not is_fastreid_state(_model(name, num_classes=3).state_dict())
 
 
+@pytest.mark.slow
 def test_every_fastreid_tensor_lands_where_its_module_is():
     state = fr.fastreid_state("sbs_R50-ibn")
     converted = convert_fastreid_state(state, _model("sbs_R50-ibn", num_classes=16))
@@ -58,6 +60,7 @@ def test_every_fastreid_tensor_lands_where_its_module_is():
     assert torch.equal(ours["head.weight"], state["heads.weight"])
 
 
+@pytest.mark.slow
 def test_mgn_branches_features_and_neck_slices_follow_fastreids_order():
     state = fr.fastreid_state("mgn_R50-ibn")
     converted = convert_fastreid_state(state, _model("mgn_R50-ibn", num_classes=16))
@@ -122,6 +125,7 @@ def test_v0_mgn_files_map_onto_the_conv_bn_relu_reduction_and_compute_fastreids_
     torch.testing.assert_close(out[:, :256], x, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_wrong_pixel_statistics_are_named_with_the_key_to_set():
     state = fr.fastreid_state("bot_R50")
     state["pixel_mean"] = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
@@ -129,6 +133,7 @@ def test_wrong_pixel_statistics_are_named_with_the_key_to_set():
         convert_fastreid_state(state, _model("bot_R50"))
 
 
+@pytest.mark.slow
 def test_a_tensor_the_file_lacks_is_named():
     state = fr.fastreid_state("bot_R50")
     del state["backbone.layer3.4.conv2.weight"]
@@ -136,6 +141,7 @@ def test_a_tensor_the_file_lacks_is_named():
         convert_fastreid_state(state, _model("bot_R50"))
 
 
+@pytest.mark.slow
 def test_shape_mismatch_names_both_keys_and_shapes():
     state = fr.fastreid_state("sbs_R50")
     model = _model("sbs_R50", extra=["MODEL.BACKBONE.NON_LOCAL_EMBED", 0])  # half-width embeddings
@@ -146,6 +152,7 @@ def test_shape_mismatch_names_both_keys_and_shapes():
     assert "backbone.non_local.1.0.g.weight has (256, 512, 1, 1)" in msg and "NON_LOCAL_EMBED 1" in msg
 
 
+@pytest.mark.slow
 def test_unsupported_fastreid_parts_are_named():
     state = fr.fastreid_state("bot_R50")
     state["backbone.layer1.0.se.fc.0.weight"] = torch.zeros(16, 256)
@@ -157,6 +164,7 @@ def test_unsupported_fastreid_parts_are_named():
         convert_fastreid_state(state, _model("bot_R50"))
 
 
+@pytest.mark.slow
 def test_fixed_gem_without_p_keeps_the_configured_exponent_with_a_note():
     state = fr.fastreid_state("sbs_R50")
     del state["heads.pool_layer.p"]
@@ -165,6 +173,7 @@ def test_fixed_gem_without_p_keeps_the_configured_exponent_with_a_note():
     assert any("GEM_P" in n for n in converted.notes)
 
 
+@pytest.mark.slow
 def test_mgn_concat_layout_drops_the_eight_classifiers_with_a_note():
     state = fr.fastreid_state("mgn_R50")
     model = _model("mgn_R50", num_classes=16, extra=["MODEL.MGN.LOSS_LAYOUT", "concat"])
@@ -175,6 +184,7 @@ def test_mgn_concat_layout_drops_the_eight_classifiers_with_a_note():
     assert not inference.head_dropped and any("no identity head" in n for n in inference.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, expected", [
     ("bot_R50", {"MODEL.BACKBONE.NAME": "resnet50", "MODEL.HEADS.POOLING": "avg",
                  "MODEL.BACKBONE.NON_LOCAL": [0, 0, 0, 0]}),
@@ -190,6 +200,7 @@ def test_settings_inferred_from_the_keys(name, expected):
         assert settings[key] == value, key
 
 
+@pytest.mark.slow
 def test_shipped_fastreid_configs_have_the_settings_the_mapping_names():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for path, fixed in SHIPPED_CONFIGS:

@@ -261,6 +261,7 @@ def test_bf16_autocast_is_finite(name):
 
 
 # --------------------------------------------------------------------------- training
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_each_head_overfits_a_tiny_batch(name):
     torch.manual_seed(0)

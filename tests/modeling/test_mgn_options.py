@@ -28,6 +28,7 @@ def test_overlap_stripes_max_equal_adaptive_max_pooling():
             torch.testing.assert_close(got, want)
 
 
+@pytest.mark.slow
 def test_fastreid_style_mgn_has_a_gem_per_feature_and_conv_only_reductions():
     cfg = make_cfg("mgn", MODEL__MGN__POOLING="gem", MODEL__MGN__STRIPES="chunk", MODEL__MGN__REDUCTION="conv",
                    MODEL__MGN__REDUCTION_DIM=16, MODEL__MGN__LOSS_LAYOUT="per_branch")

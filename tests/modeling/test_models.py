@@ -51,6 +51,7 @@ def build(cfg, seed: int = 0):
 
 
 # --------------------------------------------------------------------------- shapes
+@pytest.mark.slow
 def test_resnet50_baseline_eval_feature_is_2048d():
     model = build(make_cfg(backbone="resnet50")).eval()
     with torch.no_grad():
@@ -59,6 +60,7 @@ def test_resnet50_baseline_eval_feature_is_2048d():
     assert torch.isfinite(feat).all()
 
 
+@pytest.mark.slow
 def test_resnet50_mgn_eval_feature_is_2048d():
     model = build(make_cfg("mgn", backbone="resnet50")).eval()
     with torch.no_grad():
@@ -67,6 +69,7 @@ def test_resnet50_mgn_eval_feature_is_2048d():
     assert torch.isfinite(feat).all()
 
 
+@pytest.mark.slow
 def test_resnet18_feature_dims_and_reduction_dim():
     base = build(make_cfg()).eval()
     mgn = build(make_cfg("mgn", MODEL__MGN__REDUCTION_DIM=32)).eval()
@@ -86,6 +89,7 @@ def test_model_summary_reports_parameters_and_feature_dim():
 
 
 # --------------------------------------------------------------------------- losses
+@pytest.mark.slow
 def test_train_mode_returns_configured_finite_losses_and_stats():
     cfg = make_cfg(MODEL__LOSSES__NAMES=["identity", "triplet", "pair_circle"])
     model = build(cfg).train()
@@ -100,6 +104,7 @@ def test_train_mode_returns_configured_finite_losses_and_stats():
         assert -1.0 <= float(v) <= 1.0
 
 
+@pytest.mark.slow
 def test_loss_weights_scale_the_losses():
     names = ["identity", "triplet", "pair_circle"]
     one = build(make_cfg(MODEL__LOSSES__NAMES=names), seed=1).train()(images(), TARGETS)
@@ -116,6 +121,7 @@ def test_loss_weights_scale_the_losses():
         torch.testing.assert_close(two[key], 2.0 * one[key])
 
 
+@pytest.mark.slow
 def test_pair_losses_see_the_configured_feature(monkeypatch):
     seen = {}
 
@@ -140,6 +146,7 @@ def test_identity_loss_without_classes_is_a_clear_error_but_eval_works():
     assert model.eval()(images(2)).shape == (2, 512)
 
 
+@pytest.mark.slow
 def test_no_head_without_identity_loss():
     model = build(make_cfg(MODEL__LOSSES__NAMES=["triplet"]))
     assert model.head is None
@@ -147,6 +154,7 @@ def test_no_head_without_identity_loss():
     assert set(losses) == {"loss_triplet"} and model.last_stats == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "arch,opts",
     [
@@ -173,6 +181,7 @@ def test_every_trainable_parameter_gets_a_gradient(arch, opts):
     assert "neck.bias" in frozen  # the BNNeck shift is frozen in any case
 
 
+@pytest.mark.slow
 def test_train_mode_without_targets_is_a_clear_error():
     model = build(make_cfg()).train()
     with pytest.raises(ValueError, match="targets"):
@@ -208,6 +217,7 @@ def test_head_config_mistake_names_the_config_keys():
     assert "CURRICULAR_MOMENTUM" in str(err.value) and "momentum" in str(err.value)
 
 
+@pytest.mark.slow
 def test_resolved_head_defaults_are_used():
     model = build(make_cfg(MODEL__HEADS__NAME="circle"))
     assert (model.head.scale, model.head.margin) == (128.0, 0.25)  # SCALE/MARGIN -1 = paper values
@@ -215,6 +225,7 @@ def test_resolved_head_defaults_are_used():
     assert model.head.scale == 30.0 and model.head.weight.shape == (4, 512)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch,pooling", [("baseline", "gem"), ("mgn", "avg")])
 def test_bf16_autocast_gives_finite_features(arch, pooling):
     model = build(make_cfg(arch, MODEL__HEADS__POOLING=pooling, MODEL__MGN__REDUCTION_DIM=16)).eval()
@@ -223,6 +234,7 @@ def test_bf16_autocast_gives_finite_features(arch, pooling):
     assert feat.shape == (2, model.feature_dim) and torch.isfinite(feat.float()).all()
 
 
+@pytest.mark.slow
 def test_overfit_tiny_batch_with_circle_head():
     torch.manual_seed(0)
     cfg = make_cfg(num_classes=4, MODEL__HEADS__NAME="circle")
@@ -243,6 +255,7 @@ def test_overfit_tiny_batch_with_circle_head():
 
 
 # --------------------------------------------------------------------------- neck
+@pytest.mark.slow
 def test_bnneck_bias_is_frozen_at_zero_through_training():
     model = build(make_cfg(MODEL__LOSSES__NAMES=["identity", "triplet"]))
     neck = model.neck
@@ -259,6 +272,7 @@ def test_bnneck_bias_is_frozen_at_zero_through_training():
     assert not torch.equal(neck.weight, weight_before)  # the scale does train
 
 
+@pytest.mark.slow
 def test_neck_none_and_eval_feature_before_or_after_bn():
     after_model = build(make_cfg(MODEL__HEADS__NECK_FEAT="after"), seed=2).eval()
     before_model = build(make_cfg(MODEL__HEADS__NECK_FEAT="before"), seed=2).eval()
@@ -330,6 +344,7 @@ def test_stripes_cover_every_row_when_height_is_not_divisible():
         assert covered == set(range(height))
 
 
+@pytest.mark.slow
 def test_mgn_bottom_image_rows_reach_the_last_stripe():
     model = build(make_cfg("mgn", MODEL__MGN__REDUCTION_DIM=16)).eval()
     x = images(2, h=80)  # conv5 maps of 5 rows: not a multiple of 3
@@ -342,6 +357,7 @@ def test_mgn_bottom_image_rows_reach_the_last_stripe():
     assert not torch.allclose(a[4], b[4])  # bottom stripe of the 2-part branch
 
 
+@pytest.mark.slow
 def test_mgn_global_branch_downsamples_only_when_configured():
     x = torch.randn(1, 3, H, W)
     for downsample, ratio in ((True, 2), (False, 1)):
@@ -355,6 +371,7 @@ def test_mgn_global_branch_downsamples_only_when_configured():
     assert model.branch_part2[1][0].conv1.weight is not model.branch_part3[1][0].conv1.weight
 
 
+@pytest.mark.slow
 def test_mgn_concat_layout_one_head_on_the_concatenation():
     model = build(make_cfg("mgn", MODEL__MGN__REDUCTION_DIM=16, MODEL__LOSSES__NAMES=["identity", "triplet"]))
     assert isinstance(model, MGN)
@@ -365,6 +382,7 @@ def test_mgn_concat_layout_one_head_on_the_concatenation():
     assert set(model.last_stats) == {"s_p", "s_n"}
 
 
+@pytest.mark.slow
 def test_mgn_per_branch_layout_heads_and_losses():
     cfg = make_cfg(
         "mgn",
@@ -382,6 +400,7 @@ def test_mgn_per_branch_layout_heads_and_losses():
     assert all(h.weight.grad is not None and h.weight.grad.abs().sum() > 0 for h in model.heads)
 
 
+@pytest.mark.slow
 def test_mgn_per_branch_triplet_is_mean_over_the_three_globals(monkeypatch):
     calls = []
 
@@ -408,6 +427,7 @@ def test_loss_assembly_dedupes_names():
 
 
 # --------------------------------------------------------------------------- layering
+@pytest.mark.slow
 def test_modeling_does_not_import_higher_layers():
     code = (
         "import sys, reid.modeling, reid.modeling.heads, reid.modeling.losses;"
@@ -418,6 +438,7 @@ def test_modeling_does_not_import_higher_layers():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_mgn_backbone_parameters_are_trunk_and_branches_only():
     from reid.config import get_cfg
     from reid.modeling import build_model

@@ -30,3 +30,22 @@ def test_without_tensorboard_one_line_says_how_to_get_events(tmp_path, monkeypat
             w.write({"type": "train", "iter": 1, "loss": 1.0})
     assert "install the 'tensorboard' package" in caplog.text
     assert sorted(os.listdir(tmp_path)) == ["metrics.jsonl"]
+
+
+def test_console_lines_follow_a_swapped_and_closed_stdout(monkeypatch, capsys):
+    """pytest's capture (or a notebook) swaps sys.stdout and closes the old one; a handler
+    bound to the old stream would print a "Logging error" traceback instead of the line."""
+    import io
+
+    from reid.utils.logger import setup_logger
+
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", first)
+    logger = setup_logger(name="test-swapped-stdout")
+    logger.info("one")
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", second)
+    logger.info("two")
+    assert second.getvalue().rstrip().endswith("two")
+    assert "Logging error" not in capsys.readouterr().err

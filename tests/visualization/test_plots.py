@@ -39,6 +39,7 @@ def _train(it, sp, sn):
     return {"type": "train", "epoch": it // 10, "iter": it, "lr": 1e-3, "loss": 1.0, "s_p": sp, "s_n": sn}
 
 
+@pytest.mark.slow
 def test_dynamics_from_metrics_files(tmp_path):
     circle = _write_run(tmp_path / "circle", [
         _train(10, 0.2, 0.1), _train(20, 0.4, 0.05),
@@ -107,6 +108,7 @@ def _clustered_features(rng, pids, dim=16, noise=0.25):
     return centres[pids] + noise * rng.normal(size=(len(pids), dim))
 
 
+@pytest.mark.slow
 def test_pair_similarities_follow_protocol_and_overlap(tmp_path):
     rng = np.random.default_rng(0)
     q_pids, q_cams = np.array([0, 1, 2]), np.array([0, 0, 1])
@@ -186,6 +188,7 @@ def test_decision_boundary_pairs_and_plot(tmp_path):
         plots.load_pairs_npz(str(tmp_path / "missing.npz"))
 
 
+@pytest.mark.slow
 def test_gradient_data_equals_autograd_of_the_losses(tmp_path):
     from reid.modeling.losses import similarity_losses as sl
 
@@ -217,6 +220,7 @@ def test_gradient_data_equals_autograd_of_the_losses(tmp_path):
         plots.loss_gradients("arcface", np.zeros(1), np.zeros(1), margin=0.5)
 
 
+@pytest.mark.slow
 def test_tools_plot_subcommands(tmp_path, capsys):
     tool = load_tool("plot")
     run = _write_run(tmp_path / "run", [_train(10, 0.2, 0.1), _train(20, 0.5, 0.05)])
@@ -241,6 +245,7 @@ def test_tools_plot_subcommands(tmp_path, capsys):
         assert "examples:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_tools_plot_from_saved_features(tmp_path):
     """cmc and similarity straight from a saved-features npz (the evaluation layer computes CMC)."""
     rng = np.random.default_rng(0)

@@ -280,7 +280,8 @@ def _load_split_file(path: str) -> Dict[str, np.ndarray]:
 
     try:
         mat = scipy.io.loadmat(path)
-    except (MatReadError, ValueError, NotImplementedError, TypeError, OSError) as e:
+    except (MatReadError, ValueError, IndexError, NotImplementedError, TypeError, OSError) as e:
+        # scipy before 1.10 fails on a short file with IndexError instead of MatReadError
         raise DatasetFormatError(
             f"{path}: cannot be read as a MATLAB split file ({e}); download it again ({OBTAIN_SPLIT})."
         ) from e
