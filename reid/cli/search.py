@@ -204,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     ann.add_argument("--pq-nbits", type=int, help="ivf with --pq-m: bits per sub-vector code (default: 8)")
     ann.add_argument("--hnsw-m", type=int, help="hnsw: links per vector (default: 32)")
     ann.add_argument("--ef-construction", type=int, help="hnsw: candidate list while building (default: 80)")
-    ann.add_argument("--ef-search", type=int, help="hnsw: candidate list while searching (default: 128); "
+    ann.add_argument("--ef-search", type=int, help="hnsw: candidate list while searching (default: 128 per 500,000 "
+                     "images, at least 128); "
                      "also changes a saved index")
     add_model_arguments(p)
     return p

@@ -117,7 +117,7 @@ def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
     :func:`save_index`); or give them as keywords. `device` is used by "exact" only (faiss
     runs on the CPU). Backend parameters are keywords, e.g. ``build_index(g, "ivf",
     nlist=4096, nprobe=64)``, ``build_index(g, "ivf", pq_m=32)``, ``build_index(g, "hnsw",
-    hnsw_m=32, ef_search=128)``; unset ones follow the gallery size (see faiss_indexes.py).
+    hnsw_m=32, ef_search=256)``; unset ones follow the gallery size (see faiss_indexes.py).
     """
     cls = SEARCH_BACKENDS.get(backend)
     allowed = backend_params(cls.backend)
