@@ -49,7 +49,7 @@ CASES = {
     "faiss": ("faiss", lambda d: {}, None),
     "ivf": ("ivf", lambda d: {}, ("nprobe", (8, 16, 32, 128, 256))),
     "ivf-pq": ("ivf", lambda d: {"pq_m": d // 8}, ("nprobe", (16, 128, 256))),
-    "hnsw": ("hnsw", lambda d: {}, ("ef_search", (16, 32, 64, 256))),
+    "hnsw": ("hnsw", lambda d: {}, ("ef_search", (16, 32, 64, 128, 256, 512))),
 }
 
 

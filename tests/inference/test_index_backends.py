@@ -99,7 +99,7 @@ def test_ivf_probing_too_few_lists_is_completed_exactly():
 
 
 @needs_faiss
-def test_defaults_follow_the_gallery_size():
+def test_defaults_follow_the_gallery_size(monkeypatch):
     assert default_nlist(1_000_000) == 4000 and default_nlist(200_000) == 1789
     assert default_nlist(1000) == 25 and default_nlist(100) == 2 and default_nlist(10) == 1
     assert default_train_size(1_000_000, 4000) == 160_000 and default_train_size(5000, 125) == 5000
@@ -113,6 +113,9 @@ def test_defaults_follow_the_gallery_size():
     assert ivf.params() == {"nlist": 25, "nprobe": 16, "train_size": 1000}
     hnsw = build_index(gallery, "hnsw")
     assert hnsw.params() == {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
+    import reid.inference.faiss_indexes as fi
+    monkeypatch.setattr(fi, "HNSW_EF_SEARCH_PER", 400)  # as if 1,000 images were 2.5 "units" of gallery
+    assert build_index(gallery, "hnsw").ef_search == 384
     custom = build_index(gallery, "hnsw", hnsw_m=8, ef_construction=20, ef_search=5)
     assert custom.params() == {"hnsw_m": 8, "ef_construction": 20, "ef_search": 5}
     assert custom.search(gallery[:2], k=20).indices.shape == (2, 20)  # ef_search below k: k is used
