@@ -50,11 +50,15 @@ def reid_log(caplog):
 
     logger = logging.getLogger("reid")
     logger.addHandler(caplog.handler)
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.setLevel(logging.INFO)
+    # caplog also listens on the root logger: without this a record would be seen twice when
+    # no earlier test has run setup_logger (a test run alone).
+    logger.propagate = False
     yield caplog
     logger.removeHandler(caplog.handler)
     logger.setLevel(level)
+    logger.propagate = propagate
 
 
 @pytest.fixture

@@ -34,14 +34,23 @@ def user_errors() -> Tuple[Type[BaseException], ...]:
 _WORKER_TRACEBACK = re.compile(r"Original Traceback \(most recent call last\):")
 
 
+# Longest error line printed: messages name files and values, and a value from a hostile file
+# (a huge path, an expanded YAML value) must not turn one line into megabytes.
+MAX_MESSAGE = 2000
+
+
 def one_line(error: BaseException) -> str:
-    """The message of `error` as one line, without a DataLoader worker's folded traceback."""
+    """The message of `error` as one line (at most MAX_MESSAGE characters), without a
+    DataLoader worker's folded traceback."""
     text = str(error)
     if _WORKER_TRACEBACK.search(text):
         last = [line for line in text.strip().splitlines() if line.strip()][-1].strip()
         # "module.ErrorType: message" -> "message"
         text = re.sub(r"^[\w.]+(Error|Exception)\w*: ", "", last)
-    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+    text = " ".join(part.strip() for part in text.splitlines() if part.strip())
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE]}... [{len(text) - MAX_MESSAGE} more characters]"
+    return text
 
 
 def run_main(command: Callable[[], Any]) -> int:

@@ -44,6 +44,7 @@ from reid.inference.predictor import Predictor
 from reid.inference.search import BACKENDS, build_index
 from reid.inference.sources import collect_images
 from reid.utils.file_io import atomic_write_text
+from reid.utils.text_files import brief, printable
 
 from .errors import run_main
 from .model_args import add_model_arguments, predictor_from_args
@@ -68,7 +69,7 @@ def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], so
     for key in ("weights", "input_size", "flip"):
         theirs = meta.get(key)
         if theirs is not None and theirs != mine[key]:
-            log(f"warning: the gallery was made with {key} {theirs!r}, the queries use {mine[key]!r}; "
+            log(f"warning: the gallery was made with {key} {brief(theirs)}, the queries use {brief(mine[key])}; "
                 "scores are only meaningful when both come from the same model and settings.")
 
 
@@ -159,10 +160,10 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
                 m["camid"] = int(index.camids[gi])
             matches.append(m)
         records.append({"query": q_path, "matches": matches})
-        log(f"query {qi + 1}/{len(q_paths)}: {q_path}")
+        log(f"query {qi + 1}/{len(q_paths)}: {printable(q_path)}")
         for m in matches:
             extra = "".join(f"  {key} {m[key]}" for key in ("pid", "camid") if key in m)
-            log(f"  {m['rank']:>3}  {m['score']:.4f}  {m['path']}{extra}")
+            log(f"  {m['rank']:>3}  {m['score']:.4f}  {printable(m['path'])}{extra}")
         if draw_dir:
             stem = os.path.splitext(os.path.basename(q_path))[0]
             picture = save_matches_picture(

@@ -1,4 +1,15 @@
 """Configuration: defaults, YAML loading with ``_BASE_``, validated overrides."""
-from .config import ConfigError, get_cfg, load_config, merge_from_file, merge_from_list, save_config
+from .config import (
+    ConfigError,
+    get_cfg,
+    load_config,
+    load_config_from_text,
+    merge_from_file,
+    merge_from_list,
+    merge_from_text,
+    save_config,
+)
+from .defaults import FILE_KEYS
 
-__all__ = ["ConfigError", "get_cfg", "load_config", "merge_from_file", "merge_from_list", "save_config"]
+__all__ = ["ConfigError", "FILE_KEYS", "get_cfg", "load_config", "load_config_from_text", "merge_from_file",
+           "merge_from_list", "merge_from_text", "save_config"]

@@ -19,12 +19,14 @@ import math
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-import yaml
 from yacs.config import CfgNode
 
-from .defaults import _C
+from .defaults import _C, FILE_KEYS
+from .yaml_text import MAX_BYTES, YamlBool, YamlTextError, brief, parse_yaml_text
 
 BASE_KEY = "_BASE_"
+#: Longest chain of files included through _BASE_ (the shipped configs use 2).
+MAX_BASE_DEPTH = 16
 
 
 class ConfigError(ValueError):
@@ -57,37 +59,9 @@ def _suggest(key: str, root: CfgNode) -> str:
     return f" Did you mean: {', '.join(close)}?" if close else ""
 
 
-class _YamlBool:
-    """A boolean read from a YAML file, with the word the file used (``off``, ``Yes``, ...).
-
-    Kept until the value meets its key, so that a boolean given to a string key (YAML 1.1
-    turns ``AMP: off`` into False) can be reported with the user's own word.
-    """
-
-    __slots__ = ("value", "text")
-
-    def __init__(self, value: bool, text: str) -> None:
-        self.value = value
-        self.text = text
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """SafeLoader that wraps booleans in :class:`_YamlBool`; everything else is unchanged."""
-
-
-def _construct_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _YamlBool:
-    return _YamlBool(loader.construct_yaml_bool(node), str(node.value))
-
-
-_ConfigLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
-
-
 def _plain(value: Any) -> Any:
-    """`value` with every :class:`_YamlBool` inside it turned back into a bool."""
-    if isinstance(value, _YamlBool):
+    """`value` with every :class:`YamlBool` inside it turned back into a bool."""
+    if isinstance(value, YamlBool):
         return value.value
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
@@ -112,17 +86,17 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
     `from_yaml` marks a value parsed by YAML 1.1 (a config file): there a number such as
     ``1e-3`` arrives as a string and is read as the number it spells.
     """
-    yaml_word = value.text if isinstance(value, _YamlBool) else None
+    yaml_word = value.text if isinstance(value, YamlBool) else None
     if yaml_word is not None:
         value = value.value
 
     def fail(hint: str = "") -> ConfigError:
         # `current` is what earlier files or overrides left, not necessarily the default; for a
         # list item (KEY[i]) it is only the item type's example, so it is not shown.
-        shown = "" if "[" in key else f" (current value {current!r})"
+        shown = "" if "[" in key else f" (current value {brief(current)})"
         return ConfigError(
             f"{source}: key {key} expects a value of type {type(current).__name__}{shown}, "
-            f"got {value!r} ({type(value).__name__}).{hint}"
+            f"got {brief(value)} ({type(value).__name__}).{hint}"
         )
 
     if isinstance(current, bool):
@@ -192,11 +166,47 @@ def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "
         if isinstance(current, CfgNode):
             if not isinstance(v, dict):
                 raise ConfigError(
-                    f"{source}: key {full} is a section; give it a mapping of sub-keys, got {v!r}."
+                    f"{source}: key {full} is a section; give it a mapping of sub-keys, got {brief(v)}."
                 )
             _merge_dict(current, v, source, full + ".")
         else:
             cfg[k] = _coerce(full, current, v, source, from_yaml=True)
+
+
+def _mapping(data: Any, source: str) -> Dict[str, Any]:
+    """The document of `source` as a mapping of keys (an empty document is an empty mapping)."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must contain a mapping of keys, got {type(data).__name__}.")
+    return data
+
+
+def _parse(text: str, source: str) -> Dict[str, Any]:
+    try:
+        return _mapping(parse_yaml_text(text), source)
+    except YamlTextError as e:
+        raise ConfigError(f"{source} cannot be used as a config: {e}.") from None
+
+
+def _read_yaml_file(path: str) -> Dict[str, Any]:
+    """The mapping in config file `path`, read within the bounds of reid/config/yaml_text.py."""
+    if not os.path.exists(path):
+        raise ConfigError(f"Config file not found: {path}")
+    if not os.path.isfile(path):  # a FIFO or a device would block or never end
+        raise ConfigError(f"Config file {path} is not a regular file; name a .yml/.yaml file.")
+    source = f"Config file {path}"
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            text = f.read(MAX_BYTES + 1)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source} is not UTF-8 text; name a .yml/.yaml config file.") from None
+    except OSError as e:
+        raise ConfigError(f"{source} cannot be read ({e.strerror or e}).") from None
+    data = _parse(text, source)
+    # Checked file by file, so an unknown key or a bad value is reported in the file that holds it.
+    _merge_dict(get_cfg(), {k: v for k, v in data.items() if k != BASE_KEY}, source)
+    return data
 
 
 def _read_yaml_with_bases(path: str, seen: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -205,15 +215,9 @@ def _read_yaml_with_bases(path: str, seen: Optional[Sequence[str]] = None) -> Di
     if path in seen:
         chain = " -> ".join(seen + [path])
         raise ConfigError(f"Config files include each other in a loop: {chain}")
-    if not os.path.isfile(path):
-        raise ConfigError(f"Config file not found: {path}")
-    with open(path, "r", encoding="utf-8") as f:
-        try:
-            data = yaml.load(f, Loader=_ConfigLoader) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"Config file {path} is not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise ConfigError(f"Config file {path} must contain a mapping of keys, got {type(data).__name__}.")
+    if len(seen) >= MAX_BASE_DEPTH:
+        raise ConfigError(f"Config file {seen[0]}: its {BASE_KEY} chain is more than {MAX_BASE_DEPTH} files deep.")
+    data = _read_yaml_file(path)
     bases = data.pop(BASE_KEY, None)
     if bases is None:
         return data
@@ -221,7 +225,7 @@ def _read_yaml_with_bases(path: str, seen: Optional[Sequence[str]] = None) -> Di
         bases = [bases]
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
         raise ConfigError(
-            f"Config file {path}: {BASE_KEY} must be a file path or a list of paths, got {bases!r}."
+            f"Config file {path}: {BASE_KEY} must be a file path or a list of paths, got {brief(bases)}."
         )
     merged: Dict[str, Any] = {}
     for base in bases:
@@ -239,10 +243,50 @@ def _deep_update(dst: Dict[str, Any], src: Dict[str, Any]) -> None:
             dst[k] = copy.deepcopy(v)
 
 
-def merge_from_file(cfg: CfgNode, config_file: str) -> None:
-    """Merge a YAML file (following its ``_BASE_`` chain) into `cfg`, validating every key."""
-    data = _read_yaml_with_bases(config_file)
+def merge_from_file(cfg: CfgNode, config_file: str, allow_bases: bool = True) -> None:
+    """Merge a YAML file (following its ``_BASE_`` chain) into `cfg`, validating every key.
+
+    With `allow_bases` False the file must be self-contained (a run's ``config.yaml`` always
+    is): a ``_BASE_`` entry is refused instead of read.
+    """
+    if allow_bases:
+        data = _read_yaml_with_bases(config_file)
+    else:
+        data = _read_yaml_file(os.path.abspath(config_file))
+        _refuse_bases(data, f"Config file {config_file}", "a run's config.yaml is self-contained (train.py "
+                      "writes it merged); pass the original config with --config-file instead")
     _merge_dict(cfg, data, f"config file {config_file}")
+
+
+def _refuse_bases(data: Dict[str, Any], source: str, why: str) -> None:
+    if BASE_KEY in data:
+        raise ConfigError(f"{source} names {BASE_KEY} {brief(data[BASE_KEY])}, which is not read here: {why}.")
+
+
+def merge_from_text(cfg: CfgNode, text: str, source: str) -> List[str]:
+    """Merge config `text` stored inside another file (a checkpoint's ``cfg`` entry) into `cfg`.
+
+    Such text travels with files from other people, so it may not point anywhere: ``_BASE_``
+    is refused, and the keys that name files or folders (:data:`FILE_KEYS`: OUTPUT_DIR,
+    MODEL.WEIGHTS, DATASETS.ROOT, ...) are left at their values in `cfg`. Returns the file
+    keys the text tried to set. `source` names the file in error messages.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"{source}: its stored config is a {type(text).__name__}, not YAML text.")
+    data = _parse(text, source)
+    _refuse_bases(data, source, "a stored config must be self-contained; pass the run's config.yaml with "
+                  "--config-file instead")
+    dropped = []
+    for key in FILE_KEYS:
+        parts = key.split(".")
+        node = data
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and parts[-1] in node:
+            del node[parts[-1]]
+            dropped.append(key)
+    _merge_dict(cfg, data, source)
+    return dropped
 
 
 def _parse_value(text: Any) -> Any:
@@ -277,7 +321,7 @@ def _parse_str_list(key: str, text: Any) -> Any:
     opened, closed = s.startswith("["), s.endswith("]")
     if opened != closed:
         raise ConfigError(
-            f"command line: key {key} got {text!r}, which has an unmatched bracket (a space inside "
+            f"command line: key {key} got {brief(text)}, which has an unmatched bracket (a space inside "
             f"[...] splits it into two arguments). Write the names without spaces, e.g. {key} a,b "
             f"or {key} [a,b]."
         )
@@ -287,7 +331,7 @@ def _parse_str_list(key: str, text: Any) -> Any:
         items.pop()  # a trailing comma, as Python allows
     if any(not item for item in items):
         raise ConfigError(
-            f"command line: key {key} got {text!r}, which has an empty name between commas; "
+            f"command line: key {key} got {brief(text)}, which has an empty name between commas; "
             f"write the names separated by single commas, e.g. {key} a,b."
         )
     return [_unquote(item) for item in items]
@@ -338,13 +382,52 @@ def merge_from_list(cfg: CfgNode, opts: Iterable[Any]) -> None:
         node[parts[-1]] = _coerce(str(key), current, value, "command line")
 
 
-def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]] = None) -> CfgNode:
-    """Defaults, then `config_file` (with its ``_BASE_`` chain), then `opts`; returned frozen."""
+# Bounds on values that size memory at once (input pixels, batches, worker processes): a config
+# from someone else (a checkpoint's, a downloaded run's) must not make a tool allocate without end.
+_RANGES = {
+    "INPUT.SIZE_TRAIN": (1, 4096),
+    "INPUT.SIZE_TEST": (1, 4096),
+    "SOLVER.IMS_PER_BATCH": (1, 65536),
+    "TEST.IMS_PER_BATCH": (1, 65536),
+    "DATALOADER.NUM_WORKERS": (0, 256),
+}
+
+
+def check_ranges(cfg: CfgNode, source: str = "config") -> None:
+    """Raise ConfigError when a key of _RANGES (or an element of it) lies outside its bounds."""
+    for key, (low, high) in _RANGES.items():
+        node: Any = cfg
+        for part in key.split("."):
+            node = node[part]
+        for value in node if isinstance(node, (list, tuple)) else [node]:
+            if not low <= value <= high:
+                raise ConfigError(f"{source}: {key} {brief(node)} is out of range; each value must lie in "
+                                  f"[{low}, {high}].")
+
+
+def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]] = None,
+                allow_bases: bool = True) -> CfgNode:
+    """Defaults, then `config_file` (with its ``_BASE_`` chain), then `opts`; returned frozen.
+
+    `allow_bases` False refuses a ``_BASE_`` entry (see :func:`merge_from_file`).
+    """
     cfg = get_cfg()
     if config_file:
-        merge_from_file(cfg, config_file)
+        merge_from_file(cfg, config_file, allow_bases=allow_bases)
     if opts:
         merge_from_list(cfg, opts)
+    check_ranges(cfg, f"config file {config_file}" if config_file else "config")
+    cfg.freeze()
+    return cfg
+
+
+def load_config_from_text(text: str, source: str, opts: Optional[Sequence[Any]] = None) -> CfgNode:
+    """Defaults, then the config `text` stored in file `source` (:func:`merge_from_text`), then `opts`; frozen."""
+    cfg = get_cfg()
+    merge_from_text(cfg, text, source)
+    if opts:
+        merge_from_list(cfg, opts)
+    check_ranges(cfg, source)
     cfg.freeze()
     return cfg
 

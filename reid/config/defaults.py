@@ -319,3 +319,16 @@ _C.TEST.AQE.ENABLED = False
 _C.TEST.AQE.QE_K = 5
 # AQE: exponent alpha of the similarity weights.
 _C.TEST.AQE.ALPHA = 3.0
+
+# Keys whose values name files or folders. A config stored inside a checkpoint (someone else's,
+# perhaps) never sets them: reid.config.merge_from_text leaves them at their defaults, so a
+# downloaded file cannot make a tool read or write a path the user did not name.
+FILE_KEYS = (
+    "OUTPUT_DIR",
+    "MODEL.WEIGHTS",
+    "MODEL.BACKBONE.PRETRAINED_PATH",
+    "DATASETS.ROOT",
+    "DATASETS.CUSTOM.TRAIN_LIST",
+    "DATASETS.CUSTOM.QUERY_LIST",
+    "DATASETS.CUSTOM.GALLERY_LIST",
+)

@@ -13,11 +13,20 @@ Policy for corrupt or unreadable images (DATASETS.SKIP_CORRUPT):
 
 A missing file gets its own message (check DATASETS.ROOT and the layout), since skipping or
 replacing it is the wrong advice when a path is wrong.
+
+Bounded memory, whatever the file claims: only regular files of at most MAX_IMAGE_BYTES are
+read (a FIFO named ``x.jpg`` would block forever), and the width and height in the file's
+header are checked against MAX_IMAGE_PIXELS before anything is decoded (a 100 kB PNG can
+declare 50,000 x 50,000 pixels, 7.5 GB decoded). A file whose header no reader recognises
+is refused rather than handed to OpenCV, which guesses the format from the bytes.
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
+import stat
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
@@ -29,17 +38,28 @@ logger = logging.getLogger(__name__)
 _JPEG_SOI = b"\xff\xd8"
 _JPEG_EOI = b"\xff\xd9"
 _JPEG_SOS = b"\xff\xda"
+# JPEG start-of-frame markers (they carry the size): C0-CF except DHT (C4), JPG (C8), DAC (CC).
+_JPEG_SOF = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+#: Largest image file read (bytes); re-ID crops are a few kB, a camera frame a few MB.
+MAX_IMAGE_BYTES = 1 << 28
+#: Most pixels an image may declare (64 megapixels, 192 MB decoded).
+MAX_IMAGE_PIXELS = 1 << 26
 
 
 class CorruptImageError(OSError):
-    """An image file is missing, unreadable or truncated; the message names it."""
+    """An image file is missing, unreadable or truncated; the message names it, ``why`` says what is wrong."""
+
+    why: str = ""
 
 
 def _corrupt(path: str, why: str) -> CorruptImageError:
-    return CorruptImageError(
+    error = CorruptImageError(
         f"Cannot read image {path!r}: {why}. Replace or delete the file, or set "
         f"DATASETS.SKIP_CORRUPT True to skip unreadable images (they are counted and reported)."
     )
+    error.why = why
+    return error
 
 
 def _missing(path: str) -> CorruptImageError:
@@ -65,19 +85,84 @@ def jpeg_is_truncated(buf: bytes) -> bool:
     return eoi < 0 or eoi < buf.rfind(_JPEG_SOS)
 
 
-def _decode(path: str, flags: int) -> np.ndarray:
+def _jpeg_size(buf: bytes) -> Optional[Tuple[int, int]]:
+    pos = 2
+    while pos + 4 <= len(buf):
+        if buf[pos] != 0xFF:
+            return None
+        marker = buf[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            pos += 2
+            continue
+        if marker == 0xDA:  # start of scan before any frame header
+            return None
+        if marker in _JPEG_SOF and pos + 9 <= len(buf):
+            height, width = struct.unpack_from(">HH", buf, pos + 5)
+            return width, height
+        pos += 2 + struct.unpack_from(">H", buf, pos + 2)[0]
+    return None
+
+
+def image_dimensions(buf: bytes) -> Optional[Tuple[int, int]]:
+    """``(width, height)`` from an image file's header, without decoding it; None if unrecognised.
+
+    JPEG, PNG and BMP are read here; other formats (TIFF, WebP, ...) through Pillow's header
+    parser (Pillow comes with torchvision and matplotlib).
+    """
+    if buf[:2] == _JPEG_SOI:
+        return _jpeg_size(buf)
+    if buf[:8] == b"\x89PNG\r\n\x1a\n" and len(buf) >= 24:
+        return struct.unpack_from(">II", buf, 16)
+    if buf[:2] == b"BM" and len(buf) >= 26:
+        if struct.unpack_from("<I", buf, 14)[0] == 12:  # OS/2 header: 16-bit sizes
+            return struct.unpack_from("<HH", buf, 18)
+        width, height = struct.unpack_from("<ii", buf, 18)
+        return abs(width), abs(height)  # negative height: rows stored top-down
     try:
-        data = np.fromfile(path, dtype=np.uint8)
+        from PIL import Image
+
+        with Image.open(io.BytesIO(buf)) as img:
+            return img.size
+    except Exception:  # Pillow raises several types for what it does not recognise
+        return None
+
+
+def _read_file(path: str) -> bytes:
+    """The bytes of image file `path`: a regular file of at most MAX_IMAGE_BYTES."""
+    try:
+        st = os.stat(path)
     except FileNotFoundError:
         raise _missing(path) from None
     except OSError as e:
         raise _corrupt(path, f"{type(e).__name__}: {e.strerror or e}") from None
-    if data.size == 0:
+    if not stat.S_ISREG(st.st_mode):
+        raise _corrupt(path, "it is not a regular file (a folder, FIFO or device)")
+    if st.st_size > MAX_IMAGE_BYTES:
+        raise _corrupt(path, f"the file is {st.st_size / 2**20:.0f} MB, more than the {MAX_IMAGE_BYTES >> 20} MB an "
+                             "image may have here")
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_IMAGE_BYTES + 1)
+    except OSError as e:
+        raise _corrupt(path, f"{type(e).__name__}: {e.strerror or e}") from None
+
+
+def _decode(path: str, flags: int) -> np.ndarray:
+    buf = _read_file(path)
+    if not buf:
         raise _corrupt(path, "the file is empty")
-    buf = data.tobytes()
+    size = image_dimensions(buf)
+    if size is None:
+        raise _corrupt(path, "it is not an image in a format read here (JPEG, PNG, BMP, TIFF, WebP)")
+    if size[0] * size[1] > MAX_IMAGE_PIXELS or min(size) < 1:
+        raise _corrupt(path, f"its header declares {size[0]} x {size[1]} pixels (at most {MAX_IMAGE_PIXELS:,} "
+                             "pixels, each side at least 1, are read); crop or resize it")
     if buf[:2] == _JPEG_SOI and jpeg_is_truncated(buf):
         raise _corrupt(path, "the JPEG is truncated (its last scan has no end-of-image marker)")
-    img = cv2.imdecode(data, flags)
+    img = cv2.imdecode(np.frombuffer(buf, dtype=np.uint8), flags)
     if img is None:
         raise _corrupt(path, "OpenCV could not decode it (not an image, or damaged)")
     return img

@@ -18,7 +18,9 @@ import torch
 from torch import nn
 
 from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state
-from reid.utils.file_io import atomic_write, atomic_write_text
+from reid.utils.file_io import DiskFullError, atomic_write, atomic_write_text
+from reid.utils.text_files import brief
+from reid.utils.value_checks import weight_problem
 
 from .params import head_names, is_head_key
 
@@ -50,11 +52,13 @@ def save_checkpoint(path: str, **state: Any) -> str:
 
 def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
     """Load the dict stored at `path` with ``weights_only=True``; errors name the file."""
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise CheckpointError(
             f"Checkpoint file not found: {path}. Check the path (MODEL.WEIGHTS or OUTPUT_DIR) "
             "or start without it."
         )
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Checkpoint {path} is not a regular file (a folder, FIFO or device); name a .pth file.")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises several types for truncated / foreign files
@@ -151,11 +155,17 @@ def _unreadable_message(path: str, error: BaseException) -> str:
     return f"{damaged} Copy or download it again. {point}"
 
 
-def _model_state(data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
-    """The model state dict inside a checkpoint, accepting a bare state dict too."""
+def model_state(data: Mapping[str, Any], source: str = "") -> Dict[str, torch.Tensor]:
+    """The model state dict inside a checkpoint (a bare state dict too), every entry a named tensor."""
     state = data.get("model", data)
+    where = f"Checkpoint {source}" if source else "The checkpoint"
     if not isinstance(state, Mapping):
-        raise CheckpointError("The checkpoint's 'model' entry is not a state dict.")
+        raise CheckpointError(f"{where}: its 'model' entry is a {type(state).__name__}, not a state dict.")
+    for key, value in state.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise CheckpointError(f"{where}: its state dict maps {brief(key)} to a {type(value).__name__}; a state "
+                                  "dict maps parameter names to tensors. Use a checkpoint written by torch.save of "
+                                  "a model's state_dict().")
     # Weights saved from a DistributedDataParallel wrapper carry a "module." prefix.
     if state and all(k.startswith("module.") for k in state):
         state = {k[len("module."):]: v for k, v in state.items()}
@@ -167,7 +177,9 @@ def load_model_state(
 ) -> List[str]:
     """Copy `state` into `model`, checking names and shapes; returns the keys left at init.
 
-    Shapes must match exactly. An identity-head tensor whose shape differs (a model built
+    Shapes must match exactly, and every tensor must be usable (floating point where the
+    model's is, finite, BatchNorm variances non-negative: ``reid.utils.value_checks``). An
+    identity-head tensor whose shape differs (a model built
     for another number of classes) raises an error naming `source`, the tensor and both
     shapes, unless `drop_head` is True: then every head tensor of the checkpoint is ignored
     and the model keeps its freshly initialised head (fine-tuning on other identities).
@@ -213,6 +225,14 @@ def load_model_state(
             "with (MODEL.META_ARCHITECTURE, MODEL.BACKBONE.NAME, ...)."
         )
     state = {k: v for k, v in state.items() if k in own}
+    # copy_ would cast an integer tensor into a float parameter without a word, and NaN or an
+    # infinite BN variance would turn every feature into NaN or zero: refuse before loading.
+    problem = weight_problem(state, own)
+    if problem:
+        raise CheckpointError(
+            f"Checkpoint {source} cannot be used: {problem}. A model loaded from it would give meaningless "
+            "features; use an intact checkpoint (download or convert it again)."
+        )
     missing = sorted(k for k in own if k not in state)
     missing_nonhead = [k for k in missing if not is_head(k)]
     if missing_nonhead:
@@ -238,8 +258,11 @@ def load_checkpoint(
     scaler: Optional[Any] = None,
     drop_head: bool = False,
     map_location: Any = "cpu",
+    data: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """Read `path` and load whatever objects are given; returns the whole checkpoint dict.
+
+    `data` is the checkpoint already read from `path` (read_checkpoint), to avoid reading it twice.
 
     `model` gets the weights (see :func:`load_model_state` for the shape checks and
     `drop_head`; a fast-reid checkpoint is converted first by
@@ -247,9 +270,9 @@ def load_checkpoint(
     states when the checkpoint has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
     error naming the file). Missing or corrupt files raise :class:`CheckpointError`.
     """
-    data = read_checkpoint(path, map_location=map_location)
+    data = read_checkpoint(path, map_location=map_location) if data is None else data
     if model is not None:
-        state = _model_state(data)
+        state = model_state(data, path)
         if is_fastreid_state(state):  # a fast-reid file: its names mapped onto ours, strictly
             converted = map_fastreid_state(model, state, path)
             state, drop_head = converted.state, drop_head or converted.head_dropped
@@ -281,11 +304,14 @@ def last_checkpoint(output_dir: str) -> Optional[str]:
     """
     pointer = os.path.join(output_dir, LAST_CHECKPOINT_FILE)
     if os.path.isfile(pointer):
-        with open(pointer, "r", encoding="utf-8") as f:
-            name = f.read().strip()
-        path = os.path.join(output_dir, name)
-        if name and os.path.isfile(path):
-            return path
+        with open(pointer, "r", encoding="utf-8", errors="replace") as f:
+            name = f.read(256).strip()
+        # Only a checkpoint name of this folder: a pointer from someone else ("../../x") must
+        # not lead a resume to a file outside the run.
+        if name in (FINAL_NAME, INTERRUPT_NAME) or _PERIODIC_RE.match(name):
+            path = os.path.join(output_dir, name)
+            if os.path.isfile(path):
+                return path
     final = os.path.join(output_dir, FINAL_NAME)
     if os.path.isfile(final):
         return final
@@ -331,7 +357,12 @@ class CheckpointManager:
         """Write `state` to ``output_dir/name``; resumable files update the pointer and pruning."""
         if not self.enabled:
             return None
-        path = save_checkpoint(self.path(name), **state)
+        try:
+            path = save_checkpoint(self.path(name), **state)
+        except DiskFullError as e:
+            last = last_checkpoint(self.output_dir)
+            kept = f" --resume continues from {os.path.basename(last)}, the last complete checkpoint." if last else ""
+            raise DiskFullError(f"{e}{kept}") from None
         if resumable:
             atomic_write_text(self.path(LAST_CHECKPOINT_FILE), name + "\n")
             self._prune(name)
@@ -360,6 +391,7 @@ __all__ = [
     "last_checkpoint",
     "load_checkpoint",
     "load_model_state",
+    "model_state",
     "periodic_name",
     "read_checkpoint",
     "save_checkpoint",

@@ -115,9 +115,17 @@ class Checkpointer:
                 # A run switched to fp16 on resume: the scaler starts afresh and finds its scale
                 # within a few iterations.
                 logger.info("%s has no gradient-scaler state (saved without fp16); starting a new scaler.", path)
-        sampler = data.get("sampler") or {"epoch": int(data.get("epoch", 0)), "start_batch": 0}
-        loop.epoch, loop.start_batch = int(sampler["epoch"]), int(sampler["start_batch"])
-        loop.iter = int(data.get("iteration", loop.epoch * loop.iters_per_epoch + loop.start_batch))
+        try:
+            sampler = data.get("sampler") or {"epoch": int(data.get("epoch", 0)), "start_batch": 0}
+            epoch, start_batch = int(sampler["epoch"]), int(sampler["start_batch"])
+            iteration = int(data.get("iteration", epoch * loop.iters_per_epoch + start_batch))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise CheckpointError(f"Checkpoint {path}: its training position (epoch, sampler, iteration) is damaged; "
+                                  "resume from another checkpoint of the run, or start a new run.") from None
+        if min(epoch, start_batch, iteration) < 0:
+            raise CheckpointError(f"Checkpoint {path}: its training position is negative (epoch {epoch}, batch "
+                                  f"{start_batch}, iteration {iteration}); resume from another checkpoint.")
+        loop.epoch, loop.start_batch, loop.iter = epoch, start_batch, iteration
         if loop.start_batch > 0 and loop.world_size == 1 and data.get("rng") is not None:
             # Mid-epoch: the next step must draw what it would have drawn without the stop.
             # (Other ranks' states are not saved; they derive theirs from the position.)

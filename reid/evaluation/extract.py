@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass
-from typing import Iterable, List, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -37,6 +37,31 @@ class Features:
             Features(self.feats[:n], self.pids[:n], self.camids[:n], self.paths[:n]),
             Features(self.feats[n:], self.pids[n:], self.camids[n:], self.paths[n:]),
         )
+
+
+class BadFeaturesError(ValueError):
+    """The model produced NaN/inf or all-zero features; the message names an image and what to check."""
+
+
+def check_feature_batch(f: torch.Tensor, paths: Optional[Sequence[str]] = None, amp: str = "off") -> None:
+    """Refuse a batch of raw features ``[B, D]`` with a NaN/inf or all-zero row.
+
+    Either would be normalised into a feature that matches nothing (zero) or poisons every
+    distance (NaN); both come from broken weights or an overflow in reduced precision.
+    """
+    finite = torch.isfinite(f).all(dim=1)
+    zero = (f == 0).all(dim=1) & finite
+    bad = ~finite | zero
+    if not bool(bad.any()):
+        return
+    row = int(torch.nonzero(bad).flatten()[0])
+    image = f"image {paths[row]!r}" if paths is not None else f"image {row} of the batch"
+    what = "NaN/inf" if not bool(finite[row]) else "an all-zero"
+    hint = " or try amp 'off' (TEST.AMP off)" if amp != "off" else ""
+    raise BadFeaturesError(
+        f"The model produced {what} feature for {image} ({int(bad.sum())} of {len(f)} in its batch); check the "
+        f"weights (MODEL.WEIGHTS / --weights){hint}."
+    )
 
 
 def autocast_context(device: torch.device, amp: str):
@@ -78,11 +103,7 @@ def extract_features(
                     f = model(images).float()
                     if flip:
                         f = (f + model(torch.flip(images, dims=[3])).float()) / 2
-                if not torch.isfinite(f).all():
-                    raise FloatingPointError(
-                        "The model produced NaN/inf features; check the weights (MODEL.WEIGHTS) "
-                        "or try TEST.AMP off."
-                    )
+                check_feature_batch(f, batch["img_paths"], amp)
                 feats.append(F.normalize(f, dim=1).cpu())
                 pids.append(np.asarray(batch["targets"], dtype=np.int64))
                 camids.append(np.asarray(batch["camids"], dtype=np.int64))

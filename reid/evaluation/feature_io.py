@@ -3,13 +3,13 @@ metrics and re-ranking can be recomputed without running the model again."""
 from __future__ import annotations
 
 import os
-import zipfile
 from typing import Tuple
 
 import numpy as np
 import torch
 
 from ..utils.file_io import atomic_write
+from ..utils.npz_files import NpzError, npz_names, read_npz, string_list
 from .extract import Features
 
 # Keys of the file (docs/architecture.md); every one must be present on load.
@@ -41,31 +41,29 @@ def load_features(path: str) -> Tuple[Features, Features]:
 
     Raises:
         FileNotFoundError: no file at `path`.
-        ValueError: not a readable ``.npz``, missing keys, or fields of different lengths
-            (the message names the file and what is wrong).
+        ValueError: not a readable ``.npz``, missing keys, arrays of the wrong kind, or fields
+            of different lengths (the message names the file and what is wrong).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Feature file {path!r} does not exist; write one with tools/test.py --save-features.")
+    # Only the arrays named in KEYS are read, each after its declared size is checked.
     try:
-        data = np.load(path, allow_pickle=False)
-        if not hasattr(data, "files"):  # a plain .npy array
-            raise ValueError("it holds a single array")
-        with data:
-            arrays = {k: data[k] for k in KEYS if k in data.files}
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-        # numpy reports a non-npz file as pickled data, a truncated one as a bad zip.
-        raise ValueError(f"Feature file {path!r} is not a readable .npz file ({e}); write it again.") from e
-    missing = [k for k in KEYS if k not in arrays]
-    if missing:
-        raise ValueError(
-            f"Feature file {path!r} lacks {', '.join(missing)}; it was not written by "
-            "save_features (expected keys: " + ", ".join(KEYS) + ")."
-        )
+        names = npz_names(path)
+        missing = [k for k in KEYS if k not in names]
+        if missing:
+            raise ValueError(
+                f"Feature file {path!r} lacks {', '.join(missing)}; it was not written by "
+                "save_features (expected keys: " + ", ".join(KEYS) + ")."
+            )
+        arrays = read_npz(path, KEYS)
+    except NpzError as e:
+        raise ValueError(f"Feature file {path!r}: {e.reason}; write it again.") from None
     out = []
     for split in SPLITS:
         feats = arrays[f"{split}_feats"]
-        if feats.ndim != 2:
-            raise ValueError(f"Feature file {path!r}: {split}_feats must be 2-D, got shape {feats.shape}.")
+        if feats.ndim != 2 or feats.dtype.kind != "f":
+            raise ValueError(f"Feature file {path!r}: {split}_feats must be a 2-D float array, got {feats.dtype} "
+                             f"{feats.shape}.")
         n = feats.shape[0]
         for field in FIELDS[1:]:
             a = arrays[f"{split}_{field}"]
@@ -74,6 +72,8 @@ def load_features(path: str) -> Tuple[Features, Features]:
                     f"Feature file {path!r}: {split}_{field} has shape {a.shape} but {split}_feats "
                     f"has {n} rows; the file is inconsistent, write it again."
                 )
+            if (a.dtype.kind not in "iu") if field != "paths" else string_list(a) is None:
+                raise ValueError(f"Feature file {path!r}: {split}_{field} holds {a.dtype} values; write it again.")
         out.append(
             Features(
                 feats=torch.from_numpy(feats.astype(np.float32, copy=False)),

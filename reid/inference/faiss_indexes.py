@@ -20,9 +20,11 @@ over every list (HNSW: over its stored vectors).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
+
+from reid.utils.value_checks import UNIT_TOLERANCE
 
 from .index_base import (
     ArrayLike,
@@ -42,6 +44,9 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128  # per HNSW_EF_SEARCH_PER images, at least this (default_ef_search)
 HNSW_EF_SEARCH_PER = 500_000
+# IVF-PQ reconstructions of unit vectors measured up to 1.27 long (docs/inference.md); longer
+# ones in a loaded index mean damaged codes.
+PQ_MAX_NORM = 1.5
 
 
 def default_nlist(n: int) -> int:
@@ -119,6 +124,33 @@ class FaissBackedIndex(SearchIndex):
 
     def _restore(self, params: Dict[str, Any]) -> None:
         """Set the wrapper's parameters from a saved index's header."""
+
+    def _stored_rows(self) -> Iterator[np.ndarray]:
+        """The stored vectors, in chunks (IVF-PQ: their reconstructions from the codes)."""
+        flat = self.index
+        n, chunk = int(flat.ntotal), 1 << 16
+        for start in range(0, n, chunk):
+            yield flat.reconstruct_n(start, min(chunk, n - start))
+
+    def row_norm_problem(self) -> Optional[str]:
+        """What is wrong with the stored vectors' lengths, or None when they are unit length.
+
+        Exact storage must be unit length within ``UNIT_TOLERANCE``; IVF-PQ stores approximations
+        (lengths from about 0.2 to 1.3 on hard data), so only lengths above
+        ``PQ_MAX_NORM`` count there: such rows outscore every true match.
+        """
+        approximate = self.pq_m is not None if isinstance(self, IVFIndex) else False
+        for rows in self._stored_rows():
+            norms = np.linalg.norm(rows.astype(np.float64), axis=1)
+            if not np.isfinite(norms).all():
+                return "its stored vectors hold NaN or inf"
+            if approximate:
+                if (norms > PQ_MAX_NORM).any():
+                    return f"its stored vectors reconstruct to lengths up to {norms.max():.3g} (unit length expected)"
+            elif (np.abs(norms - 1) > UNIT_TOLERANCE).any():
+                worst = norms[np.argmax(np.abs(norms - 1))]
+                return f"its stored vectors are not unit length (one has length {worst:.3g})"
+        return None
 
     @classmethod
     def from_faiss(cls, index: Any, params: Dict[str, Any]) -> "FaissBackedIndex":
@@ -235,6 +267,21 @@ class IVFIndex(FaissBackedIndex):
 
         return self.index.search(q, k, params=faiss.SearchParametersIVF(nprobe=self.nlist))
 
+    def _stored_rows(self) -> Iterator[np.ndarray]:
+        import faiss
+
+        index, lists = self.index, self.index.invlists
+        for i in range(self.nlist):
+            n = int(lists.list_size(i))
+            if not n:
+                continue
+            codes = faiss.rev_swig_ptr(lists.get_codes(i), n * index.code_size).reshape(n, index.code_size)
+            if self.pq_m is None:
+                yield codes.view(np.float32)
+            else:
+                rows = index.pq.decode(np.ascontiguousarray(codes))
+                yield rows + index.quantizer.reconstruct(i) if index.by_residual else rows
+
     def _restore(self, params: Dict[str, Any]) -> None:
         self.train_size = int(params.get("train_size", 0))
         self.nprobe = params.get("nprobe", int(self.index.nprobe))
@@ -297,6 +344,14 @@ class HNSWIndex(FaissBackedIndex):
 
     def _restore(self, params: Dict[str, Any]) -> None:
         self.ef_search = params.get("ef_search", default_ef_search(int(self.index.ntotal)))
+
+    def _stored_rows(self) -> Iterator[np.ndarray]:
+        import faiss
+
+        storage = faiss.downcast_index(self.index.storage)
+        n, chunk = int(storage.ntotal), 1 << 16
+        for start in range(0, n, chunk):
+            yield storage.reconstruct_n(start, min(chunk, n - start))
 
 
 __all__: Sequence[str] = [

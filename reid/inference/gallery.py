@@ -16,13 +16,19 @@ The evaluator's ``--save-features`` files (``gallery_feats``, ``gallery_paths``,
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from reid.utils.file_io import atomic_write
+from reid.utils.npz_files import NpzError, is_int_vector, json_object, npz_names, read_npz, string_list
+from reid.utils.text_files import brief
+from reid.utils.value_checks import BadRowsError, unit_rows
+
+logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
 FORMAT_VERSION = 1
@@ -123,31 +129,54 @@ def _bad(path: str, what: str) -> ValueError:
     )
 
 
-def _read_npz(path: str) -> Gallery:
+def _meta(text: Any, path: str) -> Dict[str, str]:
+    meta = json_object(text)
+    if meta is None:
+        raise _bad(path, "its metadata is not a JSON object of strings")
+    return meta
+
+
+def _version(value: Any, path: str) -> int:
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except ValueError as e:  # pickled object arrays, damaged zip members
-        raise _bad(path, f"it cannot be read without pickle ({e})") from e
-    except Exception as e:  # zipfile.BadZipFile, EOFError, OSError for truncated files
-        raise _bad(path, f"{type(e).__name__}: {e}") from e
-    # The evaluator's --save-features files hold query_* and gallery_* arrays.
-    prefix = "gallery_" if "feats" not in arrays and "gallery_feats" in arrays else ""
-    for key in ("feats", "paths"):
-        if prefix + key not in arrays:
-            raise _bad(path, f"the array {prefix + key!r} is missing (found {sorted(arrays)})")
-    meta: Dict[str, str] = {}
-    if "meta" in arrays:
-        meta = json.loads(str(arrays["meta"]))
-    version = int(arrays["format_version"]) if "format_version" in arrays else FORMAT_VERSION
+        version = int(np.asarray(value).item()) if not isinstance(value, str) else int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _bad(path, f"its format_version is not one integer ({brief(value)})") from None
     if version > FORMAT_VERSION:
         raise _bad(path, f"format version {version} is newer than this toolkit's ({FORMAT_VERSION}); update it")
+    return version
+
+
+def _strings(value: Any, what: str, path: str) -> List[str]:
+    strings = string_list(value)
+    if strings is None:
+        shown = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+        raise _bad(path, f"its {what} are not a list of strings ({shown})")
+    return strings
+
+
+def _labels(value: Optional[np.ndarray], what: str, path: str) -> Optional[np.ndarray]:
+    if value is not None and not is_int_vector(value):
+        raise _bad(path, f"its {what} are not a 1-d integer array ({value.dtype} {list(value.shape)})")
+    return value
+
+
+def _read_npz(path: str) -> Gallery:
+    # The evaluator's --save-features files hold query_* and gallery_* arrays.
+    try:
+        names = npz_names(path)
+        prefix = "gallery_" if "feats" not in names and "gallery_feats" in names else ""
+        arrays = read_npz(path, [prefix + "feats", prefix + "paths"],
+                          optional=[prefix + "pids", prefix + "camids", "meta", "format_version"])
+    except NpzError as e:
+        raise _bad(path, e.reason) from None
+    if "format_version" in arrays:
+        _version(arrays["format_version"], path)
     return Gallery(
         feats=arrays[prefix + "feats"],
-        paths=[str(p) for p in arrays[prefix + "paths"].reshape(-1)],
-        pids=arrays.get(prefix + "pids"),
-        camids=arrays.get(prefix + "camids"),
-        meta=meta,
+        paths=_strings(arrays[prefix + "paths"], "paths", path),
+        pids=_labels(arrays.get(prefix + "pids"), "pids", path),
+        camids=_labels(arrays.get(prefix + "camids"), "camids", path),
+        meta=_meta(arrays["meta"], path) if "meta" in arrays else {},
     )
 
 
@@ -156,30 +185,39 @@ def _read_safetensors(path: str) -> Gallery:
     try:
         with safe_open(path, framework="numpy") as f:
             header = f.metadata() or {}
-            arrays = {k: f.get_tensor(k) for k in f.keys()}
+            keys = set(f.keys())
+            for key in ("feats", "paths_json"):
+                if key not in keys:
+                    raise _bad(path, f"the tensor {key!r} is missing (found {sorted(keys)[:12]})")
+            # Only the tensors a gallery has: an unused one is never read.
+            arrays = {k: f.get_tensor(k) for k in ("feats", "paths_json", "pids", "camids") if k in keys}
+    except ValueError as e:
+        if str(e).startswith(f"Gallery file {path!r}"):
+            raise
+        raise _bad(path, f"{type(e).__name__}: {e}") from e
     except Exception as e:  # safetensors raises its own error types for damaged headers
         raise _bad(path, f"{type(e).__name__}: {e}") from e
-    for key in ("feats", "paths_json"):
-        if key not in arrays:
-            raise _bad(path, f"the tensor {key!r} is missing (found {sorted(arrays)})")
-    version = int(header.get("format_version", FORMAT_VERSION))
-    if version > FORMAT_VERSION:
-        raise _bad(path, f"format version {version} is newer than this toolkit's ({FORMAT_VERSION}); update it")
-    paths = json.loads(arrays["paths_json"].tobytes().decode("utf-8"))
+    _version(header.get("format_version", FORMAT_VERSION), path)
+    try:
+        paths = json.loads(arrays["paths_json"].tobytes().decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise _bad(path, f"its paths are not a JSON list ({type(e).__name__})") from None
     return Gallery(
         feats=arrays["feats"],
-        paths=paths,
-        pids=arrays.get("pids"),
-        camids=arrays.get("camids"),
-        meta=json.loads(header.get("meta", "{}")),
+        paths=_strings(paths, "paths", path),
+        pids=_labels(arrays.get("pids"), "pids", path),
+        camids=_labels(arrays.get("camids"), "camids", path),
+        meta=_meta(header.get("meta", "{}"), path),
     )
 
 
 def load_gallery(path: PathLike) -> Gallery:
     """Read a gallery written by :func:`save_gallery` and check it.
 
-    Errors name the file: missing file, unknown extension, missing arrays, row counts that
-    disagree, non-finite features.
+    Only the arrays a gallery has are read, each after its declared size is checked against
+    the file (``reid.utils.npz_files``). Rows that are not unit length are normalised with a
+    warning; an all-zero or non-finite row is refused. Errors name the file: missing file,
+    unknown extension, missing arrays, damaged metadata, row counts that disagree.
     """
     path = os.fspath(path)
     fmt = gallery_format(path)
@@ -196,8 +234,17 @@ def load_gallery(path: PathLike) -> Gallery:
         raise _bad(path, str(e)) from e
     if len(gallery) == 0:
         raise _bad(path, "it holds no images")
-    if not np.isfinite(gallery.feats).all():
-        raise _bad(path, "its features contain NaN or inf")
+    if gallery.feats.dtype.kind != "f" or gallery.feats.shape[1] == 0:
+        raise _bad(path, "its features are not a float array [N, D] with D >= 1")
+    try:
+        unit, changed = unit_rows(gallery.feats, "gallery")
+    except BadRowsError as e:
+        raise _bad(path, e.reason) from None
+    if changed:
+        # Features from another tool may come unnormalised; cosine search needs unit rows.
+        logger.warning("Gallery file %s: %d of %d feature rows were not unit length; they were normalised "
+                       "(cosine search compares directions only).", path, changed, len(gallery))
+        gallery.feats = unit.numpy()
     return gallery
 
 

@@ -16,29 +16,50 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+
+from reid.utils.value_checks import unit_rows
 
 FAISS_HINT = "pip install faiss-cpu (or pip install 'circle-reid[faiss]'), or use the 'exact' backend"
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
 
+# Largest |score| a search may return: cosines of unit vectors lie in [-1, 1]; IVF-PQ's estimates
+# stay within its reconstructions' lengths (reid.inference.faiss_indexes.PQ_MAX_NORM).
+SCORE_LIMIT = 1.5
+
+
 @dataclass
 class SearchResult:
-    """For each query, the gallery rows of its top K matches and their cosine similarities."""
+    """For each query, the gallery rows of its top K matches and their cosine similarities.
+
+    A score outside [-SCORE_LIMIT, SCORE_LIMIT] or NaN means the index's vectors are not unit
+    length (a damaged or crafted file): it raises ValueError rather than rank by it.
+    """
 
     indices: np.ndarray  # int64 [Q, K], best first
     scores: np.ndarray  # float32 [Q, K], descending
 
+    def __post_init__(self) -> None:
+        bad = ~(np.abs(self.scores) <= SCORE_LIMIT)  # NaN counts as bad too
+        if bad.any():
+            worst = self.scores[bad].flat[0]
+            raise ValueError(f"The index returned a score of {worst:.4g}, but cosine scores lie in [-1, 1]: its stored "
+                             "vectors are damaged or not normalised. Rebuild the index from the gallery.")
+
 
 def as_unit_rows(x: ArrayLike, what: str) -> torch.Tensor:
-    """`x` as a float32 ``[N, D]`` torch tensor with L2-normalised rows (a new tensor)."""
+    """`x` as a float32 ``[N, D]`` torch tensor with L2-normalised rows (a new tensor).
+
+    Rows of any length are normalised exactly (``reid.utils.value_checks.unit_rows``); an
+    all-zero or non-finite row raises ValueError naming `what` and the row.
+    """
     t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     if t.dim() == 1:
         t = t.unsqueeze(0)
     if t.dim() != 2:
         raise ValueError(f"{what} must be a 2-d array [N, D], got shape {tuple(t.shape)}.")
-    return F.normalize(t.to(torch.float32), dim=1)
+    return unit_rows(t, what)[0]
 
 
 def check_k(k: int, n: int) -> int:

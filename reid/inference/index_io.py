@@ -17,6 +17,7 @@ second copy of the index in memory (faiss serialises to a byte array).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any, Dict, Optional, Sequence, Union
 
@@ -24,10 +25,16 @@ import numpy as np
 import torch
 
 from reid.utils.file_io import atomic_write
+from reid.utils.npz_files import NpzError, is_int_vector, json_object, npz_names, read_npz, string_list
+from reid.utils.text_files import brief
+from reid.utils.value_checks import BadRowsError, unit_rows
 
+from .faiss_format import FaissLayoutError, check_faiss_bytes
 from .faiss_indexes import FaissBackedIndex
 from .index_base import SearchIndex, require_faiss
 from .search import SEARCH_BACKENDS, ExactIndex
+
+logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
 INDEX_FORMAT = "circle-reid-index"
@@ -69,33 +76,37 @@ def _text(arrays: Dict[str, np.ndarray], key: str, default: Optional[str] = None
     return str(arrays[key]) if key in arrays else default
 
 
+# Every entry a saved index may hold; anything else in the file is never read.
+_HEADER = ("format_version", "backend")
+_OPTIONAL = ("params", "meta", "feats", "faiss_index", "faiss_version", "paths", "pids", "camids")
+
+
 def _read_arrays(path: str) -> Dict[str, np.ndarray]:
     try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):  # a bare .npy array
-            raise _bad(path, "it is a single NumPy array, not a saved index")
-        with data:
-            if "index_format" not in data.files:
-                found = sorted(data.files)
-                if "feats" in found or "gallery_feats" in found:
-                    raise _bad(path, "it is a gallery file (tools/extract.py), not a saved index; build an index "
-                                     "from it (tools/search.py --gallery FILE --save-index INDEX)")
-                raise _bad(path, f"it is not a circle-reid index (no 'index_format' entry; found {found})")
-            return {k: data[k] for k in data.files}
-    except ValueError as e:
-        if str(e).startswith(f"Index file {path!r}"):
-            raise
-        raise _bad(path, f"it is not a circle-reid index or it is damaged ({e})") from e
-    except Exception as e:  # zipfile.BadZipFile, EOFError, OSError for truncated or foreign files
-        raise _bad(path, f"it is not a circle-reid index or it is damaged ({type(e).__name__}: {e})") from e
+        names = npz_names(path)
+    except NpzError as e:
+        raise _bad(path, f"it is not a circle-reid index or it is damaged ({e.reason})") from None
+    if "index_format" not in names:
+        if "feats" in names or "gallery_feats" in names:
+            raise _bad(path, "it is a gallery file (tools/extract.py), not a saved index; build an index "
+                             "from it (tools/search.py --gallery FILE --save-index INDEX)")
+        raise _bad(path, f"it is not a circle-reid index (no 'index_format' entry; found {brief(list(names))})")
+    try:
+        return read_npz(path, ["index_format"], optional=_HEADER + _OPTIONAL)
+    except NpzError as e:
+        raise _bad(path, f"it is damaged ({e.reason})") from None
 
 
 def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None) -> SearchIndex:
     """Read an index written by :func:`save_index` (any backend), with its gallery labels.
 
-    `device` places an "exact" index's features (faiss indexes stay on the CPU). Errors name
-    the file: missing, damaged or foreign files, a newer format, an unknown backend, a faiss
-    that cannot read the stored index, labels that do not match the index's rows.
+    `device` places an "exact" index's features (faiss indexes stay on the CPU). Only the
+    entries an index has are read, each after its declared size is checked against the file,
+    and a faiss index's own sizes are checked before faiss allocates them
+    (``reid.inference.faiss_format``). Stored vectors must be unit length: an "exact" index's
+    rows are normalised with a warning, a faiss index with rows of another length is refused.
+    Errors name the file: missing, damaged or foreign files, a newer format, an unknown
+    backend, a faiss that cannot read the stored index, labels that do not match the rows.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -103,15 +114,15 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
                                 "(or tools/search.py --gallery FILE --save-index INDEX).")
     arrays = _read_arrays(path)
     if _text(arrays, "index_format") != INDEX_FORMAT:
-        raise _bad(path, f"its index_format is {_text(arrays, 'index_format')!r}, not {INDEX_FORMAT!r}")
+        raise _bad(path, f"its index_format is {brief(_text(arrays, 'index_format'))}, not {INDEX_FORMAT!r}")
     try:
-        version = int(arrays.get("format_version", -1))
-        params: Dict[str, Any] = json.loads(_text(arrays, "params", "{}"))
-        meta: Dict[str, str] = json.loads(_text(arrays, "meta", "{}"))
-        if not isinstance(params, dict) or not isinstance(meta, dict):
-            raise ValueError("'params' and 'meta' must be JSON objects")
-    except (TypeError, ValueError) as e:
-        raise _bad(path, f"its header is damaged ({e})") from e
+        version = int(np.asarray(arrays.get("format_version", -1)).item())
+    except (TypeError, ValueError, OverflowError):
+        raise _bad(path, "its header is damaged (format_version is not one integer)") from None
+    params = json_object(arrays.get("params", np.asarray("{}")), strings=False)
+    meta = json_object(arrays.get("meta", np.asarray("{}")))
+    if params is None or meta is None:
+        raise _bad(path, "its header is damaged ('params' and 'meta' must be JSON objects)")
     if version > INDEX_FORMAT_VERSION:
         raise _bad(path, f"it was written in index format version {version} by a newer circle-reid (this one "
                          f"reads version {INDEX_FORMAT_VERSION}); update circle-reid or rebuild the index")
@@ -119,12 +130,19 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
         raise _bad(path, f"its format version {version} is invalid; rebuild the index")
     backend = _text(arrays, "backend", "")
     if backend not in SEARCH_BACKENDS:
-        raise _bad(path, f"its backend {backend!r} is not one of this version's ({', '.join(SEARCH_BACKENDS)}); "
+        raise _bad(path, f"its backend {brief(backend)} is not one of this version's ({', '.join(SEARCH_BACKENDS)}); "
                          "rebuild the index with this version")
     index = _restore_index(path, arrays, backend, params, device)
+    paths = None
+    if "paths" in arrays:
+        paths = string_list(arrays["paths"])
+        if paths is None:
+            raise _bad(path, "its paths are not a list of strings")
+    for name in ("pids", "camids"):
+        if name in arrays and not is_int_vector(arrays[name]):
+            raise _bad(path, f"its {name} are not a 1-d integer array")
     try:
-        index.set_labels(paths=[str(p) for p in arrays["paths"].reshape(-1)] if "paths" in arrays else None,
-                         pids=arrays.get("pids"), camids=arrays.get("camids"), meta=meta)
+        index.set_labels(paths=paths, pids=arrays.get("pids"), camids=arrays.get("camids"), meta=meta)
     except ValueError as e:
         raise _bad(path, str(e).rstrip(".")) from e
     return index
@@ -135,10 +153,16 @@ def _restore_index(path: str, arrays: Dict[str, np.ndarray], backend: str, param
     cls = SEARCH_BACKENDS.get(backend)
     if cls is ExactIndex:
         feats = arrays.get("feats")
-        if feats is None or feats.ndim != 2 or feats.dtype != np.float32:
+        if feats is None or feats.ndim != 2 or feats.dtype != np.float32 or not feats.shape[0] or not feats.shape[1]:
             raise _bad(path, "its 'feats' array is missing or not float32 [N, D]")
-        if not np.isfinite(feats).all():
-            raise _bad(path, "its features contain NaN or inf")
+        try:
+            unit, changed = unit_rows(feats, "index")
+        except BadRowsError as e:
+            raise _bad(path, f"{e.reason}; rebuild the index from the gallery") from None
+        if changed:
+            logger.warning("Index file %s: %d of %d rows were not unit length; they were normalised (cosine search "
+                           "compares directions only).", path, changed, len(feats))
+            feats = unit.numpy()
         return ExactIndex.from_unit_rows(feats, device=device)
     if "faiss_index" not in arrays:
         raise _bad(path, f"its {backend!r} index data ('faiss_index') is missing")
@@ -146,17 +170,29 @@ def _restore_index(path: str, arrays: Dict[str, np.ndarray], backend: str, param
         faiss = require_faiss(backend)
     except ImportError as e:
         raise ImportError(f"Index file {path!r}: {e}") from e
+    blob = arrays["faiss_index"]
+    if blob.dtype != np.uint8 or blob.ndim != 1:
+        raise _bad(path, "its faiss index data is not a byte array")
     written_with = _text(arrays, "faiss_version", "an unknown version")
     try:
-        raw = faiss.deserialize_index(np.ascontiguousarray(arrays["faiss_index"], dtype=np.uint8))
+        check_faiss_bytes(blob.tobytes())
+    except FaissLayoutError as e:
+        raise _bad(path, f"its faiss index (written with faiss {written_with[:40]}) is damaged or foreign ({e}); "
+                         "rebuild the index") from None
+    try:
+        raw = faiss.deserialize_index(np.ascontiguousarray(blob))
     except Exception as e:  # faiss raises RuntimeError with its C++ message
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise _bad(path, f"faiss {faiss.__version__} cannot read its index (written with faiss {written_with}): "
-                         f"{first}; rebuild the index") from e
+        raise _bad(path, f"faiss {faiss.__version__} cannot read its index (written with faiss "
+                         f"{brief(written_with)}): {brief(first)}; rebuild the index") from e
     try:
-        return cls.from_faiss(raw, params)
+        index = cls.from_faiss(raw, params)
     except ValueError as e:
         raise _bad(path, str(e).rstrip(".")) from e
+    bad = index.row_norm_problem()
+    if bad:
+        raise _bad(path, f"{bad}; its scores would be wrong: rebuild the index from the gallery")
+    return index
 
 
 __all__: Sequence[str] = ["INDEX_FORMAT", "INDEX_FORMAT_VERSION", "load_index", "save_index"]

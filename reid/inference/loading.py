@@ -9,15 +9,14 @@ mismatch: a silently half-loaded backbone gives plausible-looking but useless fe
 from __future__ import annotations
 
 import os
-import tempfile
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 from yacs.config import CfgNode
 
-from reid.config import load_config
-from reid.engine.checkpoint import load_checkpoint, read_checkpoint
+from reid.config import load_config, load_config_from_text
+from reid.engine.checkpoint import CheckpointError, load_checkpoint, model_state, read_checkpoint
 from reid.modeling import build_model
 from reid.modeling.fastreid_weights import is_fastreid_state, suggest_config
 from reid.utils.device import resolve_device
@@ -37,6 +36,34 @@ def inference_opts(weights: str = "") -> list:
         "MODEL.BACKBONE.PRETRAINED", False,
         "MODEL.WEIGHTS", str(weights),
     ]
+
+
+# A model may need at most this much memory beyond twice its weights file's tensors: the config
+# that describes it may come from someone else (a checkpoint's, a downloaded run's) and could
+# otherwise describe a model of terabytes, allocated before any weight is compared.
+_MODEL_SLACK = 64 << 20
+
+
+def _tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def check_model_fits_weights(cfg: CfgNode, data: Dict[str, Any], source: str) -> None:
+    """Refuse `cfg`'s model when it would be far larger than the weights in checkpoint `data`.
+
+    The model is first built on the meta device (no memory), so a config that describes an
+    absurd model (a 10^9-wide layer, say) is refused in one line before anything is allocated.
+    """
+    state_bytes = _tensor_bytes(model_state(data, source).values())
+    with torch.device("meta"):
+        skeleton = build_model(cfg)
+    model_bytes = _tensor_bytes(list(skeleton.parameters()) + list(skeleton.buffers()))
+    if model_bytes > 2 * state_bytes + _MODEL_SLACK:
+        raise CheckpointError(
+            f"The config for {source} describes a model of {model_bytes / 2**20:,.0f} MB, but the file holds "
+            f"{state_bytes / 2**20:,.0f} MB of weights: they do not belong together. Use the config the checkpoint "
+            "was trained with."
+        )
 
 
 def load_weights(model: nn.Module, path: PathLike) -> nn.Module:
@@ -64,9 +91,12 @@ def build_inference_model(cfg: CfgNode, weights: Optional[PathLike] = None,
     cfg.MODEL.HEADS.NUM_CLASSES = 0
     cfg.MODEL.BACKBONE.PRETRAINED = False
     weights = cfg.MODEL.WEIGHTS if weights is None else os.fspath(weights)
+    data = read_checkpoint(weights) if weights else None
+    if data is not None:
+        check_model_fits_weights(cfg, data, weights)
     model = build_model(cfg)
-    if weights:
-        load_weights(model, weights)
+    if data is not None:
+        load_checkpoint(weights, model=model, data=data)
     dev = resolve_device(cfg.MODEL.DEVICE if device is None else str(device))
     return model.to(dev).eval()
 
@@ -104,12 +134,16 @@ def config_from_run(run_dir: PathLike, weights: Optional[PathLike] = None,
             f"Weights file {weights!r} not found ({hint}). Finish training, or pass one of the "
             "checkpoints explicitly."
         )
-    cfg = load_config(config_file, list(opts or []) + inference_opts(weights))
+    cfg = load_config(config_file, list(opts or []) + inference_opts(weights), allow_bases=False)
     return cfg, weights
 
 
 def config_from_checkpoint(weights: PathLike, opts: Optional[Sequence[Any]] = None) -> CfgNode:
-    """The inference config stored in a checkpoint's ``"cfg"`` entry (a YAML string)."""
+    """The inference config stored in a checkpoint's ``"cfg"`` entry (a YAML string).
+
+    The stored config may not name other files: ``_BASE_`` is refused and the keys of
+    ``reid.config.FILE_KEYS`` keep their defaults unless `opts` set them.
+    """
     weights = os.fspath(weights)
     data = read_checkpoint(weights)  # CheckpointError names a missing/corrupt file
     text = data.get("cfg")
@@ -124,14 +158,9 @@ def config_from_checkpoint(weights: PathLike, opts: Optional[Sequence[Any]] = No
             f"Weights file {weights!r} stores no config ('cfg'); pass the run's config.yaml "
             "as well (--config-file)."
         )
-    # load_config validates every key and type; it reads files, so hand it a temporary one.
-    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="ckpt_cfg_")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        return load_config(tmp, list(opts or []) + inference_opts(weights))
-    finally:
-        os.remove(tmp)
+    # Validated like a file, but self-contained: no _BASE_, and no key that names a file or
+    # folder is taken from it (reid.config.merge_from_text); errors name the checkpoint.
+    return load_config_from_text(text, f"Checkpoint {weights}", list(opts or []) + inference_opts(weights))
 
 
 def config_from_file(config_file: PathLike, weights: PathLike,

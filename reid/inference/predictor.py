@@ -23,7 +23,7 @@ from yacs.config import CfgNode
 
 from reid.data.image_io import read_image
 from reid.data.transforms import build_transforms
-from reid.evaluation.extract import autocast_context
+from reid.evaluation.extract import autocast_context, check_feature_batch
 from reid.utils.device import resolve_device
 
 from .loading import (
@@ -168,27 +168,30 @@ class Predictor:
         }
 
     @torch.inference_mode()
-    def features_of_batch(self, images: torch.Tensor) -> torch.Tensor:
-        """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch."""
+    def features_of_batch(self, images: torch.Tensor, paths: Optional[Sequence[str]] = None) -> torch.Tensor:
+        """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch.
+
+        A NaN/inf or all-zero feature raises BadFeaturesError (naming the image when `paths`
+        gives the batch's files).
+        """
         x = images.to(self.device, non_blocking=True)
         with autocast_context(self.device, self.amp):
             f = self.model(x).float()
             if self.flip:
                 # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
                 f = (f + self.model(torch.flip(x, dims=[3])).float()) / 2
-        if not torch.isfinite(f).all():
-            raise FloatingPointError(
-                "The model produced NaN/inf features; check the weights file, or use amp 'off'."
-            )
+        check_feature_batch(f, paths, amp=self.amp)
         return F.normalize(f, dim=1).cpu()
 
-    def _run(self, batches, total: int, progress: Optional[ProgressFn]) -> np.ndarray:
+    def _run(self, batches, total: int, progress: Optional[ProgressFn],
+             paths: Optional[Sequence[str]] = None) -> np.ndarray:
         # Filling a preallocated array keeps peak memory at one copy of the features,
         # which matters for galleries of millions of crops.
         out = np.empty((total, self.feature_dim), dtype=np.float32)
         done = 0
         for batch in batches:
-            f = self.features_of_batch(batch).numpy()
+            names = paths[done:done + len(batch)] if paths is not None else None
+            f = self.features_of_batch(batch, names).numpy()
             out[done:done + len(f)] = f
             done += len(f)
             if progress is not None:
@@ -207,7 +210,7 @@ class Predictor:
             num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
         )
-        return self._run(loader, len(paths), progress)
+        return self._run(loader, len(paths), progress, paths)
 
     def extract_arrays(self, images: ArrayImages, progress: Optional[ProgressFn] = None) -> np.ndarray:
         """Features ``[N, D]`` of RGB uint8 arrays (``H x W x 3`` each, any size, or one batch)."""

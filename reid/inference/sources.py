@@ -1,6 +1,7 @@
 """Turn what a user points at (a folder, a list file, image files) into image paths (and labels)."""
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
@@ -8,6 +9,10 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from reid.data.datasets.custom import is_header, split_list_line, strip_comment
+from reid.utils.folder_scan import scan_folder
+from reid.utils.text_files import text_lines
+
+logger = logging.getLogger(__name__)
 
 # Extensions OpenCV decodes out of the box; compared case-insensitively (".JPG" is common).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -21,23 +26,24 @@ def is_image_file(path: PathLike) -> bool:
 
 
 def images_in_folder(folder: PathLike) -> List[str]:
-    """Every image file under `folder` (recursive, hidden folders skipped), sorted.
+    """Every image file under `folder` (recursive, hidden folders skipped), sorted, each once.
 
     Sorting makes the order (and so the gallery row of each image) the same on every
-    machine, whatever order the file system lists them in.
+    machine, whatever order the file system lists them in. Symbolic links are handled as
+    ``reid.utils.folder_scan`` says (no loops, nothing outside `folder`, no file twice); each
+    kind of link skipped gets one warning line.
     """
     folder = os.fspath(folder)
-    found = []
-    for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found.extend(os.path.join(root, f) for f in files if is_image_file(f))
-    found.sort()
-    if not found:
+    scan = scan_folder(folder, is_image_file)
+    for note in scan.notes():
+        logger.warning("%s", note)
+    if not scan.files:
+        skipped = f" ({sum(len(v) for v in scan.skipped.values())} entries skipped, see above)" if scan.skipped else ""
         raise ValueError(
-            f"No images ({', '.join(IMAGE_EXTENSIONS)}) found under folder {folder!r}; "
+            f"No images ({', '.join(IMAGE_EXTENSIONS)}) found under folder {folder!r}{skipped}; "
             "check the path, or pass a list file with one image path per line."
         )
-    return found
+    return scan.files
 
 
 @dataclass
@@ -100,24 +106,31 @@ def list_entries(list_file: PathLike) -> ImageEntries:
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
 
     entries = ImageEntries()
-    with open(list_file, "r", encoding="utf-8-sig") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if os.path.isfile(resolve(line)):
-                entries.add(resolve(line))
-                continue
-            content = strip_comment(line).strip()
-            if is_header(split_list_line(content)):
-                continue
-            labelled = _labelled_line(content)
-            if labelled is not None:
-                entries.add(resolve(labelled[0]), labelled[1], labelled[2])
-            else:
-                entries.add(resolve(content))
+    for _, line in text_lines(list_file):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if os.path.isfile(resolve(line)):
+            entries.add(resolve(line))
+            continue
+        content = strip_comment(line).strip()
+        if is_header(split_list_line(content)):
+            continue
+        labelled = _labelled_line(content)
+        if labelled is not None:
+            entries.add(resolve(labelled[0]), labelled[1], labelled[2])
+        else:
+            entries.add(resolve(content))
     if not entries.paths:
         raise ValueError(f"List file {list_file!r} names no images; put one image path per line.")
+    # Only images: a list from someone else must not make a tool open /etc/shadow "as an image".
+    not_images = [p for p in entries.paths if not is_image_file(p)]
+    if not_images:
+        raise ValueError(
+            f"List file {list_file!r} names {len(not_images)} files that are not images "
+            f"({', '.join(IMAGE_EXTENSIONS)}): {not_images[0]}{', ...' if len(not_images) > 1 else ''}. "
+            "List image files only."
+        )
     missing = [p for p in entries.paths if not os.path.isfile(p)]
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
@@ -148,6 +161,9 @@ def collect_entries(sources: Union[PathLike, Iterable[PathLike]]) -> ImageEntrie
                 entries.add(src)
             else:
                 entries.extend(list_entries(src))
+        elif os.path.exists(src):
+            raise ValueError(f"{src!r} is not a regular file or folder (a FIFO or a device?); pass an image file, "
+                             "a folder of images or a list file.")
         else:
             raise FileNotFoundError(
                 f"{src!r} does not exist; pass an image file, a folder of images or a list file."

@@ -1,22 +1,78 @@
-"""Atomic file writes: a crash or a full disk never leaves a half-written file behind."""
+"""Atomic file writes: a crash or a full disk never leaves a half-written file behind.
+
+A write that fails for lack of space (ENOSPC, or a quota: EDQUOT) raises :class:`DiskFullError`,
+one line naming the file, the free space and that the previous version is intact, whatever
+layer reported it (torch.save turns the OSError into a RuntimeError whose context holds it).
+"""
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import shutil
 import tempfile
 import uuid
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 # atomic_write's temporary files: "." + target name + "." + random part + ".tmp"
 _TEMP_PATTERN = ".*.tmp"
 
 
+_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+class DiskFullError(OSError):
+    """A write failed because the disk (or quota) is full; the message names the file."""
+
+
+def _space_error(error: BaseException) -> Optional[OSError]:
+    """The out-of-space OSError behind `error` (itself, its cause or its context), if any."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, OSError) and error.errno in _NO_SPACE:
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
+
+
+def _free_space(folder: str) -> str:
+    try:
+        return f"{shutil.disk_usage(folder).free / 2**20:.0f} MB free there"
+    except OSError:
+        return "free space unknown"
+
+
+def raise_if_disk_full(error: BaseException, path: str, kept: str = "") -> None:
+    """Raise DiskFullError naming `path` when `error` comes from a full disk; otherwise return.
+
+    `kept` says what survived (e.g. "the previous version is intact").
+    """
+    cause = _space_error(error)
+    if cause is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    full = DiskFullError(
+        f"Disk full: writing {path} failed ({os.strerror(cause.errno)}; {_free_space(folder)})"
+        f"{'; ' + kept if kept else ''}. Free some space and run again (a training continues with --resume)."
+    )
+    full.errno = cause.errno
+    raise full from None
+
+
 def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -> None:
-    """Call ``write_fn(fileobj)`` on a temp file next to `path`, fsync it, then rename over `path`."""
+    """Call ``write_fn(fileobj)`` on a temp file next to `path`, fsync it, then rename over `path`.
+
+    On any failure the temp file is removed and `path` is as it was; a full disk raises
+    :class:`DiskFullError` (one line naming `path`).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    existed = os.path.exists(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise_if_disk_full(e, path, "nothing was written")
+        raise
     try:
         with os.fdopen(fd, mode) as f:
             write_fn(f)
@@ -27,9 +83,10 @@ def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        raise_if_disk_full(e, path, "the previous version is intact" if existed else "nothing was written")
         raise
 
 

@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Mapping, Optional
 
+from .file_io import raise_if_disk_full
+
 LOGGER_NAME = "reid"
 _FORMAT = "[%(asctime)s %(name)s %(levelname)s] %(message)s"
 _DATEFMT = "%m/%d %H:%M:%S"
@@ -91,12 +93,33 @@ def setup_logger(
 
     if rank == 0 and output_dir:
         os.makedirs(output_dir, exist_ok=True)
-        file_handler = logging.FileHandler(os.path.join(output_dir, "log.txt"), mode="a", encoding="utf-8")
+        file_handler = _LogFileHandler(os.path.join(output_dir, "log.txt"), mode="a", encoding="utf-8")
+        file_handler.owner = name
         file_handler.setLevel(level)
         file_handler.setFormatter(formatter)
         setattr(file_handler, _OWNED, True)
         logger.addHandler(file_handler)
     return logger
+
+
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+class _LogFileHandler(logging.FileHandler):
+    """log.txt; when a line cannot be written (full disk), one warning on stderr, then the file is
+    left alone: the console still shows everything, and a traceback per log line helps nobody."""
+
+    owner = LOGGER_NAME  # the logger it is attached to
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        error = sys.exc_info()[1]
+        sys.stderr.write(f"warning: cannot write {self.baseFilename} ({error}); log lines go to the console only\n")
+        for logger in (logging.getLogger(self.owner), logging.getLogger(LOGGER_NAME)):
+            logger.removeHandler(self)
+        self.close()
 
 
 def _jsonable(value: Any) -> Any:
@@ -137,6 +160,8 @@ class MetricsWriter:
             return
         os.makedirs(output_dir, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
+        if self._file.tell() and not _ends_with_newline(self.path):
+            self._file.write("\n")  # a line cut short by a crash or a full disk stays a line of its own
         if tensorboard:
             log = logger or logging.getLogger(LOGGER_NAME)
             try:
@@ -147,12 +172,20 @@ class MetricsWriter:
                 self._tb = SummaryWriter(log_dir=os.path.join(output_dir, "tensorboard"))
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append `record` as one JSON line; numeric fields also go to TensorBoard."""
+        """Append `record` as one JSON line; numeric fields also go to TensorBoard.
+
+        A full disk raises DiskFullError naming the file (the line may then be cut short: the
+        next writer starts on a new line, and readers skip a line that does not parse).
+        """
         if not self.enabled or self._file is None:
             return
         clean = _jsonable(dict(record))
-        self._file.write(json.dumps(clean, allow_nan=False) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(clean, allow_nan=False) + "\n")
+            self._file.flush()
+        except OSError as e:
+            raise_if_disk_full(e, self.path, "the records written before are intact")
+            raise
         if self._tb is not None:
             self._write_tensorboard(clean)
 

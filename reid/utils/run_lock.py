@@ -8,6 +8,17 @@ holder. The operating system releases the lock when the holder exits in any way 
 included), so nothing stale is ever left: the lock file itself stays, holding the last
 holder's description, and means nothing while no process holds its lock.
 
+The lock belongs to this process alone. ``flock`` locks belong to the open file, which a forked
+child (a DataLoader worker, any subprocess started by fork) shares: such a child would keep the
+folder locked after its parent ended (``kill -9``) or released it (``main`` returned in a
+notebook while persistent workers lived on). So the lock file is opened close-on-exec and every
+forked child closes its copy at once (``os.register_at_fork``); only the process that took the
+lock holds it.
+
+The lock file is opened without following a symbolic link and must be a regular file with one
+name: a link (or hard link) placed at ``.run.lock`` by someone else would otherwise make the
+run truncate and overwrite the file it points to.
+
 Linux and macOS (``fcntl``). On a file system without locks (some network mounts) or a platform
 without ``fcntl``, the run warns once and goes on unprotected.
 """
@@ -19,8 +30,9 @@ import json
 import logging
 import os
 import socket
+import stat
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Set
 
 try:
     import fcntl
@@ -36,6 +48,51 @@ _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 class RunFolderBusyError(RuntimeError):
     """Another process holds the run folder; the message names it and what to do."""
+
+
+class UnsafeLockFileError(OSError):
+    """The lock file is a link, a hard link or not a regular file; the message says what to do."""
+
+
+# File descriptors of the locks this process holds; a forked child closes its copies.
+_HELD: Set[int] = set()
+
+
+def _close_in_child() -> None:
+    for fd in list(_HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
+
+
+def _open_lock_file(path: str, hint: str) -> int:
+    """`path` opened for writing, never through a link; refused unless a regular file with one name."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # O_NONBLOCK: opening a FIFO placed at the lock's name would otherwise wait for a writer forever.
+    flags |= getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP or os.path.islink(path):
+            raise UnsafeLockFileError(
+                f"{path} is a symbolic link; a run lock is never written through a link (it could overwrite "
+                f"the file it points to). Delete the link, or {hint}."
+            ) from None
+        raise OSError(f"Cannot create {path} ({e.strerror}); make the folder writable or {hint}.") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "a hard link to another file" if stat.S_ISREG(st.st_mode) else "not a regular file"
+        raise UnsafeLockFileError(
+            f"{path} is {what}; a run lock is only written to a file of its own. Delete it, or {hint}."
+        )
+    return fd
 
 
 class RunLock:
@@ -58,10 +115,10 @@ class RunLock:
             return self
         try:
             os.makedirs(self.folder, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise OSError(f"Cannot create {self.path} ({e.strerror}); make the folder writable or "
+            raise OSError(f"Cannot create {self.folder} ({e.strerror}); make its parent writable or "
                           f"{self.hint}.") from None
+        fd = _open_lock_file(self.path, self.hint)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -75,6 +132,7 @@ class RunLock:
                 return self
             raise
         self._fd = fd
+        _HELD.add(fd)
         description = {
             "pid": os.getpid(), "host": socket.gethostname(), "what": self.what,
             "started": datetime.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
@@ -86,6 +144,7 @@ class RunLock:
     def release(self) -> None:
         """Let go of the lock (closing the file releases it)."""
         if self._fd is not None:
+            _HELD.discard(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -100,11 +159,15 @@ class RunLock:
         self.release()
 
 
-def _read_holder(fd: int) -> Dict[str, Any]:
+def _read_holder(fd: int) -> Dict[str, str]:
+    """The holder's description (short strings), or {} when the file holds none."""
     try:
-        return json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
     except (OSError, ValueError):
         return {}  # the holder may be between truncating and writing its description
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v)[:100] for k, v in data.items() if k in ("pid", "host", "what", "started")}
 
 
 def _busy_message(folder: str, holder: Dict[str, Any], hint: str) -> str:
@@ -115,4 +178,4 @@ def _busy_message(folder: str, holder: Dict[str, Any], hint: str) -> str:
     return f"{folder} is in use by {who}{since}: one run per folder. Wait for it to finish (or stop it), or {hint}."
 
 
-__all__ = ["LOCK_NAME", "RunFolderBusyError", "RunLock"]
+__all__ = ["LOCK_NAME", "RunFolderBusyError", "RunLock", "UnsafeLockFileError"]

@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from reid.data.image_io import CorruptImageError, read_image
 from reid.utils.file_io import atomic_write
 
 Color = Tuple[int, int, int]
@@ -64,15 +65,20 @@ class TileGeometry:
 
 
 def read_rgb(path: str) -> np.ndarray:
-    """Read an image file as RGB uint8; the error names the file and what to check."""
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR) if os.path.isfile(str(path)) else None
-    if img is None:
-        reason = "does not exist" if not os.path.exists(str(path)) else "is not a readable image"
+    """Read an image file as RGB uint8; the error names the file and what to check.
+
+    The file is read with the same checks as training images (reid.data.image_io: regular
+    files only, sizes checked before decoding): the paths come from a features or gallery file,
+    which may be someone else's.
+    """
+    try:
+        return read_image(str(path))
+    except CorruptImageError as e:
+        reason = "does not exist" if not os.path.exists(str(path)) else f"is not a readable image ({e.why})"
         raise FileNotFoundError(
             f"Image {path!r} {reason}. Pictures are drawn from the image files named in the features; "
             "if the dataset moved, pass its new folder as image_root (tools/visualize.py --image-root)."
-        )
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        ) from None
 
 
 def fit_text(text: str, max_width: int, scale: float, thickness: int) -> float:

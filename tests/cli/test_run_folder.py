@@ -81,3 +81,29 @@ def test_a_run_killed_with_sigkill_resumes_at_once_in_the_same_folder(data, tmp_
     log = (out / "log.txt").read_text()
     assert "Resumed from" in log and "Removed " in log and ".model_0002.pth.zz9.tmp" in log
     assert (out / "model_final.pth").is_file() and not (out / ".model_0002.pth.zz9.tmp").exists()
+
+
+@pytest.mark.slow
+def test_stop_then_resume_in_one_process_with_loader_workers_ends_on_the_uninterrupted_weights(data, tmp_path):
+    """A notebook: main() stopped by a hook, then main(--resume) in the same process. The loader
+    workers (forked, persistent) must not keep the folder locked after the first main returns."""
+    import torch
+
+    from reid.cli import train as cli_train
+    from tests.engine.stubs import assert_same_weights
+    from tests.engine.test_user_hooks import StopAt
+
+    def argv(out):
+        return (["--config-file", DEMO] + tiny_opts(data, out)
+                + ["SOLVER.MAX_EPOCH", "2", "TEST.EVAL_PERIOD", "0", "DATALOADER.NUM_WORKERS", "2"])
+
+    whole = StopAt()
+    assert cli_train.main(argv(tmp_path / "a"), hooks=[whole]) == 0
+    assert cli_train.main(argv(tmp_path / "b"), hooks=[StopAt(at=3)]) == 0
+    assert not (tmp_path / "b" / "model_final.pth").exists()
+    rest = StopAt()
+    assert cli_train.main(argv(tmp_path / "b") + ["--resume"], hooks=[rest]) == 0
+    assert rest.steps == list(range(4, whole.steps[-1] + 1))
+    a = torch.load(tmp_path / "a" / "model_final.pth", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)["model"]
+    assert_same_weights(a, b)

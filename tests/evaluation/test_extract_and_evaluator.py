@@ -14,6 +14,7 @@ from reid.evaluation import (
     re_ranking,
 )
 from reid.evaluation.evaluator import summarize
+from reid.evaluation.extract import BadFeaturesError
 
 
 class ColumnProfile(nn.Module):
@@ -62,7 +63,7 @@ def test_extract_restores_training_mode_and_rejects_nan():
         def forward(self, x):
             return torch.full((x.shape[0], 3), float("nan"))
 
-    with pytest.raises(FloatingPointError, match="NaN"):
+    with pytest.raises(BadFeaturesError, match="NaN"):
         extract_features(NaNModel(), loader, torch.device("cpu"))
 
 

@@ -49,7 +49,7 @@ def test_missing_file_and_garbage(tmp_path):
         load_features(str(bad))
     plain = str(tmp_path / "plain.npy")
     np.save(plain, np.zeros(3))
-    with pytest.raises(ValueError, match="plain.npy.*not a readable .npz.*single array"):
+    with pytest.raises(ValueError, match="plain.npy.*not a readable .npz.*single NumPy array"):
         load_features(plain)
 
 

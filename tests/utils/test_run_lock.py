@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from reid.utils.run_lock import LOCK_NAME, RunFolderBusyError, RunLock
+from reid.utils.run_lock import LOCK_NAME, RunFolderBusyError, RunLock, UnsafeLockFileError
 
 HOLD = textwrap.dedent(
     """
@@ -59,5 +59,74 @@ def test_release_lets_the_next_process_in_and_an_unwritable_folder_is_explained(
     RunLock(str(tmp_path)).acquire().release()
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    with pytest.raises(OSError, match=r"Cannot create .*file.*\.run\.lock.*choose another --output-dir"):
+    with pytest.raises(OSError, match=r"Cannot create .*file.sub.*choose another --output-dir"):
         RunLock(str(blocker / "sub"), hint="choose another --output-dir").acquire()
+
+
+# --- files placed at the lock's name by someone else ---------------------------------------
+
+def test_a_link_at_the_lock_name_is_refused_and_its_target_left_untouched(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(precious, run / LOCK_NAME)
+    with pytest.raises(UnsafeLockFileError, match=r"\.run\.lock is a symbolic link.*Delete the link"):
+        RunLock(str(run)).acquire()
+    assert precious.read_text() == "keep me"
+    os.symlink(run / "nowhere", tmp_path / "dangling")
+    os.unlink(run / LOCK_NAME)
+    os.symlink(tmp_path / "dangling", run / LOCK_NAME)  # a dangling link would be created through
+    with pytest.raises(UnsafeLockFileError, match="symbolic link"):
+        RunLock(str(run)).acquire()
+    assert not (run / "nowhere").exists()
+
+
+def test_a_hard_link_or_a_fifo_at_the_lock_name_is_refused_at_once(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.link(precious, run / LOCK_NAME)
+    with pytest.raises(UnsafeLockFileError, match="hard link to another file"):
+        RunLock(str(run)).acquire()
+    assert precious.read_text() == "keep me"
+    os.unlink(run / LOCK_NAME)
+    os.mkfifo(run / LOCK_NAME)  # opening a FIFO for writing would wait for a reader forever
+    with pytest.raises(UnsafeLockFileError, match="not a regular file"):
+        RunLock(str(run)).acquire()
+
+
+def test_a_damaged_holder_description_still_gives_one_line(tmp_path):
+    proc = hold_in_subprocess(tmp_path)
+    try:
+        with open(tmp_path / LOCK_NAME, "w") as f:  # what the holder wrote, replaced by junk
+            f.write('["not", "a", "mapping"]' + "x" * 10000)
+        with pytest.raises(RunFolderBusyError, match="in use by another process") as err:
+            RunLock(str(tmp_path)).acquire()
+        assert len(str(err.value)) < 300
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_forked_children_do_not_keep_the_folder_locked(tmp_path):
+    """A DataLoader worker is a forked child: it must not hold the lock once its parent let go
+    (or died), or the next --resume is refused naming the dead parent."""
+    lock = RunLock(str(tmp_path)).acquire()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child lives on, as a persistent worker would
+        os.close(read_end)
+        os.write(write_end, b"up")
+        time.sleep(30)
+        os._exit(0)
+    try:
+        os.close(write_end)
+        assert os.read(read_end, 2) == b"up"
+        lock.release()
+        with RunLock(str(tmp_path)) as again:  # the child still runs, but holds nothing
+            assert again.held
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)

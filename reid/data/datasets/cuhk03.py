@@ -46,6 +46,7 @@ import numpy as np
 
 from reid.utils.file_io import atomic_write_text, build_folder_atomically
 
+from ..image_io import MAX_IMAGE_PIXELS
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, README_HINT, ReIDDataset
 
 logger = logging.getLogger(__name__)
@@ -100,13 +101,32 @@ def _layout_error(mat_path: str, what: str) -> DatasetFormatError:
     )
 
 
+# Most elements read from one array of the .mat: the file's headers declare every shape, and an
+# array is only read once its declared size is known to be sane (a crafted header could claim
+# terabytes). Cells hold references (CUHK03: 5 pairs, <= 1,467 x 10 per pair); images are crops.
+_MAX_REFS = 1 << 20
+_MAX_SPLIT_FILE = 64 << 20
+
+
+def _sized(node, max_elements: int, where: str, mat_path: str):
+    """`node` when it is an HDF5 array of at most `max_elements` elements (checked before reading)."""
+    import h5py
+
+    if not isinstance(node, h5py.Dataset):
+        raise _layout_error(mat_path, f"{where} is not an array")
+    if node.size > max_elements:
+        raise _layout_error(mat_path, f"{where} declares shape {list(node.shape)} ({node.size:,} elements, at most "
+                                      f"{max_elements:,} expected)")
+    return node
+
+
 def _cell_refs(f, key: str, mat_path: str) -> np.ndarray:
     """The object references of a MATLAB cell, in MATLAB's (column-major) shape."""
     import h5py
 
     if key not in f or not isinstance(f[key], h5py.Dataset) or h5py.check_dtype(ref=f[key].dtype) is None:
         raise _layout_error(mat_path, f"no cell array {key!r}")
-    return f[key][()].T
+    return _sized(f[key], _MAX_REFS, f"cell array {key!r}", mat_path)[()].T
 
 
 def _read_pair(f, ref, pair: int, mat_path: str) -> np.ndarray:
@@ -116,7 +136,7 @@ def _read_pair(f, ref, pair: int, mat_path: str) -> np.ndarray:
     cell = f[ref]
     if not isinstance(cell, h5py.Dataset) or h5py.check_dtype(ref=cell.dtype) is None:
         raise _layout_error(mat_path, f"camera pair {pair} is not a cell array")
-    refs = cell[()].T
+    refs = _sized(cell, _MAX_REFS, f"camera pair {pair}", mat_path)[()].T
     if refs.ndim != 2 or refs.shape[1] != CELLS:
         raise _layout_error(mat_path, f"camera pair {pair} has shape {list(refs.shape)}, not [identities x {CELLS}]")
     return refs
@@ -131,7 +151,9 @@ def _read_image(f, ref, where: str, mat_path: str) -> Optional[np.ndarray]:
         raise _layout_error(mat_path, f"{where} is not an array")
     if node.attrs.get("MATLAB_empty", 0) or node.ndim < 3 or node.size == 0:
         return None  # MATLAB writes [] as its dims with MATLAB_empty = 1
-    img = node[()].T
+    if node.dtype != np.uint8:
+        raise _layout_error(mat_path, f"{where} is {node.dtype} {list(node.shape[::-1])}, not an H x W x 3 uint8 image")
+    img = _sized(node, 3 * MAX_IMAGE_PIXELS, where, mat_path)[()].T
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8 or min(img.shape[:2]) < 1:
         raise _layout_error(mat_path, f"{where} is {img.dtype} {list(img.shape)}, not an H x W x 3 uint8 image")
     return np.ascontiguousarray(img)
@@ -140,7 +162,7 @@ def _read_image(f, ref, where: str, mat_path: str) -> Optional[np.ndarray]:
 def _read_testsets(f, mat_path: str, sizes: Sequence[int]) -> List[List[List[int]]]:
     out = []
     for k, ref in enumerate(_cell_refs(f, "testsets", mat_path).ravel()):
-        a = np.asarray(f[ref][()]).T
+        a = np.asarray(_sized(f[ref], _MAX_REFS, f"test split {k + 1}", mat_path)[()]).T
         ok = a.ndim == 2 and a.shape[1] == 2 and a.size > 0 and np.all(a == np.rint(a))
         ids = np.rint(a).astype(np.int64) if ok else None
         if ids is None or not all(1 <= p <= len(sizes) and 1 <= i <= sizes[p - 1] for p, i in ids.tolist()):
@@ -278,6 +300,9 @@ def _load_split_file(path: str) -> Dict[str, np.ndarray]:
     import scipy.io
     from scipy.io.matlab import MatReadError
 
+    if os.path.getsize(path) > _MAX_SPLIT_FILE:
+        raise DatasetFormatError(f"{path}: {os.path.getsize(path) >> 20} MB is far more than a CUHK03 split file "
+                                 f"holds (about 1 MB); download it again ({OBTAIN_SPLIT}).")
     try:
         mat = scipy.io.loadmat(path)
     except (MatReadError, ValueError, IndexError, NotImplementedError, TypeError, OSError) as e:

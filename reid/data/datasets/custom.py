@@ -21,6 +21,8 @@ import os
 import re
 from typing import List, Optional
 
+from reid.utils.text_files import text_lines
+
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset
 
 _HEADER_TOKENS = ("path", "pid", "camid")
@@ -88,38 +90,37 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
     base = os.path.dirname(os.path.abspath(list_path))
     items: List[Item] = []
     first_content = True
-    with open(list_path, encoding="utf-8-sig") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = strip_comment(raw)
-            if not line:
-                continue
-            fields = split_list_line(line)
-            if first_content and is_header(fields):
-                first_content = False
-                continue
+    for lineno, raw in text_lines(list_path):
+        line = strip_comment(raw)
+        if not line:
+            continue
+        fields = split_list_line(line)
+        if first_content and is_header(fields):
             first_content = False
-            # Strict patterns: int() alone would read "1_0" as pid 10 and accept "+1".
-            ok = (
-                len(fields) == 3 and bool(fields[0])
-                and _PID_RE.fullmatch(fields[1]) is not None and _CAMID_RE.fullmatch(fields[2]) is not None
-                and int(fields[1]) >= -1
+            continue
+        first_content = False
+        # Strict patterns: int() alone would read "1_0" as pid 10 and accept "+1".
+        ok = (
+            len(fields) == 3 and bool(fields[0])
+            and _PID_RE.fullmatch(fields[1]) is not None and _CAMID_RE.fullmatch(fields[2]) is not None
+            and int(fields[1]) >= -1
+        )
+        if not ok:
+            raise DatasetFormatError(
+                f"{list_path}, line {lineno}: expected 'path pid camid' (pid an integer >= -1, "
+                f"camid an integer >= 0; separated by spaces or commas), got {raw.strip()!r}. "
+                f"Fix or remove the line. {CUSTOM_HINT}"
             )
-            if not ok:
-                raise DatasetFormatError(
-                    f"{list_path}, line {lineno}: expected 'path pid camid' (pid an integer >= -1, "
-                    f"camid an integer >= 0; separated by spaces or commas), got {raw.strip()!r}. "
-                    f"Fix or remove the line. {CUSTOM_HINT}"
-                )
-            path, pid, camid = fields[0], int(fields[1]), int(fields[2])
-            if pid == -1:
-                continue
-            full = path if os.path.isabs(path) else os.path.join(base, path)
-            if check_files and not os.path.isfile(full):
-                raise DatasetNotFoundError(
-                    f"{list_path}, line {lineno}: image {full!r} does not exist. Paths are relative "
-                    f"to the list file's folder ({base}); fix the path or remove the line."
-                )
-            items.append((full, pid, camid))
+        path, pid, camid = fields[0], int(fields[1]), int(fields[2])
+        if pid == -1:
+            continue
+        full = path if os.path.isabs(path) else os.path.join(base, path)
+        if check_files and not os.path.isfile(full):
+            raise DatasetNotFoundError(
+                f"{list_path}, line {lineno}: image {full!r} does not exist. Paths are relative "
+                f"to the list file's folder ({base}); fix the path or remove the line."
+            )
+        items.append((full, pid, camid))
     return items
 
 

@@ -17,6 +17,7 @@ from torchvision import models as tv_models
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from reid.utils.registry import UnknownNameError
+from reid.utils.value_checks import weight_problem
 
 from .ibn import apply_ibn_a
 from .non_local import NonLocalBlock
@@ -214,7 +215,13 @@ class ResNetBackbone(nn.Module):
                 f"of the {self._source} file ({os.path.basename(self._url)}), clear it to "
                 "download the weights, or set MODEL.BACKBONE.PRETRAINED False to train from scratch."
             )
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # truncated, foreign, or holding objects weights_only refuses
+            raise PretrainedWeightsError(
+                f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} cannot be read as a weights file written by torch.save "
+                f"({type(e).__name__}); use the {self._source} file ({os.path.basename(self._url)})."
+            ) from None
         return _unwrap_state_dict(obj, path)
 
     def _download(self) -> Dict[str, torch.Tensor]:
@@ -249,6 +256,10 @@ class ResNetBackbone(nn.Module):
                 f"first: {bad_shapes[0]}). Use the {self._source} file for {self.name} "
                 f"({os.path.basename(self._url)})."
             )
+        problem = weight_problem({k: v for k, v in state.items() if k in own}, own)
+        if problem:
+            raise PretrainedWeightsError(f"Weights in {source} cannot be used: {problem}. Use an intact copy of the "
+                                         f"{self._source} file ({os.path.basename(self._url)}).")
         result = self.load_state_dict(state, strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("non_local.")]
         unexpected = list(result.unexpected_keys)

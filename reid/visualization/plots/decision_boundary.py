@@ -12,6 +12,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from reid.utils.npz_files import npz_names, read_npz
+
 from ..items import to_numpy_2d
 from ._figure import PlotFiles, fmt, new_figure, save_plot
 
@@ -107,21 +109,22 @@ def load_pairs_npz(path: str) -> Tuple[np.ndarray, np.ndarray]:
         raise FileNotFoundError(
             f"{path!r} not found; give an .npz with arrays s_n and s_p (or features, labels and class_weights)."
         )
-    with np.load(path, allow_pickle=False) as z:
-        keys = set(z.files)
-        if {"s_n", "s_p"} <= keys:
-            s_n, s_p = z["s_n"].reshape(-1), z["s_p"].reshape(-1)
-            if len(s_n) != len(s_p):
-                raise ValueError(f"{path}: s_n has {len(s_n)} values but s_p {len(s_p)}; they must pair up.")
-            return s_n.astype(np.float64), s_p.astype(np.float64)
-        pick = lambda *names: next((z[n] for n in names if n in keys), None)  # noqa: E731
-        feats, labels = pick("features", "feats"), pick("labels", "targets")
-        weights = pick("class_weights", "weight", "weights")
-        if feats is None or labels is None or weights is None:
-            raise ValueError(
-                f"{path} has arrays {sorted(keys)}; it needs s_n and s_p, or features, labels and class_weights."
-            )
-        return similarity_pairs(feats, labels, weights)
+    keys = set(npz_names(path))
+    if {"s_n", "s_p"} <= keys:
+        z = read_npz(path, ["s_n", "s_p"])
+        s_n, s_p = z["s_n"].reshape(-1), z["s_p"].reshape(-1)
+        if len(s_n) != len(s_p):
+            raise ValueError(f"{path}: s_n has {len(s_n)} values but s_p {len(s_p)}; they must pair up.")
+        return s_n.astype(np.float64), s_p.astype(np.float64)
+    # Each role may go by several names; only the first present is read.
+    roles = (("features", "feats"), ("labels", "targets"), ("class_weights", "weight", "weights"))
+    chosen = [next((n for n in names if n in keys), None) for names in roles]
+    if None in chosen:
+        raise ValueError(
+            f"{path} has arrays {sorted(keys)}; it needs s_n and s_p, or features, labels and class_weights."
+        )
+    z = read_npz(path, chosen)
+    return similarity_pairs(*(z[n] for n in chosen))
 
 
 def plot_decision_boundary(
