@@ -130,6 +130,8 @@ def parse_yaml_text(text: str) -> Optional[Any]:
             return None
         check_node_graph(node)
         return loader.construct_document(node)
+    except YamlTextError:
+        raise
     except RecursionError:
         raise YamlTextError(f"it nests lists or mappings more than {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError as e:

@@ -26,7 +26,7 @@ import numpy as np
 from reid.utils.file_io import atomic_write
 from reid.utils.npz_files import NpzError, is_int_vector, json_object, npz_names, read_npz, string_list
 from reid.utils.text_files import brief
-from reid.utils.value_checks import BadRowsError, unit_rows
+from reid.utils.value_checks import BadRowsError, check_rows, unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +100,14 @@ def require_safetensors():
 
 
 def save_gallery(gallery: Gallery, path: PathLike) -> str:
-    """Write `gallery` to `path` (.npz or .safetensors) atomically; returns `path`."""
+    """Write `gallery` to `path` (.npz or .safetensors) atomically; returns `path`.
+
+    A NaN/inf or all-zero feature row is refused (ValueError naming the row): such a gallery
+    could only give wrong answers.
+    """
     path = os.fspath(path)
     fmt = gallery_format(path)
+    check_rows(gallery.feats, f"Gallery for {path}")
     optional = {k: v for k, v in (("pids", gallery.pids), ("camids", gallery.camids)) if v is not None}
     meta_json = json.dumps(gallery.meta, sort_keys=True)
     if fmt == "npz":
@@ -154,6 +159,12 @@ def _strings(value: Any, what: str, path: str) -> List[str]:
     return strings
 
 
+def _feats(value: np.ndarray, path: str) -> np.ndarray:
+    if value.dtype.kind != "f" or value.ndim != 2 or value.shape[1] == 0:
+        raise _bad(path, f"its features are not a float array [N, D] with D >= 1 ({value.dtype} {list(value.shape)})")
+    return value
+
+
 def _labels(value: Optional[np.ndarray], what: str, path: str) -> Optional[np.ndarray]:
     if value is not None and not is_int_vector(value):
         raise _bad(path, f"its {what} are not a 1-d integer array ({value.dtype} {list(value.shape)})")
@@ -172,7 +183,7 @@ def _read_npz(path: str) -> Gallery:
     if "format_version" in arrays:
         _version(arrays["format_version"], path)
     return Gallery(
-        feats=arrays[prefix + "feats"],
+        feats=_feats(arrays[prefix + "feats"], path),
         paths=_strings(arrays[prefix + "paths"], "paths", path),
         pids=_labels(arrays.get(prefix + "pids"), "pids", path),
         camids=_labels(arrays.get(prefix + "camids"), "camids", path),
@@ -203,7 +214,7 @@ def _read_safetensors(path: str) -> Gallery:
     except (ValueError, RecursionError) as e:
         raise _bad(path, f"its paths are not a JSON list ({type(e).__name__})") from None
     return Gallery(
-        feats=arrays["feats"],
+        feats=_feats(arrays["feats"], path),
         paths=_strings(paths, "paths", path),
         pids=_labels(arrays.get("pids"), "pids", path),
         camids=_labels(arrays.get("camids"), "camids", path),
@@ -234,8 +245,6 @@ def load_gallery(path: PathLike) -> Gallery:
         raise _bad(path, str(e)) from e
     if len(gallery) == 0:
         raise _bad(path, "it holds no images")
-    if gallery.feats.dtype.kind != "f" or gallery.feats.shape[1] == 0:
-        raise _bad(path, "its features are not a float array [N, D] with D >= 1")
     try:
         unit, changed = unit_rows(gallery.feats, "gallery")
     except BadRowsError as e:

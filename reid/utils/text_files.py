@@ -16,13 +16,15 @@ from typing import Any, Iterator, Tuple
 MAX_LINE = 1 << 16
 
 _repr = reprlib.Repr()
-_repr.maxlevel, _repr.maxlist, _repr.maxdict, _repr.maxstring, _repr.maxother = 3, 8, 8, 80, 80
+_repr.maxlevel, _repr.maxlist, _repr.maxdict, _repr.maxstring, _repr.maxother = 3, 6, 6, 60, 60
+_BRIEF = 200
 
 
 def brief(value: Any) -> str:
     """``repr(value)`` cut to about 200 characters, so that an error message naming a value from
     someone else's file stays one readable line however large the value is."""
-    return _repr.repr(value)
+    text = _repr.repr(value)
+    return text if len(text) <= _BRIEF else text[:_BRIEF] + "..."
 
 
 def printable(text: str) -> str:

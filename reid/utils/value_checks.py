@@ -51,6 +51,34 @@ def weight_problem(state: Mapping[str, torch.Tensor],
     return None
 
 
+# Rows checked at a time by check_rows: bounded extra memory for galleries of millions of rows.
+_CHUNK = 1 << 16
+
+
+def _row_peaks(x: torch.Tensor, what: str, offset: int = 0) -> torch.Tensor:
+    """Each row's largest absolute value ``[N, 1]``; BadRowsError for a NaN/inf or all-zero row."""
+    finite = torch.isfinite(x).all(dim=1)
+    if not bool(finite.all()):
+        rows = torch.nonzero(~finite).flatten()
+        raise BadRowsError(what, f"feature row {offset + int(rows[0])} holds NaN or inf ({len(rows)} such rows)")
+    peak = x.abs().amax(dim=1, keepdim=True) if x.shape[1] else torch.zeros(x.shape[0], 1, device=x.device)
+    zero = (peak == 0).flatten()
+    if bool(zero.any()):
+        rows = torch.nonzero(zero).flatten()
+        raise BadRowsError(what, f"feature row {offset + int(rows[0])} is all zero ({len(rows)} such rows); a zero "
+                                 "row has no direction and matches nothing")
+    return peak
+
+
+def check_rows(feats: np.ndarray, what: str) -> None:
+    """Raise BadRowsError (naming the row) unless every row of `feats` is finite and not all zero.
+
+    Checks a chunk at a time, so validating a gallery of millions of rows costs little memory.
+    """
+    for start in range(0, len(feats), _CHUNK):
+        _row_peaks(torch.as_tensor(np.asarray(feats[start:start + _CHUNK])).float(), what, start)
+
+
 class BadRowsError(ValueError):
     """Feature rows that cannot be normalised; ``reason`` is the message without `what`."""
 
@@ -74,20 +102,11 @@ def unit_rows(feats: Union[np.ndarray, torch.Tensor], what: str) -> Tuple[torch.
     if not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64)):
         raise BadRowsError(what, f"features are {x.dtype}, not numbers")
     x = x.to(torch.float32)
-    finite = torch.isfinite(x).all(dim=1)
-    if not bool(finite.all()):
-        rows = torch.nonzero(~finite).flatten()
-        raise BadRowsError(what, f"feature row {int(rows[0])} holds NaN or inf ({len(rows)} such rows)")
-    peak = x.abs().amax(dim=1, keepdim=True) if x.shape[1] else torch.zeros(x.shape[0], 1)
-    zero = (peak == 0).flatten()
-    if bool(zero.any()):
-        rows = torch.nonzero(zero).flatten()
-        raise BadRowsError(what, f"feature row {int(rows[0])} is all zero ({len(rows)} such rows); a zero row has "
-                                 "no direction and matches nothing")
+    peak = _row_peaks(x, what)
     scaled = x / peak
     norms = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
     changed = int(((peak * norms - 1).abs() > UNIT_TOLERANCE).sum())
     return scaled / norms, changed
 
 
-__all__ = ["BadRowsError", "UNIT_TOLERANCE", "unit_rows", "weight_problem"]
+__all__ = ["BadRowsError", "UNIT_TOLERANCE", "check_rows", "unit_rows", "weight_problem"]

@@ -107,3 +107,43 @@ def test_stop_then_resume_in_one_process_with_loader_workers_ends_on_the_uninter
     a = torch.load(tmp_path / "a" / "model_final.pth", weights_only=True)["model"]
     b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)["model"]
     assert_same_weights(a, b)
+
+
+@pytest.mark.slow
+def test_a_full_disk_keeps_the_last_checkpoint_and_resume_loses_only_that_epoch(data, tmp_path, monkeypatch, capsys):
+    """ENOSPC while writing model_0002.pth (simulated: CI cannot mount a small disk): one error line
+    naming the file and the checkpoint to resume from; after space is freed, --resume redoes epoch 2
+    and ends on the uninterrupted run's weights."""
+    import errno
+
+    import torch
+
+    from reid.cli import train as cli_train
+    from tests.engine.stubs import assert_same_weights
+
+    def argv(out):
+        return (["--config-file", DEMO] + tiny_opts(data, out)
+                + ["SOLVER.MAX_EPOCH", "3", "SOLVER.CHECKPOINT_PERIOD", "1", "TEST.EVAL_PERIOD", "0"])
+
+    assert cli_train.main(argv(tmp_path / "a")) == 0
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if ".model_0002.pth." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    capsys.readouterr()
+    assert cli_train.main(argv(tmp_path / "b")) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: Disk full: writing {tmp_path / 'b' / 'model_0002.pth'} failed")
+    assert "--resume continues from model_0001.pth" in lines[0]
+    assert sorted(p.name for p in (tmp_path / "b").glob("*.pth")) == ["model_0001.pth"]
+    monkeypatch.setattr(os, "fsync", real_fsync)  # space freed
+    assert cli_train.main(argv(tmp_path / "b") + ["--resume"]) == 0
+    a = torch.load(tmp_path / "a" / "model_final.pth", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)["model"]
+    assert_same_weights(a, b)

@@ -81,16 +81,21 @@ def write_mat(path: str, testsets: Sequence[Sequence[Tuple[int, int]]] = TESTSET
               omit: Sequence[str] = (), pair_columns: int = 10,
               replace: Optional[Dict[Tuple[str, int, int, int], np.ndarray]] = None) -> None:
     """Write the fixture's cuhk-03.mat; for error tests `omit` leaves out top-level cells and
-    `replace` maps (set, pair, person, cell) to a MATLAB-shaped array stored instead of the image."""
+    `replace` maps (set, pair, person, cell) to a MATLAB-shaped array stored instead of the image,
+    or to a shape tuple: a chunked uint8 array of that shape with no data written (a header
+    that claims far more pixels than the file holds)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     count = [0]
     with h5py.File(path, "w", userblock_size=512) as f:
         f.create_group("#refs#")
 
-        def put(data: np.ndarray, matlab_class: str, empty: bool = False):
+        def put(data, matlab_class: str, empty: bool = False):
             name = f"#refs#/r{count[0]}"
             count[0] += 1
-            ds = f.create_dataset(name, data=data)
+            if isinstance(data, tuple):
+                ds = f.create_dataset(name, shape=data, dtype=np.uint8, chunks=(1, 64, 64))
+            else:
+                ds = f.create_dataset(name, data=data)
             ds.attrs["MATLAB_class"] = np.bytes_(matlab_class)
             if empty:
                 ds.attrs["MATLAB_empty"] = np.uint8(1)
@@ -110,7 +115,8 @@ def write_mat(path: str, testsets: Sequence[Sequence[Tuple[int, int]]] = TESTSET
                     filled = filled_cells(image_set, pair, person)
                     for cell in range(1, pair_columns + 1):
                         if (image_set, pair, person, cell) in (replace or {}):
-                            cells[cell - 1, person - 1] = put(replace[(image_set, pair, person, cell)], "double")
+                            value = replace[(image_set, pair, person, cell)]
+                            cells[cell - 1, person - 1] = put(value, "uint8" if isinstance(value, tuple) else "double")
                         elif cell in filled:
                             img = crop_image(image_set, pair, person, cell)
                             cells[cell - 1, person - 1] = put(np.ascontiguousarray(img.T), "uint8")

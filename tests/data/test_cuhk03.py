@@ -194,6 +194,15 @@ def test_image_that_is_not_uint8_rgb_names_its_cell_and_leaves_nothing(tmp_path)
     assert sorted(os.listdir(base)) == ["cuhk-03.mat"]
 
 
+def test_an_image_whose_header_claims_huge_dimensions_is_refused_before_reading(tmp_path):
+    base = write_mat_into(tmp_path, replace={("labeled", 2, 1, 7): (3, 60_000, 60_000)})
+    assert os.path.getsize(os.path.join(base, "cuhk-03.mat")) < 1 << 20  # 10.8 GB declared, nothing stored
+    with pytest.raises(DatasetFormatError, match=r"labeled pair 2, person 1, cell 7 declares shape \[3, 60000, "
+                                                 r"60000\] \(10,800,000,000 elements"):
+        load(tmp_path, image_set="labeled", protocol="classic")
+    assert sorted(os.listdir(base)) == ["cuhk-03.mat"]
+
+
 def test_crop_folder_missing_its_images(tmp_path, release):
     load(tmp_path, image_set="labeled")
     os.remove(os.path.join(release["dir"], "crops_labeled", "1_001_1_01.png"))

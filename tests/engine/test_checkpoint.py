@@ -219,3 +219,48 @@ def test_manager_on_other_ranks_writes_nothing(tmp_path):
     mgr = CheckpointManager(str(tmp_path), keep=2, enabled=False)
     assert mgr.save(periodic_name(1), {"epoch": 1}) is None
     assert os.listdir(tmp_path) == []
+
+
+# --- checkpoints from someone else ----------------------------------------------------------
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda s: s.update({"backbone.0.weight": torch.ones(4, 3, dtype=torch.int64)}),
+     r"backbone.0.weight is torch.int64 where the model has torch.float32"),
+    (lambda s: s["backbone.1.running_var"].fill_(float("inf")), r"backbone.1.running_var holds inf"),
+    (lambda s: s["backbone.0.bias"].fill_(float("nan")), r"backbone.0.bias holds NaN \(4 of 4 values\)"),
+    (lambda s: s["backbone.1.running_var"].fill_(-1.0), r"backbone.1.running_var \(a BatchNorm variance\) holds negative"),
+])
+def test_unusable_weights_are_refused_naming_the_file_and_tensor(tmp_path, tamper, message):
+    state = Net().state_dict()
+    tamper(state)
+    path = save_checkpoint(str(tmp_path / "stranger.pth"), model=state)
+    model = Net()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=rf"stranger.pth cannot be used: {message}"):
+        load_checkpoint(path, model=model)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing was loaded
+
+
+def test_a_state_dict_of_non_tensors_or_non_string_names_is_one_line(tmp_path):
+    for bad in ({"backbone.0.weight": "not a tensor"}, {3: torch.zeros(1)}, ["a", "list"]):
+        path = save_checkpoint(str(tmp_path / "odd.pth"), model=bad)
+        with pytest.raises(CheckpointError, match="odd.pth"):
+            load_checkpoint(path, model=Net())
+
+
+def test_the_last_checkpoint_pointer_never_leads_out_of_the_run(tmp_path):
+    outside = tmp_path / "elsewhere.pth"
+    save_checkpoint(str(outside), model=Net().state_dict())
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "last_checkpoint").write_text("../elsewhere.pth\n")
+    assert last_checkpoint(str(run)) is None
+    save_checkpoint(str(run / periodic_name(3)), model=Net().state_dict())
+    (run / "last_checkpoint").write_text("/etc/passwd\n")
+    assert last_checkpoint(str(run)) == str(run / "model_0003.pth")  # the newest of the run instead
+
+
+def test_a_fifo_named_as_checkpoint_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "model.pth")
+    with pytest.raises(CheckpointError, match="model.pth is not a regular file"):
+        load_checkpoint(str(tmp_path / "model.pth"), model=Net())
