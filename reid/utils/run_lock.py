@@ -163,7 +163,7 @@ def _read_holder(fd: int) -> Dict[str, str]:
     """The holder's description (short strings), or {} when the file holds none."""
     try:
         data = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}  # the holder may be between truncating and writing its description
     if not isinstance(data, dict):
         return {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 
 import numpy as np
@@ -62,14 +63,18 @@ def test_dynamics_from_metrics_files(tmp_path):
     assert set(json.load(open(labelled.json))["runs"]) == {"Circle", "AM"}
 
 
-def test_dynamics_errors_name_the_file(tmp_path):
+def test_dynamics_errors_name_the_file(tmp_path, caplog):
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         plots.plot_dynamics([str(tmp_path / "nope")], str(tmp_path / "d.png"))
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "metrics.jsonl").write_text(json.dumps(_train(1, 0.1, 0.0)) + "\n{not json\n")
-    with pytest.raises(ValueError, match=r"metrics.jsonl, line 2"):
-        plots.read_train_dynamics(str(bad))
+    # A line cut short (a crash, a full disk) and a record of the wrong types are skipped with a warning.
+    (bad / "metrics.jsonl").write_text(json.dumps(_train(1, 0.1, 0.0)) + '\n{"type": "train", "it\n'
+                                       + json.dumps({"type": "train", "iter": "x", "s_p": [], "s_n": 1}) + "\n")
+    with caplog.at_level(logging.WARNING):
+        run = plots.read_train_dynamics(str(bad))
+    assert run["iter"].tolist() == [1]
+    assert any("skipped 2 line(s)" in r.getMessage() and "line 2" in r.getMessage() for r in caplog.records)
     (bad / "metrics.jsonl").write_text(json.dumps({"type": "eval", "iter": 1, "mAP": 1.0}) + "\n")
     with pytest.raises(ValueError, match="no training record with s_p and s_n"):
         plots.read_train_dynamics(str(bad))

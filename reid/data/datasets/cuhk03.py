@@ -233,9 +233,12 @@ def ensure_crops(dataset_dir: str, image_set: str) -> Tuple[str, Dict]:
                     image_set, mat_path, final)
         # Another process (e.g. another DDP rank) that finishes first wrote identical crops.
         build_folder_atomically(final, lambda tmp: extract_crops(mat_path, image_set, tmp), INDEX_FILE)
-    with open(index_path, encoding="utf-8") as fh:
-        index = json.load(fh)
-    if index.get("version") != INDEX_VERSION or index.get("image_set") != image_set:
+    try:
+        with open(index_path, encoding="utf-8") as fh:
+            index = json.load(fh)
+    except (ValueError, RecursionError):
+        index = None
+    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION or index.get("image_set") != image_set:
         raise DatasetNotFoundError(
             f"{index_path}: written by another version of this loader or for another image set; "
             f"delete {final!r} and it is written again from {MAT_NAME}."

@@ -89,8 +89,9 @@ def read_cmc_json(path: str) -> Dict[str, np.ndarray]:
     with open(path, encoding="utf-8") as f:
         try:
             obj = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path!r} is not valid JSON ({e}); give a metrics JSON file with a 'cmc' list.") from None
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise ValueError(f"{path!r} is not valid JSON ({type(e).__name__}); give a metrics JSON file with a 'cmc' "
+                             "list.") from None
     found: List[Tuple[List[str], Any]] = []
     _find_cmc(obj, [], found)
     if not found:

@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from reid.utils.text_files import text_lines
+
 from ._figure import PlotFiles, fmt, new_figure, save_plot
 
 Run = Dict[str, np.ndarray]  # {"iter", "s_p", "s_n"}
+
+logger = logging.getLogger(__name__)
 
 
 def metrics_file(path: str) -> str:
@@ -32,22 +37,30 @@ def read_train_dynamics(path: str) -> Run:
     """
     path = metrics_file(path)
     rows: Dict[int, tuple] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}, line {lineno}: not valid JSON ({e.msg}); each line must be one JSON object.") from None
-            if not isinstance(rec, dict) or rec.get("type", "train") != "train":
-                continue
-            if rec.get("s_p") is None or rec.get("s_n") is None:
-                continue
-            if "iter" not in rec:
-                raise ValueError(f"{path}, line {lineno}: training record without 'iter'; cannot place it on the x axis.")
+    skipped: List[int] = []
+    for lineno, line in text_lines(path, "Metrics file"):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            # A line cut short by a crash or a full disk (the writer starts the next on a new line).
+            skipped.append(lineno)
+            continue
+        if not isinstance(rec, dict) or rec.get("type", "train") != "train":
+            continue
+        if rec.get("s_p") is None or rec.get("s_n") is None:
+            continue
+        if "iter" not in rec:
+            raise ValueError(f"{path}, line {lineno}: training record without 'iter'; cannot place it on the x axis.")
+        try:
             rows[int(rec["iter"])] = (float(rec["s_p"]), float(rec["s_n"]))
+        except (TypeError, ValueError, OverflowError):
+            skipped.append(lineno)
+    if skipped:
+        logger.warning("%s: skipped %d line(s) that are not JSON training records (first: line %d).",
+                       path, len(skipped), skipped[0])
     if not rows:
         raise ValueError(
             f"{path} has no training record with s_p and s_n. They are logged by heads that compute "
