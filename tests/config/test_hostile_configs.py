@@ -41,7 +41,10 @@ def test_a_recursive_anchor_and_deep_nesting_are_refused(tmp_path):
         parse_yaml_text("a: &x [1, *x]\n")
     with pytest.raises(YamlTextError, match=f"more than {MAX_DEPTH} levels"):
         parse_yaml_text("a: " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5))
-    # So deep that PyYAML's own recursive parser would exhaust Python's stack.
+
+
+@pytest.mark.slow
+def test_nesting_deep_enough_to_exhaust_the_parsers_stack_is_one_error():
     with pytest.raises(YamlTextError, match="levels deep"):
         parse_yaml_text("a: " + "[" * 5_000 + "]" * 5_000)
 
