@@ -31,6 +31,7 @@ MAX_NODES = 100_000
 #: Deepest nesting of lists and mappings; the schema itself is 4 levels deep.
 MAX_DEPTH = 64
 
+
 class YamlTextError(ValueError):
     """Config text that is not YAML, or exceeds the bounds above; the message says which."""
 

@@ -27,11 +27,14 @@ import logging
 import os
 import stat
 import struct
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
+
+from reid.utils.text_files import brief
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +109,16 @@ def _jpeg_size(buf: bytes) -> Optional[Tuple[int, int]]:
     return None
 
 
+# What image_dimensions returns for a header whose size Pillow refuses to report (too large).
+_TOO_LARGE = (-1, -1)
+
+
 def image_dimensions(buf: bytes) -> Optional[Tuple[int, int]]:
     """``(width, height)`` from an image file's header, without decoding it; None if unrecognised.
 
     JPEG, PNG and BMP are read here; other formats (TIFF, WebP, ...) through Pillow's header
-    parser (Pillow comes with torchvision and matplotlib).
+    parser (Pillow comes with torchvision and matplotlib). ``(-1, -1)``: Pillow found the
+    declared size too large to report.
     """
     if buf[:2] == _JPEG_SOI:
         return _jpeg_size(buf)
@@ -121,11 +129,16 @@ def image_dimensions(buf: bytes) -> Optional[Tuple[int, int]]:
             return struct.unpack_from("<HH", buf, 18)
         width, height = struct.unpack_from("<ii", buf, 18)
         return abs(width), abs(height)  # negative height: rows stored top-down
-    try:
-        from PIL import Image
+    from PIL import Image
 
-        with Image.open(io.BytesIO(buf)) as img:
-            return img.size
+    try:
+        with warnings.catch_warnings():
+            # Pillow's own size warning; the caller applies MAX_IMAGE_PIXELS itself.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(buf)) as img:
+                return img.size
+    except Image.DecompressionBombError:  # more than twice Pillow's limit, far above ours
+        return _TOO_LARGE
     except Exception:  # Pillow raises several types for what it does not recognise
         return None
 
@@ -157,12 +170,17 @@ def _decode(path: str, flags: int) -> np.ndarray:
     size = image_dimensions(buf)
     if size is None:
         raise _corrupt(path, "it is not an image in a format read here (JPEG, PNG, BMP, TIFF, WebP)")
+    if size == _TOO_LARGE:
+        raise _corrupt(path, f"its header declares more than {MAX_IMAGE_PIXELS:,} pixels; crop or resize it")
     if size[0] * size[1] > MAX_IMAGE_PIXELS or min(size) < 1:
         raise _corrupt(path, f"its header declares {size[0]} x {size[1]} pixels (at most {MAX_IMAGE_PIXELS:,} "
                              "pixels, each side at least 1, are read); crop or resize it")
     if buf[:2] == _JPEG_SOI and jpeg_is_truncated(buf):
         raise _corrupt(path, "the JPEG is truncated (its last scan has no end-of-image marker)")
-    img = cv2.imdecode(np.frombuffer(buf, dtype=np.uint8), flags)
+    try:
+        img = cv2.imdecode(np.frombuffer(buf, dtype=np.uint8), flags)
+    except cv2.error as e:  # some damaged files make OpenCV raise instead of returning None
+        raise _corrupt(path, f"OpenCV could not decode it ({brief(str(e).strip().splitlines()[-1])})") from None
     if img is None:
         raise _corrupt(path, "OpenCV could not decode it (not an image, or damaged)")
     return img

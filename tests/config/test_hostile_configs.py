@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from reid.config import FILE_KEYS, ConfigError, get_cfg, load_config, load_config_from_text
+from reid.config import FILE_KEYS, ConfigError, get_cfg, load_config, load_config_from_text, merge_from_text
 from reid.config.yaml_text import MAX_BYTES, MAX_DEPTH, MAX_NODES, parse_yaml_text, YamlTextError
 
 SECRET = "s3cr3t-line-of-a-private-file"
@@ -104,6 +104,9 @@ def test_a_stored_config_sets_no_file_or_folder_key(tmp_path):
         "    PRETRAINED_PATH: /root/x.pth", "    NAME: resnet18", "DATASETS:", "  ROOT: /", "  CUSTOM:",
         "    TRAIN_LIST: /etc/hosts",
     ]) + "\n"
+    scratch = get_cfg()
+    assert merge_from_text(scratch, text, "Checkpoint c.pth") == [
+        "OUTPUT_DIR", "MODEL.WEIGHTS", "MODEL.BACKBONE.PRETRAINED_PATH", "DATASETS.ROOT", "DATASETS.CUSTOM.TRAIN_LIST"]
     cfg = load_config_from_text(text, "Checkpoint c.pth", ["DATASETS.ROOT", "/data"])
     defaults = get_cfg()
     assert cfg.MODEL.BACKBONE.NAME == "resnet18"  # other keys are taken

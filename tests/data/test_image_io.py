@@ -76,3 +76,19 @@ def test_real_images_of_every_format_are_measured_and_read(tmp_path, ext):
     with open(path, "rb") as f:
         assert image_dimensions(f.read()) == (21, 37)
     assert read_image(path).shape == (37, 21, 3)
+
+
+def test_a_tiff_whose_tags_claim_a_huge_size_is_refused(tmp_path, no_decoding):
+    path = tmp_path / "huge.tif"
+    assert cv2.imwrite(str(path), np.zeros((4, 4, 3), np.uint8))
+    data = bytearray(path.read_bytes())
+    assert data[:2] == b"II"  # little-endian TIFF: first IFD offset, entry count, 12-byte entries
+    ifd = struct.unpack_from("<I", data, 4)[0]
+    for i in range(struct.unpack_from("<H", data, ifd)[0]):
+        entry = ifd + 2 + 12 * i
+        tag, kind = struct.unpack_from("<HH", data, entry)
+        if tag in (256, 257):  # ImageWidth, ImageLength
+            struct.pack_into("<H" if kind == 3 else "<I", data, entry + 8, 60_000)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptImageError, match=r"huge.tif': its header declares (more than|60000 x 60000)"):
+        read_image(str(path))

@@ -65,11 +65,17 @@ def test_release_lets_the_next_process_in_and_an_unwritable_folder_is_explained(
 
 # --- files placed at the lock's name by someone else ---------------------------------------
 
-def test_a_link_at_the_lock_name_is_refused_and_its_target_left_untouched(tmp_path):
+def precious_and_run(tmp_path):
+    """A file someone wants kept, and an empty run folder."""
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me")
     run = tmp_path / "run"
     run.mkdir()
+    return precious, run
+
+
+def test_a_link_at_the_lock_name_is_refused_and_its_target_left_untouched(tmp_path):
+    precious, run = precious_and_run(tmp_path)
     os.symlink(precious, run / LOCK_NAME)
     with pytest.raises(UnsafeLockFileError, match=r"\.run\.lock is a symbolic link.*Delete the link"):
         RunLock(str(run)).acquire()
@@ -83,10 +89,7 @@ def test_a_link_at_the_lock_name_is_refused_and_its_target_left_untouched(tmp_pa
 
 
 def test_a_hard_link_or_a_fifo_at_the_lock_name_is_refused_at_once(tmp_path):
-    precious = tmp_path / "precious.txt"
-    precious.write_text("keep me")
-    run = tmp_path / "run"
-    run.mkdir()
+    precious, run = precious_and_run(tmp_path)
     os.link(precious, run / LOCK_NAME)
     with pytest.raises(UnsafeLockFileError, match="hard link to another file"):
         RunLock(str(run)).acquire()
