@@ -312,6 +312,19 @@ _C.TEST.RERANK.K2 = 6
 # Re-ranking lambda: weight of the original distance in the final distance.
 _C.TEST.RERANK.LAMBDA = 0.3
 
+_C.TEST.VERIFICATION = CN()
+# Also report verification metrics of the test split: ROC, TAR at each FAR below, EER, thresholds.
+_C.TEST.VERIFICATION.ENABLED = False
+# False accept rates (each in (0, 1)) for TAR, open-set DIR and the calibrated thresholds of a run.
+_C.TEST.VERIFICATION.FARS = [1e-2, 1e-3, 1e-4]
+
+_C.TEST.OPEN_SET = CN()
+# Open-set identification: hold this many query identities out of the gallery (their queries become
+# "nobody we know") and report DIR at each TEST.VERIFICATION.FARS; 0 = off.
+_C.TEST.OPEN_SET.HOLDOUT_IDS = 0
+# Seed that draws the held-out identities.
+_C.TEST.OPEN_SET.SEED = 0
+
 _C.TEST.AQE = CN()
 # Alpha query expansion (top-k neighbours of each query) before computing distances.
 _C.TEST.AQE.ENABLED = False

@@ -1,11 +1,13 @@
 """Evaluation: distances, CMC/mAP/mINP, k-reciprocal re-ranking, query expansion, feature files."""
 from .distance import compute_distance
-from .evaluator import EvalResult, evaluate_features, evaluate_model, format_table
+from .evaluator import EvalResult, evaluate_features, evaluate_model, format_table, format_verification
 from .extract import Features, extract_features
 from .feature_io import load_features, save_features
+from .open_set import holdout_gallery, open_set_metrics, open_set_metrics_from_features
 from .query_expansion import aqe
 from .rank import cross_camera_matches, evaluate_rank, evaluate_rank_from_features
 from .rerank import re_ranking
+from .verification import verification_metrics, verification_metrics_from_features
 
 __all__ = [
     "EvalResult",
@@ -14,6 +16,10 @@ __all__ = [
     "evaluate_model",
     "extract_features",
     "format_table",
+    "format_verification",
+    "holdout_gallery",
+    "open_set_metrics",
+    "open_set_metrics_from_features",
     "aqe",
     "compute_distance",
     "cross_camera_matches",
@@ -22,4 +28,6 @@ __all__ = [
     "load_features",
     "re_ranking",
     "save_features",
+    "verification_metrics",
+    "verification_metrics_from_features",
 ]

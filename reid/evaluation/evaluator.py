@@ -15,9 +15,11 @@ import numpy as np
 import torch
 
 from .extract import Features, extract_features
+from .open_set import holdout_gallery, open_set_metrics, open_set_metrics_from_features
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
 from .rerank import re_ranking
+from .verification import DEFAULT_FARS, verification_metrics, verification_metrics_from_features
 
 logger = logging.getLogger("reid.evaluation")
 
@@ -36,6 +38,9 @@ class EvalResult:
     distmats: Dict[str, np.ndarray] = field(default_factory=dict)  # only rows that built one
     cmc: Dict[str, np.ndarray] = field(default_factory=dict)  # row name -> CMC curve (fractions)
     seconds: float = 0.0
+    # row name -> verification_metrics(...) / open_set_metrics(...) result, when asked for
+    verification: Dict[str, Dict] = field(default_factory=dict)
+    open_set: Dict[str, Dict] = field(default_factory=dict)
 
 
 def summarize(result: dict, ranks: Sequence[int] = REPORTED_RANKS) -> Dict[str, float]:
@@ -70,6 +75,37 @@ def format_table(metrics: Dict[str, Dict[str, float]], title: str = "") -> str:
     return "\n".join(lines)
 
 
+def format_verification(verification: Dict[str, Dict], title: str = "") -> str:
+    """A text table of TAR at each FAR (with its threshold) and the EER, one row per metric row."""
+    if not verification:
+        return ""
+    fars = list(next(iter(verification.values()))["tar"])
+    cols = [f"TAR@{f:g}" for f in fars] + ["EER"]
+    name_w = max([len("method")] + [len(k) for k in verification])
+    lines = [title] if title else []
+    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>17}" for c in cols) + " |"
+    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
+    for name, v in verification.items():
+        cells = [f"{100 * v['tar'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
+        cells.append(f"{100 * v['eer']:6.2f} (t {v['eer_threshold']:.4f})")
+        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{c:>17}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _open_set_rows(query: Features, gallery: Features, qf, gf, metric: str, rerank: bool, rerank_args: dict,
+                   fars: Sequence[float], holdout_ids: int, seed: int) -> Dict[str, Dict]:
+    """DIR at FAR with `holdout_ids` query identities removed from the gallery (plain, re-ranked)."""
+    keep = holdout_gallery(query.pids, gallery.pids, holdout_ids, seed)
+    g_ids = (gallery.pids[keep], gallery.camids[keep])
+    gk = gf[torch.from_numpy(keep)]
+    rows = {"plain": open_set_metrics_from_features(qf, gk, query.pids, g_ids[0], query.camids, g_ids[1],
+                                                    metric=metric, fars=fars)}
+    if rerank:
+        dist = re_ranking(qf, gk, metric=metric, **rerank_args)
+        rows["rerank"] = open_set_metrics(dist, query.pids, g_ids[0], query.camids, g_ids[1], fars=fars)
+    return rows
+
+
 def evaluate_features(
     query: Features,
     gallery: Features,
@@ -82,12 +118,19 @@ def evaluate_features(
     aqe_k: int = 0,
     aqe_alpha: float = 3.0,
     keep_distmat: bool = False,
+    verification: bool = False,
+    fars: Sequence[float] = DEFAULT_FARS,
+    open_set_ids: int = 0,
+    open_set_seed: int = 0,
 ) -> EvalResult:
     """Metrics for already extracted features: the plain row, and the re-ranked row when asked.
 
     With ``aqe_k > 0`` queries are expanded with their top-k gallery neighbours first.
     ``keep_distmat`` keeps the plain query x gallery matrix (for pictures); it is built only then.
     The CMC curves go to ``max_rank``, and at least to the deepest reported rank (R-10).
+    `verification` adds ROC / TAR@FAR / EER per row (reid/evaluation/verification.py);
+    ``open_set_ids > 0`` adds DIR@FAR with that many query identities held out of the gallery
+    (reid/evaluation/open_set.py); both at `fars`.
     """
     start = time.perf_counter()
     max_rank = max(int(max_rank), max(REPORTED_RANKS))
@@ -109,15 +152,24 @@ def evaluate_features(
     metrics["plain"] = summarize(res)
     all_ap["plain"] = res["all_AP"]
     cmc = {"plain": np.asarray(res["cmc"])}
+    verif: Dict[str, Dict] = {}
+    if verification:
+        verif["plain"] = (verification_metrics(distmats["plain"], *ids, fars=fars) if keep_distmat
+                          else verification_metrics_from_features(qf, gf, *ids, metric=metric, fars=fars))
+    rerank_args = dict(k1=k1, k2=k2, lambda_value=lambda_value)
     if rerank:
-        dist = re_ranking(qf, gf, k1=k1, k2=k2, lambda_value=lambda_value, metric=metric)
+        dist = re_ranking(qf, gf, metric=metric, **rerank_args)
         res = evaluate_rank(dist, *ids, max_rank=max_rank)
         metrics["rerank"] = summarize(res)
         all_ap["rerank"] = res["all_AP"]
         cmc["rerank"] = np.asarray(res["cmc"])
+        if verification:
+            verif["rerank"] = verification_metrics(dist, *ids, fars=fars)
         if keep_distmat:
             distmats["rerank"] = dist
-    return EvalResult(metrics, query, gallery, all_ap, distmats, cmc, time.perf_counter() - start)
+    open_set = (_open_set_rows(query, gallery, qf, gf, metric, rerank, rerank_args, fars, open_set_ids, open_set_seed)
+                if open_set_ids > 0 else {})
+    return EvalResult(metrics, query, gallery, all_ap, distmats, cmc, time.perf_counter() - start, verif, open_set)
 
 
 def evaluate_model(
@@ -129,10 +181,14 @@ def evaluate_model(
     rerank: Optional[bool] = None,
     flip: Optional[bool] = None,
     keep_distmat: bool = False,
+    verification: Optional[bool] = None,
+    open_set: bool = True,
 ) -> EvalResult:
     """Extract features of `query` and `gallery` with `model` and evaluate them per `cfg.TEST`.
 
-    `rerank` and `flip` default to ``cfg.TEST.RERANK.ENABLED`` and ``cfg.TEST.FLIP``.
+    `rerank`, `flip` and `verification` default to ``cfg.TEST.RERANK.ENABLED``, ``cfg.TEST.FLIP``
+    and ``cfg.TEST.VERIFICATION.ENABLED``; `open_set` False skips ``cfg.TEST.OPEN_SET`` (a
+    validation split during training).
     """
     from reid.data import build_test_loader
 
@@ -166,6 +222,10 @@ def evaluate_model(
         aqe_k=cfg.TEST.AQE.QE_K if cfg.TEST.AQE.ENABLED else 0,
         aqe_alpha=cfg.TEST.AQE.ALPHA,
         keep_distmat=keep_distmat,
+        verification=bool(cfg.TEST.VERIFICATION.ENABLED) if verification is None else verification,
+        fars=list(cfg.TEST.VERIFICATION.FARS),
+        open_set_ids=int(cfg.TEST.OPEN_SET.HOLDOUT_IDS) if open_set else 0,
+        open_set_seed=int(cfg.TEST.OPEN_SET.SEED),
     )
     result.seconds += extract_s
     return result
