@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Time and peak memory of evaluate_rank and re_ranking at Market-1501 and MSMT17 size.
+"""Time and peak memory of evaluate_rank, re_ranking and the verification metrics at Market-1501 and MSMT17 size.
 
 Features are synthetic but shaped like real ones: one unit-norm centre per identity, a
 small per-camera offset and per-image noise, L2-normalised, dimension 2048; query and
@@ -19,6 +19,7 @@ reference, in float32 as the published code).
     python benchmarks/bench_evaluation.py --case market-rerank --dense-baseline
     python benchmarks/bench_evaluation.py --case msmt-rank --case msmt-rerank
     python benchmarks/bench_evaluation.py --case msmt-rank --msmt-baseline   # ~25 GB
+    python benchmarks/bench_evaluation.py --case msmt-verify   # TAR@FAR, EER, ROC over 958M pairs
     python benchmarks/bench_evaluation.py --case all
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ SIZES = {
     "msmt": (11659, 82161, 3060, 0, 15),
 }
 DIM = 2048
-CASES = ("market-rank", "msmt-rank", "market-rerank", "msmt-rerank")
+CASES = ("market-rank", "msmt-rank", "market-rerank", "msmt-rerank", "market-verify", "msmt-verify")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -140,7 +141,7 @@ def _needed_bytes(name: str) -> int:
     n = num_q + num_g
     # Bytes per query x gallery entry: the matrix (4), plus for the full-argsort baseline the
     # int64 order (8), the gathered pids (8, temporary), the match mask (1) and its int32 copy (4).
-    per = {"evaluate_rank": 4.2, "full_argsort": 25.0, "re_ranking": 4.2}.get(what, 0.0)
+    per = {"evaluate_rank": 4.2, "full_argsort": 25.0, "re_ranking": 4.2, "verification": 4.2}.get(what, 0.0)
     dense = 4 * 6 * n * n if what == "dense_rerank" else 0  # ~6 float32 N x N arrays at peak
     return int(per * num_q * num_g) + dense + 4 * DIM * n * 2 + (1 << 30)
 
@@ -149,7 +150,14 @@ def run_measurement(name: str) -> Dict[str, float]:
     """Run one measurement in this (fresh) process; returns seconds and memory in bytes."""
     import torch
 
-    from reid.evaluation import compute_distance, evaluate_rank, evaluate_rank_from_features, re_ranking
+    from reid.evaluation import (
+        compute_distance,
+        evaluate_rank,
+        evaluate_rank_from_features,
+        re_ranking,
+        verification_metrics,
+        verification_metrics_from_features,
+    )
 
     size, what = name.split(":")
     need, avail = _needed_bytes(name), _available_bytes()
@@ -157,11 +165,14 @@ def run_measurement(name: str) -> Dict[str, float]:
         return {"skipped": f"needs ~{need / 1024**3:.0f} GB, {avail / 1024**3:.0f} GB available"}
     qf, gf, qp, gp, qc, gc = synthetic(size)
     extra: Dict[str, float] = {}
-    if what in ("evaluate_rank", "full_argsort"):
+    if what in ("evaluate_rank", "full_argsort", "verification"):
         dist = compute_distance(qf, gf)
         del qf, gf
-        fn = (lambda: evaluate_rank(dist, qp, gp, qc, gc)) if what == "evaluate_rank" else (
-            lambda: full_argsort_rank(dist, qp, gp, qc, gc))
+        fn = {"evaluate_rank": lambda: evaluate_rank(dist, qp, gp, qc, gc),
+              "full_argsort": lambda: full_argsort_rank(dist, qp, gp, qc, gc),
+              "verification": lambda: verification_metrics(dist, qp, gp, qc, gc)}[what]
+    elif what == "verification_from_features":
+        fn = lambda: verification_metrics_from_features(qf, gf, qp, gp, qc, gc)  # noqa: E731
     elif what == "from_features":
         fn = lambda: evaluate_rank_from_features(qf, gf, qp, gp, qc, gc)  # noqa: E731
     elif what == "re_ranking":
@@ -181,7 +192,9 @@ def run_measurement(name: str) -> Dict[str, float]:
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if isinstance(out, dict):
+    if isinstance(out, dict) and "eer" in out:
+        extra = {"TAR@1e-3": out["tar"][1e-3], "EER": out["eer"], "pairs": out["num_genuine"] + out["num_impostor"]}
+    elif isinstance(out, dict):
         extra = {"R-1": float(out["cmc"][0]), "mAP": float(out["mAP"])}
     elif isinstance(out, np.ndarray) and what in ("re_ranking", "dense_rerank"):
         res = evaluate_rank(out, qp, gp, qc, gc)
@@ -195,7 +208,10 @@ def plan(cases: List[str], dense: bool, baselines: bool, msmt_baseline: bool) ->
     rows = []
     for case in cases:
         size, kind = case.split("-")
-        if kind == "rank":
+        if kind == "verify":
+            rows.append((case, f"{size}:verification"))
+            rows.append((case, f"{size}:verification_from_features"))
+        elif kind == "rank":
             rows.append((case, f"{size}:evaluate_rank"))
             rows.append((case, f"{size}:from_features"))
             if baselines and (size == "market" or msmt_baseline):
@@ -213,7 +229,18 @@ LABELS = {
     "full_argsort": "baseline: full argsort + per-query loop",
     "re_ranking": "re_ranking (sparse, exact)",
     "dense_rerank": "baseline: dense original re-ranking",
+    "verification": "verification_metrics (distmat given)",
+    "verification_from_features": "verification_metrics_from_features (features given)",
 }
+
+
+def _other(result: Dict[str, float]) -> str:
+    """The measurement's own results beyond R-1/mAP (verification: TAR@1e-3, EER, pairs)."""
+    keys = ("TAR@1e-3", "EER")
+    parts = [f"{k} {100 * result[k]:.2f}%" for k in keys if k in result]
+    if "pairs" in result:
+        parts.append(f"{result['pairs']:,} pairs")
+    return ", ".join(parts)
 
 
 def main(argv=None) -> int:
@@ -234,8 +261,8 @@ def main(argv=None) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"python {platform.python_version()}")
     print("| case | function | time (s) | CPU time (s) | inputs RSS (GB) | peak RSS (GB) "
-          "| peak - inputs (GB) | R-1 | mAP |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| peak - inputs (GB) | R-1 | mAP | other |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case, name in plan(cases, args.dense_baseline, not args.no_baselines, args.msmt_baseline):
         best = None
         for _ in range(max(1, args.repeat)):
@@ -253,13 +280,14 @@ def main(argv=None) -> int:
         label = LABELS[name.split(":")[1]]
         if "error" in best or "skipped" in best:
             why = f"failed: {best['error']}" if "error" in best else f"skipped: {best['skipped']}"
-            print(f"| {case} | {label} | {why} | | | | | | |")
+            print(f"| {case} | {label} | {why} | | | | | | | |")
             continue
         gb = 1024**3
         print(f"| {case} | {label} | {best['seconds']:.2f} | {best['cpu_seconds']:.2f} | "
               f"{best['inputs_bytes'] / gb:.2f} | {best['peak_bytes'] / gb:.2f} | "
               f"{(best['peak_bytes'] - best['inputs_bytes']) / gb:.2f} | "
-              f"{100 * best.get('R-1', float('nan')):.1f} | {100 * best.get('mAP', float('nan')):.1f} |", flush=True)
+              f"{100 * best.get('R-1', float('nan')):.1f} | {100 * best.get('mAP', float('nan')):.1f} | "
+              f"{_other(best)} |", flush=True)
     return 0
 
 

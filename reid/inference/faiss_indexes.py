@@ -36,6 +36,7 @@ from .index_base import (
     check_query_dims,
     require_faiss,
 )
+from .tuning import index_recall_fields
 
 # Training vectors per IVF centroid: faiss's k-means warns below 39 per centroid.
 TRAIN_PER_CENTROID = 40
@@ -44,6 +45,7 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128  # per HNSW_EF_SEARCH_PER images, at least this (default_ef_search)
 HNSW_EF_SEARCH_PER = 500_000
+HNSW_MAX_EF_SEARCH = 8192  # the largest ef_search that recall tuning tries
 # IVF-PQ reconstructions of unit vectors measured up to 1.27 long (docs/inference.md); longer
 # ones in a loaded index mean damaged codes.
 PQ_MAX_NORM = 1.5
@@ -125,6 +127,12 @@ class FaissBackedIndex(SearchIndex):
     def _restore(self, params: Dict[str, Any]) -> None:
         """Set the wrapper's parameters from a saved index's header."""
 
+    def _restore_recall(self, params: Dict[str, Any]) -> None:
+        for key in ("target_recall", "measured_recall"):
+            value = params.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+                setattr(self, key, float(value))
+
     def _stored_rows(self) -> Iterator[np.ndarray]:
         """The stored vectors, in chunks (IVF-PQ: their reconstructions from the codes)."""
         flat = self.index
@@ -162,6 +170,7 @@ class FaissBackedIndex(SearchIndex):
         FaissBackedIndex.__init__(obj)
         obj.index = index
         obj._restore(params)
+        obj._restore_recall(params)
         return obj
 
 
@@ -170,6 +179,9 @@ class FaissIndex(FaissBackedIndex):
 
     backend = "faiss"
     FAISS_TYPES = ("IndexFlatIP", "IndexFlat")
+
+    def params(self) -> Dict[str, Any]:
+        return index_recall_fields(self)
 
     def __init__(self, feats: ArrayLike) -> None:
         super().__init__()
@@ -194,6 +206,7 @@ class IVFIndex(FaissBackedIndex):
     backend = "ivf"
     FAISS_TYPES = ("IndexIVFFlat", "IndexIVFPQ")
     SEARCH_PARAMS = ("nprobe",)
+    TUNABLE = "nprobe"
 
     def __init__(self, feats: ArrayLike, nlist: Optional[int] = None, nprobe: Optional[int] = None,
                  train_size: Optional[int] = None, pq_m: Optional[int] = None, pq_nbits: int = 8,
@@ -260,7 +273,16 @@ class IVFIndex(FaissBackedIndex):
         p: Dict[str, Any] = {"nlist": self.nlist, "nprobe": self.nprobe, "train_size": self.train_size}
         if self.pq_m is not None:
             p.update(pq_m=self.pq_m, pq_nbits=self.pq_nbits)
-        return p
+        return {**p, **index_recall_fields(self)}
+
+    def max_tunable(self) -> int:
+        return self.nlist
+
+    def recall_hint(self) -> str:
+        if self.pq_m is not None:
+            return ("; IVF-PQ ranks by compressed codes, so more lists cannot make up for the compression: use "
+                    "IVF-Flat (no pq_m) or HNSW where recall matters")
+        return ""
 
     def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
         import faiss
@@ -300,6 +322,7 @@ class HNSWIndex(FaissBackedIndex):
     backend = "hnsw"
     FAISS_TYPES = ("IndexHNSWFlat",)
     SEARCH_PARAMS = ("ef_search",)
+    TUNABLE = "ef_search"
 
     def __init__(self, feats: ArrayLike, hnsw_m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION,
                  ef_search: Optional[int] = None) -> None:
@@ -330,7 +353,13 @@ class HNSWIndex(FaissBackedIndex):
 
     def params(self) -> Dict[str, Any]:
         return {"hnsw_m": self.hnsw_m, "ef_construction": int(self.index.hnsw.efConstruction),
-                "ef_search": self.ef_search}
+                "ef_search": self.ef_search, **index_recall_fields(self)}
+
+    def max_tunable(self) -> int:
+        return max(HNSW_MAX_EF_SEARCH, self.ef_search)
+
+    def recall_hint(self) -> str:
+        return "; a denser graph (larger hnsw_m or ef_construction) reaches more"
 
     def _search_parameters(self, k: int) -> Any:
         import faiss

@@ -112,12 +112,26 @@ class SearchIndex:
     backend = ""
     #: parameters that only matter at search time (changeable after building or loading).
     SEARCH_PARAMS: Tuple[str, ...] = ()
+    #: the search parameter raised until a recall target is met ("" = exact, nothing to tune).
+    TUNABLE = ""
 
     def __init__(self) -> None:
         self.paths: Optional[List[str]] = None
         self.pids: Optional[np.ndarray] = None
         self.camids: Optional[np.ndarray] = None
         self.meta: Dict[str, str] = {}
+        #: recall@10 against exact search, measured when the index was built (1.0: exact backends)
+        self.measured_recall: Optional[float] = None
+        #: the recall the search parameter was tuned for (reid.inference.tuning)
+        self.target_recall: Optional[float] = None
+
+    def max_tunable(self) -> int:
+        """The largest value tuning may give the TUNABLE parameter."""
+        return 0
+
+    def recall_hint(self) -> str:
+        """What to do when tuning cannot reach the target (appended to the warning)."""
+        return ""
 
     def __len__(self) -> int:
         raise NotImplementedError

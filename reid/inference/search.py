@@ -25,6 +25,7 @@ import torch
 from reid.utils.registry import Registry
 
 from .faiss_indexes import FaissIndex, HNSWIndex, IVFIndex
+from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, tune_recall
 from .gallery import Gallery
 from .index_base import (
     ArrayLike,
@@ -109,7 +110,8 @@ def backend_params(backend: str) -> Sequence[str]:
 def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
                 device: Optional[Union[str, torch.device]] = None, *, paths: Optional[Sequence[str]] = None,
                 pids: Optional[ArrayLike] = None, camids: Optional[ArrayLike] = None,
-                meta: Optional[Dict[str, Any]] = None, **params: Any) -> SearchIndex:
+                meta: Optional[Dict[str, Any]] = None, target_recall: float = DEFAULT_TARGET_RECALL,
+                **params: Any) -> SearchIndex:
     """A search index over gallery `feats` with `backend` "exact" (default), "faiss", "ivf" or "hnsw".
 
     Build it once and call ``.search(queries, k)`` for every batch of queries. `feats` may be
@@ -118,7 +120,13 @@ def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
     runs on the CPU). Backend parameters are keywords, e.g. ``build_index(g, "ivf",
     nlist=4096, nprobe=64)``, ``build_index(g, "ivf", pq_m=32)``, ``build_index(g, "hnsw",
     hnsw_m=32, ef_search=256)``; unset ones follow the gallery size (see faiss_indexes.py).
+
+    An approximate backend ("ivf", "hnsw") measures its recall@10 against exact search on a
+    sample of the gallery's rows and, unless `nprobe` / `ef_search` is given, raises it until
+    the recall reaches `target_recall` (reid/inference/tuning.py); the result is the index's
+    ``measured_recall`` (1.0 for the exact backends), saved with it.
     """
+    target_recall = check_target_recall(target_recall)
     cls = SEARCH_BACKENDS.get(backend)
     allowed = backend_params(cls.backend)
     for name in params:
@@ -132,6 +140,11 @@ def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
         meta = feats.meta if meta is None else meta
         feats = feats.feats
     index = cls(feats, device=device, **params) if cls is ExactIndex else cls(feats, **params)
+    index.target_recall = target_recall
+    if index.TUNABLE:
+        index.measured_recall = tune_recall(index, feats, target_recall, tune=index.TUNABLE not in params)
+    else:
+        index.measured_recall = 1.0
     return index.set_labels(paths=paths, pids=pids, camids=camids, meta=meta)
 
 

@@ -61,12 +61,18 @@ def test_results_have_one_shape_and_score_convention(backend, data):
     assert one.indices.shape == (1, 3)
 
 
+def backend_params_of(index):
+    """The backend's own parameters, without the recall fields (reid/inference/tuning.py)."""
+    return {k: v for k, v in index.params().items() if k not in ("measured_recall", "target_recall")}
+
+
 @needs_faiss
 def test_ivf_pq_compresses_and_estimates_scores(data):
     gallery, queries = data
     flat = build_index(gallery, "ivf", nlist=30, nprobe=30)
     pq = build_index(gallery, "ivf", nlist=30, nprobe=30, pq_m=8, pq_nbits=6)
-    assert pq.params() == {"nlist": 30, "nprobe": 30, "train_size": 3000, "pq_m": 8, "pq_nbits": 6}
+    assert backend_params_of(pq) == {"nlist": 30, "nprobe": 30, "train_size": 3000, "pq_m": 8, "pq_nbits": 6}
+    assert 0.5 <= pq.measured_recall < 0.95 and pq.target_recall == 0.95  # nprobe was given: measured, not tuned
     assert "pq_m" not in flat.params()
     result = pq.search(queries, k=10)
     assert result.indices.shape == (40, 10) and np.all(np.diff(result.scores, axis=1) <= 1e-6)
@@ -110,14 +116,15 @@ def test_defaults_follow_the_gallery_size(monkeypatch):
         128, 128, 128, 256, 256, 384]
     gallery = clustered_features(1000, 16, seed=0)[0]
     ivf = build_index(gallery, "ivf")
-    assert ivf.params() == {"nlist": 25, "nprobe": 16, "train_size": 1000}
+    assert backend_params_of(ivf) == {"nlist": 25, "nprobe": 16, "train_size": 1000}
     hnsw = build_index(gallery, "hnsw")
-    assert hnsw.params() == {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
+    assert backend_params_of(hnsw) == {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
+    assert min(ivf.measured_recall, hnsw.measured_recall) >= 0.95  # the defaults needed no tuning here
     import reid.inference.faiss_indexes as fi
     monkeypatch.setattr(fi, "HNSW_EF_SEARCH_PER", 400)  # as if 1,000 images were 2.5 "units" of gallery
     assert build_index(gallery, "hnsw").ef_search == 384
     custom = build_index(gallery, "hnsw", hnsw_m=8, ef_construction=20, ef_search=5)
-    assert custom.params() == {"hnsw_m": 8, "ef_construction": 20, "ef_search": 5}
+    assert backend_params_of(custom) == {"hnsw_m": 8, "ef_construction": 20, "ef_search": 5}
     assert custom.search(gallery[:2], k=20).indices.shape == (2, 20)  # ef_search below k: k is used
     ivf.set_search_params(nprobe=1000)
     assert ivf.nprobe == 25  # above nlist means every list

@@ -57,7 +57,8 @@ def test_search_parameters_are_saved_and_an_unlabelled_index_loads(gallery, tmp_
     index = build_index(g.feats, "ivf", nlist=20)  # features only: no paths, pids, camids
     index.set_search_params(nprobe=7)
     back = load_index(save_index(index, tmp_path / "ivf.index"))
-    assert back.nprobe == 7 and back.params() == {"nlist": 20, "nprobe": 7, "train_size": 800}
+    assert back.nprobe == 7 and back.params() == {"nlist": 20, "nprobe": 7, "train_size": 800, "target_recall": 0.95,
+                                                  "measured_recall": index.measured_recall}
     assert back.paths is None and back.pids is None and back.camids is None and back.meta == {}
     hnsw = build_index(g.feats, "hnsw", hnsw_m=8).set_search_params(ef_search=33)
     assert load_index(save_index(hnsw, tmp_path / "h.index")).ef_search == 33
