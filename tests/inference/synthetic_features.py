@@ -25,9 +25,12 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 20, seed: int = 0
-                       ) -> Tuple[np.ndarray, np.ndarray]:
-    """(gallery ``[num, dim]``, queries ``[num_queries, dim]``), float32, L2-normalised rows."""
+def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 20, seed: int = 0,
+                       noise: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """(gallery ``[num, dim]``, queries ``[num_queries, dim]``), float32, L2-normalised rows.
+
+    `noise` scales each image's offset from its identity (1.0: cos ~0.7; 0.1: near-duplicates).
+    """
     rng = np.random.default_rng(seed)
     num_ids = max(1, num // per_id)
     num_groups = max(1, int(round(num_ids ** 0.5)))
@@ -42,7 +45,7 @@ def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 2
         for start in range(0, rows, BLOCK):
             stop = min(rows, start + BLOCK)
             block = ids[rng.integers(0, num_ids, stop - start)]
-            block += rng.standard_normal(block.shape, dtype=np.float32) * np.float32(1.0 / dim ** 0.5)
+            block += rng.standard_normal(block.shape, dtype=np.float32) * np.float32(noise / dim ** 0.5)
             feats[start:stop] = _unit(block)
         out.append(feats)
     return out[0], out[1]

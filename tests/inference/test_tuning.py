@@ -1,0 +1,82 @@
+"""Approximate indexes tuned to a recall target on the gallery they index (reid/inference/tuning.py)."""
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from reid.inference import build_index, load_index, save_index
+from reid.inference.search import search
+from reid.inference.tuning import exact_top, recall_at
+from tests.inference.synthetic_features import clustered_features
+
+faiss = pytest.importorskip("faiss")
+
+
+def uniform(num, dim, seed):
+    """Features with no structure at all: the hardest case for an inverted file."""
+    x = np.random.default_rng(seed).standard_normal((num, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def held_out_recall(index, gallery, queries):
+    return recall_at(index.search(queries, 10).indices, search(queries, gallery, k=10).indices)
+
+
+def test_nprobe_is_raised_until_the_target_is_met():
+    gallery, queries = uniform(6000, 32, 0), uniform(200, 32, 1)
+    fixed = build_index(gallery, "ivf", nlist=100, nprobe=4)
+    assert fixed.nprobe == 4 and fixed.measured_recall < 0.9  # given: measured, not changed
+    tuned = build_index(gallery, "ivf", nlist=100, target_recall=0.95)
+    assert tuned.nprobe > 16 and tuned.measured_recall >= 0.95 and tuned.target_recall == 0.95
+    tuned.set_search_params(nprobe=tuned.nprobe // 2)  # the step before was not enough
+    rows = np.sort(np.random.default_rng(0).choice(6000, 512, replace=False))
+    q = torch.from_numpy(gallery[rows])
+    assert recall_at(tuned.search(q, 10).indices, exact_top(gallery, q, 10)) < 0.95
+    assert held_out_recall(build_index(gallery, "ivf", nlist=100), gallery, queries) >= 0.93
+
+
+@pytest.mark.slow
+def test_ef_search_is_raised_for_a_sparse_graph_and_the_result_is_saved(tmp_path):
+    gallery, queries = uniform(4000, 32, 2), uniform(200, 32, 3)
+    tuned = build_index(gallery, "hnsw", hnsw_m=4, ef_construction=16, target_recall=0.98)
+    assert tuned.measured_recall >= 0.98 and tuned.ef_search > 128
+    back = load_index(save_index(tuned, tmp_path / "h.index"))
+    assert back.ef_search == tuned.ef_search and back.measured_recall == tuned.measured_recall
+    assert back.target_recall == 0.98 and held_out_recall(back, gallery, queries) >= 0.95
+
+
+def test_a_target_that_cannot_be_reached_is_reported_with_what_to_do(caplog):
+    gallery = uniform(3000, 32, 4)
+    with caplog.at_level(logging.WARNING):
+        pq = build_index(gallery, "ivf", nlist=20, pq_m=4, pq_nbits=4, target_recall=0.99)
+    assert pq.nprobe == 20 and pq.measured_recall < 0.99  # every list scanned: the codes are the limit
+    assert any("IVF-PQ ranks by compressed codes" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        build_index(gallery, "ivf", nlist=60, nprobe=1)
+    assert any("leave nprobe unset to let it be tuned" in r.getMessage() for r in caplog.records)
+
+
+def test_exact_backends_report_full_recall_and_bad_targets_are_refused():
+    gallery = uniform(100, 8, 5)
+    assert build_index(gallery, "exact").measured_recall == 1.0
+    assert build_index(gallery, "faiss").measured_recall == 1.0
+    for bad in (0, 1.5, "x", -0.1):
+        with pytest.raises(ValueError, match=r"target_recall must"):
+            build_index(gallery, "hnsw", target_recall=bad)
+
+
+def tight_clusters(num, dim, num_queries, per_id=50, seed=0):
+    """Many near-duplicates per identity (long tracks of one person): neighbours nearly tied."""
+    return clustered_features(num, dim, num_queries=num_queries, per_id=per_id, seed=seed, noise=0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["ivf", "hnsw"])
+@pytest.mark.parametrize("generator", [clustered_features, tight_clusters])
+def test_the_target_holds_at_200k_on_two_differently_clustered_galleries(backend, generator):
+    gallery, queries = generator(200_000, 256, num_queries=500, seed=7)
+    index = build_index(gallery, backend)
+    assert index.measured_recall >= 0.95
+    assert held_out_recall(index, gallery, queries) >= 0.95, repr(index)
