@@ -1,17 +1,16 @@
-"""``tools/test.py``: evaluate trained weights, print R-1/R-5/R-10/mAP/mINP, save what was computed."""
+"""What ``tools/test.py`` runs: evaluate trained weights, print R-1/R-5/R-10/mAP/mINP, save what
+was computed (the flags are parsed in reid/cli/test.py, without loading torch)."""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
 import os
-import sys
-from typing import Optional, Sequence
 
 import numpy as np
 
 from reid.data import build_test_data
-from reid.engine.checkpoint import CheckpointError, load_checkpoint
+from reid.engine.checkpoint import load_checkpoint
 from reid.evaluation import save_features
 from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.modeling import build_model, model_summary
@@ -21,51 +20,25 @@ from reid.utils.process import seed_everything
 from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
-from .args import base_parser, load_cfg_from_args, parse_args
 from .common import check_test_settings, setup_run
-from .errors import run_main
-
-EPILOG = """examples:
-  python tools/test.py --config-file output/demo/config.yaml MODEL.WEIGHTS output/demo/model_final.pth
-  python tools/test.py --config-file output/demo/config.yaml MODEL.WEIGHTS output/demo/model_final.pth --rerank --flip --visualize 5
-  python tools/test.py --config-file configs/Market1501/mgn_circle.yml MODEL.WEIGHTS mgn.pth DATASETS.ROOT /data --save-features mgn_market.npz
-
-Writes OUTPUT_DIR/test/metrics.json (or --output-dir), ranked-result pictures with --visualize,
-and features with --save-features (redraw pictures later with tools/visualize.py)."""
+from .model_args import model_config
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Evaluate MODEL.WEIGHTS on DATASETS.TESTS; returns the exit code (1 with ``error:`` on bad input)."""
-    parser = base_parser("Evaluate a trained re-ID model on the test sets of DATASETS.TESTS.", EPILOG)
-    parser.add_argument("--rerank", action="store_true", help="also report k-reciprocal re-ranking (TEST.RERANK.*)")
-    parser.add_argument("--flip", action="store_true", help="average features of each image and its mirror")
-    parser.add_argument("--visualize", type=int, default=0, metavar="K", help="draw ranked results of K queries")
-    parser.add_argument("--vis-mode", default="worst", choices=["worst", "best", "random"], help="which queries to draw")
-    parser.add_argument("--vis-topk", type=int, default=10, help="gallery images per ranked row")
-    parser.add_argument("--save-features", default="", metavar="FILE", help="save query/gallery features (.npz)")
-    parser.add_argument("--output-dir", default="", help="where results go (default OUTPUT_DIR/test)")
-    args = parse_args(parser, argv)
-    if args.visualize < 0:
-        parser.error(f"--visualize takes the number of queries to draw (0 = none), got {args.visualize}")
-    if args.vis_topk < 1:
-        parser.error(f"--vis-topk takes the gallery images per ranked row (at least 1), got {args.vis_topk}")
-    return run_main(lambda: _main(args))
-
-
-def _main(args: argparse.Namespace) -> int:
-    # Testing needs no identity head (NUM_CLASSES 0 builds the model without it), and the
-    # checkpoint replaces every weight, so ImageNet weights would be downloaded for nothing
-    # (and fail offline).
-    # --rerank / --flip are shorthands for their config keys: resolved here, once, so that
-    # everything below (and the metrics.json record) reads the config alone.
+def run_command(args: argparse.Namespace) -> int:
+    """What ``tools/test.py`` runs once its arguments are parsed (reid/cli/test.py)."""
+    # Testing needs no identity head and the checkpoint replaces every weight, so the model's
+    # config is the inference one (resolve_model: no head, no ImageNet download).
+    # --rerank / --flip / --device are shorthands for their config keys: resolved here, once,
+    # so that everything below (and the metrics.json record) reads the config alone.
     flags = (["TEST.RERANK.ENABLED", True] if args.rerank else []) + (["TEST.FLIP", True] if args.flip else [])
-    cfg = load_cfg_from_args(args, ["MODEL.HEADS.NUM_CLASSES", 0, "MODEL.BACKBONE.PRETRAINED", False] + flags)
+    flags += ["MODEL.DEVICE", args.device] if args.device else []
+    cfg, _ = model_config(args, flags)
     check_test_settings(cfg)
-    out = args.output_dir or os.path.join(str(cfg.OUTPUT_DIR), "test")
+    out = args.output_dir or os.path.join(args.run or str(cfg.OUTPUT_DIR), "test")
     # One process per results folder: two tests writing metrics.json and pictures into the same
     # folder would mix their outputs.
-    hint = "choose another --output-dir (default OUTPUT_DIR/test)"
-    with RunLock(out, "testing", hint):
+    hint = "choose another --output-dir (default: DIR/test with --run, else OUTPUT_DIR/test)"
+    with RunLock(out, "testing", hint, command=args.command):
         logger, _ = setup_run(cfg, output_dir=out, output_hint=hint)
         seed_everything(int(cfg.SEED))
         return run_test(cfg, args, out, logger)
@@ -73,10 +46,6 @@ def _main(args: argparse.Namespace) -> int:
 
 def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
-    if not cfg.MODEL.WEIGHTS:
-        raise CheckpointError(
-            "No weights to test: pass MODEL.WEIGHTS path/to/model_final.pth after the flags."
-        )
     device = resolve_device(str(cfg.MODEL.DEVICE))
     model = build_model(cfg)
     load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)
@@ -135,5 +104,4 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["run_test", "run_command"]

@@ -224,7 +224,7 @@ class EvalHook(HookBase):
             logger.error("Evaluation after epoch %d failed: %s: %s", done, type(e).__name__, e)
             path = self.on_failure()
             hint = (f"Training is complete: fix the evaluation settings, then evaluate these weights with "
-                    f"tools/test.py ... MODEL.WEIGHTS {path} (or tools/train.py --eval-only)."
+                    f"tools/test.py --weights {path} (or tools/train.py --eval-only)."
                     if done == t.max_epoch else
                     "Fix the evaluation settings, then continue training with the same command plus --resume.")
             logger.error("The weights of epoch %d were saved to %s before stopping. %s", done, path, hint)

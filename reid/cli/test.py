@@ -1,0 +1,62 @@
+"""``tools/test.py``: evaluate trained weights, print R-1/R-5/R-10/mAP/mINP, save what was computed.
+
+This module only parses the flags, with light imports: ``--help`` and argument errors answer
+before torch is loaded. The evaluation itself is reid/cli/test_run.py.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+from .args import command_line, parse_args, tool_parser
+from .errors import run_main
+from .model_args import add_model_arguments, check_model_arguments
+
+EPILOG = """examples:
+  python tools/test.py --run output/demo
+  python tools/test.py --run output/demo --rerank --flip --visualize 5
+  python tools/test.py --weights output/demo/model_final.pth --output-dir output/demo/test_again
+  python tools/test.py --run output/market_mgn DATASETS.ROOT /data --save-features mgn_market.npz
+  python tools/test.py --config-file configs/Market1501/bot_resnet50_ibn.yml --weights market_bot_R50-ibn.pth \\
+      MODEL.BACKBONE.STEM_POOL pad DATASETS.ROOT /data
+
+The model: --run DIR (a training run: its config.yaml and model_best.pth, else model_final.pth),
+--weights FILE (a checkpoint; ours store their config), or --config-file FILE with --weights FILE
+(MODEL.WEIGHTS FILE works too; a run's config.yaml alone takes the weights next to it).
+KEY VALUE overrides change what is tested and how: DATASETS.TESTS, DATASETS.ROOT, TEST.FLIP,
+TEST.METRIC, TEST.RERANK.K1, TEST.AQE.ENABLED, ... (docs/configs.md).
+
+Writes metrics.json into --output-dir (default: DIR/test with --run, else OUTPUT_DIR/test),
+ranked-result pictures with --visualize, and features with --save-features (redraw pictures
+later with tools/visualize.py)."""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Evaluate a model on DATASETS.TESTS; returns the exit code (1 with ``error:`` on bad input)."""
+    parser = tool_parser("Evaluate a trained re-ID model on the test sets of DATASETS.TESTS.", EPILOG)
+    parser.add_argument("--rerank", action="store_true", help="also report k-reciprocal re-ranking (TEST.RERANK.*)")
+    parser.add_argument("--flip", action="store_true", help="average features of each image and its mirror")
+    parser.add_argument("--visualize", type=int, default=0, metavar="K", help="draw ranked results of K queries")
+    parser.add_argument("--vis-mode", default="worst", choices=["worst", "best", "random"], help="which queries to draw")
+    parser.add_argument("--vis-topk", type=int, default=10, help="gallery images per ranked row")
+    parser.add_argument("--save-features", default="", metavar="FILE", help="save query/gallery features (.npz)")
+    parser.add_argument("--output-dir", default="", help="where results go (default: DIR/test with --run, else OUTPUT_DIR/test)")
+    add_model_arguments(parser, override_example="DATASETS.ROOT /data TEST.FLIP True")
+    args = parse_args(parser, argv)
+    check_model_arguments(parser, args)
+    if args.visualize < 0:
+        parser.error(f"--visualize takes the number of queries to draw (0 = none), got {args.visualize}")
+    if args.vis_topk < 1:
+        parser.error(f"--vis-topk takes the gallery images per ranked row (at least 1), got {args.vis_topk}")
+    args.command = command_line(argv, "tools/test.py")
+
+    def work() -> int:
+        from .test_run import run_command  # the library, torch included: only once the arguments are right
+
+        return run_command(args)
+
+    return run_main(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
