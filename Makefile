@@ -13,16 +13,33 @@ DEMO_OUT ?= output/demo
 
 .PHONY: demo test test-min setup setup-min clean
 
-# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu takes torch + torchvision from PyTorch's
-# CPU index first (no CUDA libraries); their +cpu versions satisfy the pins below.
+# Where torch + torchvision come from (tools/torch_wheels.py; README, "Install size"):
+#   TORCH_BUILD=auto     (default) an NVIDIA GPU answers GPU_PROBE: the package index's CUDA build;
+#                        none does (Linux): PyTorch's CPU wheels from TORCH_CPU_INDEX_URL, or, when
+#                        that index does not answer within TORCH_INDEX_TIMEOUT seconds, the package
+#                        index's build (one line says so)
+#   TORCH_BUILD=default  the package index's build, nothing probed or contacted (what CI runs)
+#   TORCH_BUILD=cpu      the CPU wheels or an error
+#   TORCH_INDEX_URL=URL  this index, whatever the rest says
+# The CPU wheels' +cpu versions satisfy the pins, so the project's install keeps them. The choice
+# is made once per environment: `make clean` before changing it.
+TORCH_BUILD ?= auto
 TORCH_INDEX_URL ?=
+TORCH_CPU_INDEX_URL ?= https://download.pytorch.org/whl/cpu
+TORCH_INDEX_TIMEOUT ?= 5
+GPU_PROBE ?= nvidia-smi -L
+# $(call install_torch,venv python,requirements file)
+install_torch = $(1) tools/torch_wheels.py --python $(1) --requirements $(2) --build "$(TORCH_BUILD)" \
+	--index-url "$(TORCH_INDEX_URL)" --cpu-index-url "$(TORCH_CPU_INDEX_URL)" \
+	--timeout "$(TORCH_INDEX_TIMEOUT)" --gpu-probe "$(GPU_PROBE)"
 
-$(VENV)/.installed: setup.py requirements/ci.txt
+$(VENV)/.torch: requirements/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(if $(TORCH_INDEX_URL),$(PY) -m pip install --index-url $(TORCH_INDEX_URL) \
-		torch==$(shell sed -n 's/^torch==//p' requirements/ci.txt) \
-		torchvision==$(shell sed -n 's/^torchvision==//p' requirements/ci.txt))
+	$(call install_torch,$(PY),requirements/ci.txt)
+	touch $@
+
+$(VENV)/.installed: setup.py requirements/ci.txt $(VENV)/.torch
 	$(PY) -m pip install -c requirements/ci.txt -e ".[$(EXTRAS)]"
 	touch $@
 
@@ -32,7 +49,7 @@ setup: $(VENV)/.installed
 # without it, train.py refuses to start a new run over an existing one.
 demo: setup
 	$(PY) tools/train.py --config-file $(DEMO_CONFIG) --resume OUTPUT_DIR $(DEMO_OUT)
-	$(PY) tools/test.py --config-file $(DEMO_OUT)/config.yaml MODEL.WEIGHTS $(DEMO_OUT)/model_final.pth --rerank --visualize 5
+	$(PY) tools/test.py --run $(DEMO_OUT) --rerank --visualize 5
 
 test: setup
 	$(PY) -m pytest -q
@@ -40,6 +57,7 @@ test: setup
 # The minimum versions (requirements/min.txt as constraints: pip fails if setup.py asks for more).
 $(MIN_VENV)/.installed: setup.py requirements/min.txt
 	$(MIN_PYTHON) -m venv $(MIN_VENV)
+	$(call install_torch,$(MIN_VENV)/bin/python,requirements/min.txt)
 	$(MIN_VENV)/bin/python -m pip install -c requirements/min.txt -e ".[dev]"
 	touch $@
 

@@ -18,20 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from reid.config import load_config
-from reid.engine.checkpoint import load_model_state, read_checkpoint, save_checkpoint
-from reid.modeling import build_model
-from reid.modeling.fastreid_weights import (
-    ConvertedWeights,
-    is_fastreid_state,
-    map_fastreid_state,
-    mapping_table,
-)
 
 from .args import parse_args
 from .errors import run_main
+
+if TYPE_CHECKING:  # the model code loads torch: imported where the work starts, after the arguments
+    from reid.modeling.fastreid_weights import ConvertedWeights
 
 Log = Callable[[str], None]
 
@@ -52,6 +47,10 @@ def convert_command(src: str, dst: str, config_file: str, opts: Sequence[str] = 
     config's model takes it), ``cfg`` (the config, ``MODEL.HEADS.NUM_CLASSES`` set to the
     classifier's classes, or 0 when it was dropped) and ``converted_from``.
     """
+    from reid.engine.checkpoint import load_model_state, read_checkpoint, save_checkpoint
+    from reid.modeling import build_model
+    from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state, mapping_table
+
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ValueError(f"Output {dst!r} is the input file; write the converted checkpoint to another path.")
     data = read_checkpoint(src)
@@ -97,11 +96,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="YAML config of the checkpoint's architecture (may use _BASE_)")
     parser.add_argument("opts", nargs="*", metavar="KEY VALUE", help="config overrides, e.g. MODEL.BACKBONE.STEM_POOL pad")
     args = parse_args(parser, argv)
+    if not args.config_file:
+        parser.error("--config-file is required: the config of the checkpoint's architecture "
+                     "(e.g. configs/Market1501/bot_resnet50.yml for a fast-reid BoT R50)")
 
     def work() -> None:
-        if not args.config_file:
-            raise ValueError("--config-file is required: the config of the checkpoint's architecture "
-                             "(e.g. configs/Market1501/bot_resnet50.yml for a fast-reid BoT R50).")
         convert_command(args.input, args.output, args.config_file, args.opts or [])
 
     return run_main(work)

@@ -3,7 +3,8 @@
 A user error is what the input or the environment caused (a missing file, a bad value, an
 unreadable image, weights that do not fit the model); its message already names the thing
 and says what to do, so a traceback would only hide it. Anything else is a bug and keeps its
-traceback.
+traceback. A message of several lines (a missing dataset: the folders searched, the expected
+layout) gives the ``error:`` line from its first line, and its other lines follow as they are.
 """
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ def one_line(error: BaseException) -> str:
     return text
 
 
+def error_text(error: BaseException) -> str:
+    """What a program prints for a user error: ``error: <first line>`` and any further lines
+    of the message indented below it (a DataLoader worker's folded traceback is dropped)."""
+    text = str(error)
+    if _WORKER_TRACEBACK.search(text) or "\n" not in text.strip():
+        return f"error: {one_line(error)}"
+    first, *rest = [line.rstrip() for line in text.strip().splitlines()]
+    return "\n".join([f"error: {first.strip()}"] + [f"  {line}" for line in rest if line.strip()])
+
+
 def run_main(command: Callable[[], Any]) -> int:
     """Run a program's work; a user error prints ``error: ...`` and gives exit code 1.
 
@@ -61,11 +72,12 @@ def run_main(command: Callable[[], Any]) -> int:
     try:
         rc = command()
     except Exception as e:
-        if not isinstance(e, user_errors()):
+        # The common user errors are checked first: the rest of the list imports torch.
+        if not isinstance(e, (ValueError, OSError, ImportError)) and not isinstance(e, user_errors()):
             raise
-        print(f"error: {one_line(e)}", file=sys.stderr)
+        print(error_text(e), file=sys.stderr)
         return 1
     return rc if isinstance(rc, int) else 0
 
 
-__all__ = ["one_line", "run_main", "user_errors"]
+__all__ = ["error_text", "one_line", "run_main", "user_errors"]

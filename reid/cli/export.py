@@ -28,23 +28,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
-from reid.inference.export import (
-    CHECK_BATCH_SIZES,
-    DEFAULT_OPSET,
-    ExportCheck,
-    ExportMismatchError,
-    compare_with_export,
-    export_format,
-    export_model,
-)
-from reid.inference.predictor import Predictor
-
+from .args import parse_args, tool_parser
 from .errors import run_main
-from .model_args import add_model_arguments, predictor_from_args
+from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
+
+if TYPE_CHECKING:  # the exporter loads torch: imported where the work starts, after the arguments
+    from reid.inference.export import ExportCheck
+    from reid.inference.predictor import Predictor
 
 Log = Callable[[str], None]
+
+#: ``reid.inference.export.DEFAULT_OPSET``, named here so that --help answers without loading
+#: torch (a test keeps the two equal).
+DEFAULT_OPSET = 18
 
 
 def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Optional[Sequence[int]] = None,
@@ -57,6 +55,14 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     skipped with a note (None in the result). Raises ExportMismatchError when a difference
     exceeds `tol`, after every file has been written and checked.
     """
+    from reid.inference.export import (
+        CHECK_BATCH_SIZES,
+        ExportMismatchError,
+        compare_with_export,
+        export_format,
+        export_model,
+    )
+
     if not outputs:
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
     for out in outputs:
@@ -89,7 +95,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = tool_parser(__doc__)
     p.add_argument("-o", "--output", nargs="+", required=True, metavar="FILE",
                    help="files to write: .pt2 (torch.export program) and/or .onnx (ONNX)")
     p.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"),
@@ -103,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    check_model_arguments(parser, args, lists=("output",))
+
     def work() -> None:
         predictor = predictor_from_args(args)
         export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,

@@ -28,18 +28,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Sequence, Tuple
 
-import numpy as np
-
-from reid.data.image_io import CorruptImageError, filter_readable
-from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
-from reid.inference.predictor import Predictor
-from reid.inference.sources import collect_entries
-from reid.utils.logger import progress_bar
-
+from .args import parse_args, tool_parser
 from .errors import one_line, run_main
-from .model_args import add_model_arguments, predictor_from_args
+from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
+
+if TYPE_CHECKING:  # the library loads torch: imported where the work starts, after the arguments
+    import numpy as np
+
+    from reid.inference.gallery import Gallery
+    from reid.inference.predictor import Predictor
 
 Log = Callable[[str], None]
 
@@ -54,6 +53,11 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     log says why. With `skip_corrupt`, every image is read once first and the unreadable ones
     are left out and listed; otherwise the first one stops the run with an error naming it.
     """
+    from reid.data.image_io import CorruptImageError
+    from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
+    from reid.inference.sources import collect_entries
+    from reid.utils.logger import progress_bar
+
     fmt = gallery_format(output)  # a bad extension fails now, not after an hour of extraction
     if fmt == "safetensors":
         require_safetensors()
@@ -83,6 +87,10 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
 
 def _readable(paths: List[str], log: Log) -> Tuple[List[str], np.ndarray]:
     """The readable `paths` and their positions; each unreadable one is logged."""
+    import numpy as np
+
+    from reid.data.image_io import filter_readable
+
     bad = set(filter_readable([(p, 0, 0) for p in paths], warn=False)[1])
     for path in sorted(bad):
         log(f"skipped unreadable image: {path}")
@@ -95,7 +103,7 @@ def _readable(paths: List[str], log: Log) -> Tuple[List[str], np.ndarray]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = tool_parser(__doc__)
     p.add_argument("-i", "--input", nargs="+", required=True, metavar="SRC",
                    help="image folders (recursive), list files and/or image files")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="gallery file to write: .npz or .safetensors")
@@ -109,7 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    check_model_arguments(parser, args, lists=("input",))
+
     def work() -> None:
         predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers)
         skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)

@@ -1,28 +1,84 @@
-"""The options that name a trained model, shared by export, extract and search."""
+"""How every tool names a trained model: ``--run DIR``, ``--weights FILE``, or ``--config-file
+FILE`` with ``KEY VALUE`` overrides (docs/getting_started.md, "Naming a model").
+
+Light on purpose (argparse only): the parser answers ``--help`` and argument errors before
+torch is imported; the model is loaded by :func:`predictor_from_args` / :func:`model_config`
+once the arguments are known to be right.
+"""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+import re
+from typing import TYPE_CHECKING, Any, Sequence, Tuple
 
-from reid.inference.predictor import Predictor, load_predictor
+from .args import overrides
+
+if TYPE_CHECKING:  # loading a model imports torch; only the types are needed here
+    from yacs.config import CfgNode
+
+    from reid.inference.predictor import Predictor
+
+RUN_HELP = "a training run's folder (its OUTPUT_DIR): config.yaml + model_best.pth, else model_final.pth"
+WEIGHTS_HELP = ("a checkpoint: ours (it stores its config) or a foreign format such as fast-reid's "
+                "(add --config-file); with --run, a file of that run")
+CONFIG_HELP = "YAML config of the model (may use _BASE_); its weights: --weights, MODEL.WEIGHTS, or those of the run folder it sits in"
+
+# A nested config key as written on the command line: TEST.FLIP, MODEL.BACKBONE.NAME.
+_KEY = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+")
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--run / --config-file / --weights / --device and trailing ``KEY VALUE`` overrides."""
-    group = parser.add_argument_group("model (a run folder, or a weights file with or without its config)")
-    group.add_argument("--run", metavar="DIR", help="training run folder (OUTPUT_DIR): config.yaml + model_final.pth")
-    group.add_argument("--config-file", metavar="FILE", help="YAML config of the model (with --weights)")
-    group.add_argument("--weights", metavar="FILE",
-                       help="checkpoint to load (default with --run: model_final.pth); alone, its stored config is used")
-    group.add_argument("--device", default=None, help="'cpu', 'cuda', 'cuda:N' or 'auto' (default: MODEL.DEVICE)")
-    parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE",
-                        help="config overrides, last on the command line (after a one-value option), e.g. TEST.FLIP True")
+def add_model_arguments(parser: argparse.ArgumentParser, device: bool = True,
+                        override_example: str = "TEST.FLIP True") -> None:
+    """--run / --weights / --config-file [/ --device] and trailing ``KEY VALUE`` overrides.
+
+    Parse with :func:`reid.cli.args.parse_args`, so that flags and overrides may come in any order.
+    """
+    group = parser.add_argument_group(
+        "model (one of: --run DIR | --weights FILE | --config-file FILE [--weights FILE]; "
+        "see docs/getting_started.md)")
+    group.add_argument("--run", metavar="DIR", help=RUN_HELP)
+    group.add_argument("--weights", metavar="FILE", help=WEIGHTS_HELP)
+    group.add_argument("--config-file", metavar="FILE", help=CONFIG_HELP)
+    if device:
+        group.add_argument("--device", default=None, help="'cpu', 'cuda', 'cuda:N' or 'auto' (default: MODEL.DEVICE)")
+    parser.add_argument("opts", nargs="*", metavar="KEY VALUE",
+                        help=f"config overrides, e.g. {override_example} (after a one-value option or at the end)")
 
 
-def predictor_from_args(args: argparse.Namespace, **kwargs: Any) -> Predictor:
+def check_model_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                          lists: Sequence[str] = ()) -> None:
+    """Refuse, with argparse's usage error (no torch imported), what cannot name one model, and
+    ``KEY VALUE`` overrides swallowed by a list option such as ``--input a b TEST.FLIP True``."""
+    if args.run and args.config_file:
+        parser.error("--run and --config-file both name a config: the run has its own config.yaml "
+                     "(change it with KEY VALUE overrides)")
+    opts = overrides(args)
+    if len(opts) % 2:
+        parser.error(f"config overrides come in KEY VALUE pairs; got {len(opts)} words: {' '.join(opts)}")
+    for name in lists:
+        values = getattr(args, name, None) or []
+        keys = [v for v in values if _KEY.fullmatch(v) and not os.path.exists(v)]
+        if keys:
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"{flag} got {keys[0]!r}, which looks like a config override: put KEY VALUE overrides "
+                         f"after a one-value option (e.g. --device cpu {keys[0]} ...) or before {flag}")
+
+
+def model_config(args: argparse.Namespace, extra_opts: Sequence[Any] = ()) -> Tuple["CfgNode", str]:
+    """The inference config and weights file named by :func:`add_model_arguments`' options
+    (``reid.inference.loading.resolve_model``); `extra_opts` go after the user's overrides."""
+    from reid.inference.loading import resolve_model
+
+    return resolve_model(args.run, args.config_file, args.weights, overrides(args) + list(extra_opts))
+
+
+def predictor_from_args(args: argparse.Namespace, **kwargs: Any) -> "Predictor":
     """Load the model named by :func:`add_model_arguments`' options."""
+    from reid.inference.predictor import load_predictor
+
     return load_predictor(run=args.run, config_file=args.config_file, weights=args.weights,
-                          opts=args.opts or None, device=args.device, **kwargs)
+                          opts=overrides(args) or None, device=getattr(args, "device", None), **kwargs)
 
 
-__all__ = ["add_model_arguments", "predictor_from_args"]
+__all__ = ["add_model_arguments", "check_model_arguments", "model_config", "predictor_from_args"]

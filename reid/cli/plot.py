@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-
-from reid.visualization import plots
+from typing import TYPE_CHECKING
 
 from .errors import run_main
+
+if TYPE_CHECKING:  # the plots load torch: imported where the work starts, after the arguments
+    from reid.visualization.plots import PlotFiles
 
 EPILOGS = {
     "cmc": """examples:
@@ -99,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> plots.PlotFiles:
+def run(args: argparse.Namespace) -> "PlotFiles":
+    """Draw the plot of `args.command`; returns the files written."""
+    from reid.visualization import plots
+
     if args.command == "cmc":
         curves = {}
         if args.features:

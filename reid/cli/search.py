@@ -34,22 +34,24 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
-from reid.inference.draw import save_matches_picture
-from reid.inference.gallery import load_gallery
-from reid.inference.index_base import SearchIndex
-from reid.inference.index_io import load_index, save_index
-from reid.inference.predictor import Predictor
-from reid.inference.search import BACKENDS, build_index
-from reid.inference.sources import collect_images
 from reid.utils.file_io import atomic_write_text
 from reid.utils.text_files import brief, printable
 
+from .args import parse_args, tool_parser
 from .errors import run_main
-from .model_args import add_model_arguments, predictor_from_args
+from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
+
+if TYPE_CHECKING:  # the library loads torch: imported where the work starts, after the arguments
+    from reid.inference.index_base import SearchIndex
+    from reid.inference.predictor import Predictor
 
 Log = Callable[[str], None]
+
+#: The backends of ``reid.inference.search.BACKENDS``, named here so that --help and a
+#: misspelt --backend answer without loading torch (a test keeps the two equal).
+BACKENDS = ("exact", "faiss", "hnsw", "ivf")
 
 #: Backend parameters by when they act: building, or searching (changeable on a saved index).
 BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_construction")
@@ -87,6 +89,10 @@ def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = N
     parameters (nprobe, ef_search) can change; `backend`, when given, must be the index's.
     `check(dim, meta, path)` runs on the gallery before any index is built.
     """
+    from reid.inference.gallery import load_gallery
+    from reid.inference.index_io import load_index, save_index
+    from reid.inference.search import build_index
+
     params = {k: v for k, v in (params or {}).items() if v is not None}
     if (gallery_path is None) == (index_path is None):
         raise ValueError("Give either a gallery file (--gallery) or a saved index (--index).")
@@ -145,6 +151,9 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
                        device=predictor.device if predictor is not None else None, check=check, log=log)
     if not queries:
         return []
+    from reid.inference.draw import save_matches_picture
+    from reid.inference.sources import collect_images
+
     q_paths = collect_images(queries)
     q_feats = predictor.extract_paths(q_paths)
     result = index.search(q_feats, k)
@@ -179,7 +188,7 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = tool_parser(__doc__)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("-g", "--gallery", metavar="FILE", help="gallery file from tools/extract.py")
     source.add_argument("--index", metavar="FILE", help="search index saved with --save-index (instead of --gallery)")
@@ -214,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
+    check_model_arguments(parser, args, lists=("query",))
     if not args.query and not args.save_index:
         parser.error("give --query (images to search for), or --save-index FILE to build and save the index only")
     params = {name: getattr(args, name) for name in BUILD_PARAMS + SEARCH_PARAMS}

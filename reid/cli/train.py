@@ -12,10 +12,12 @@ import sys
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
+from reid.config import load_config
 from reid.utils.run_lock import RunLock
 
-from .args import base_parser, load_cfg_from_args, parse_args
+from .args import command_line, overrides, parse_args, tool_parser
 from .errors import run_main
+from .model_args import CONFIG_HELP, check_model_arguments
 
 if TYPE_CHECKING:  # the engine loads torch; only the type is needed here
     from reid.engine import HookBase
@@ -23,8 +25,10 @@ if TYPE_CHECKING:  # the engine loads torch; only the type is needed here
 EPILOG = """examples:
   python tools/train.py --config-file configs/Demo/resnet18_circle.yml
   python tools/train.py --config-file configs/Market1501/resnet50_circle.yml DATASETS.ROOT /data SOLVER.AMP bf16
-  python tools/train.py --config-file configs/Market1501/resnet50_circle.yml --resume
-  python tools/train.py --config-file output/demo/config.yaml --eval-only MODEL.WEIGHTS output/demo/model_final.pth
+  python tools/train.py --run output/demo --resume        # continue the run in output/demo
+  python tools/train.py --run output/demo --eval-only     # evaluate its last checkpoint
+  python tools/train.py --config-file output/demo/config.yaml --weights output/demo/model_final.pth \
+      SOLVER.MAX_EPOCH 24 OUTPUT_DIR output/demo_longer   # a new run from a run's weights
   torchrun --nproc_per_node 4 tools/train.py --config-file configs/MSMT17/mgn_circle.yml MODEL.SYNC_BN True
 
 An OUTPUT_DIR that already holds a checkpoint is only continued (--resume) or evaluated
@@ -43,22 +47,50 @@ def main(argv: Optional[Sequence[str]] = None, hooks: Sequence["HookBase"] = ())
         from reid.cli.train import main
         main(["--config-file", "configs/Demo/resnet18_circle.yml"], hooks=[MyHook()])
     """
-    parser = base_parser("Train a re-ID model.", EPILOG)
+    parser = tool_parser("Train a re-ID model.", EPILOG)
+    parser.add_argument("--config-file", default="", metavar="FILE", help=CONFIG_HELP.split(";")[0])
+    parser.add_argument("--run", metavar="DIR",
+                        help="a training run's folder: its config.yaml, with OUTPUT_DIR DIR (for --resume, --eval-only)")
+    parser.add_argument("--weights", metavar="FILE",
+                        help="weights to start from (MODEL.WEIGHTS); with --eval-only, the weights to evaluate")
     parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR's last checkpoint")
     parser.add_argument("--eval-only", action="store_true", help="only evaluate MODEL.WEIGHTS (or the last checkpoint)")
     parser.add_argument(
         "--drop-head", action="store_true",
         help="load MODEL.WEIGHTS without the identity head (fine-tuning on other identities)",
     )
+    parser.add_argument("opts", nargs="*", metavar="KEY VALUE",
+                        help="config overrides, e.g. SOLVER.BASE_LR 0.001 OUTPUT_DIR out/run1")
     args = parse_args(parser, argv)
+    check_model_arguments(parser, args)
+    if args.weights and "MODEL.WEIGHTS" in overrides(args)[::2]:
+        parser.error("--weights and MODEL.WEIGHTS both name the weights; pass one of them")
+    args.command = command_line(argv, "tools/train.py")
     return run_main(lambda: _main(args, list(hooks)))
 
 
+def train_config(args: argparse.Namespace):
+    """The run's config: --config-file (or --run's config.yaml, with OUTPUT_DIR DIR), the
+    overrides, then --weights as MODEL.WEIGHTS."""
+    config_file, before = args.config_file or None, []
+    if args.run:
+        config_file = os.path.join(args.run, "config.yaml")
+        if not os.path.isfile(config_file):
+            raise FileNotFoundError(
+                f"--run {args.run!r}: no config.yaml there. Pass a training run's folder (its OUTPUT_DIR), "
+                "or start a new run with --config-file."
+            )
+        before = ["OUTPUT_DIR", args.run]  # the user's own OUTPUT_DIR override still wins
+    after = ["MODEL.WEIGHTS", args.weights] if args.weights else []
+    return load_config(config_file, before + overrides(args) + after)
+
+
 def _main(args: argparse.Namespace, hooks: List["HookBase"]) -> int:
-    cfg = load_cfg_from_args(args)
+    cfg = train_config(args)
     # One process per run folder, for the whole run (under torchrun: rank 0 for all of them).
     main_rank = os.environ.get("RANK", "0") == "0"
-    with RunLock(str(cfg.OUTPUT_DIR), "evaluating" if args.eval_only else "training") if main_rank else nullcontext():
+    what = "evaluating" if args.eval_only else "training"
+    with RunLock(str(cfg.OUTPUT_DIR), what, command=args.command) if main_rank else nullcontext():
         from .train_run import run_training  # the library, torch included: only once the folder is ours
 
         return run_training(cfg, args, hooks, main_rank)

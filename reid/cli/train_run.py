@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from typing import Callable, List, Optional
 
 from reid.data import build_train_data, build_train_loader
@@ -41,17 +40,19 @@ def make_eval_fn(
     that a bad test set stops the run before it trains. Only validation records select a model.
     """
 
-    def eval_fn(model, epoch: int) -> List[dict]:
+    def eval_fn(model, epoch: int, when: str = "") -> List[dict]:
+        """`when` titles the tables (default: "after epoch <epoch>")."""
         records = []
         if val_query:
             res = evaluate_model(cfg, model, val_query, val_gallery, rerank=False)
-            records.append({"split": "val", "dataset": "val", **res.metrics["plain"]})
+            # The validation identities come from the training datasets: named after them.
+            records.append({"split": "val", "dataset": "+".join(map(str, cfg.DATASETS.NAMES)), **res.metrics["plain"]})
         for name, (query, gallery) in test_sets.items():
             res = evaluate_model(cfg, model, query, gallery)
             for row, metrics in res.metrics.items():
                 label = name if row == "plain" else f"{name}+{row}"
                 records.append({"split": "test", "dataset": label, **metrics})
-            logger.info("\n%s", format_table(res.metrics, title=f"{name} after epoch {epoch}:"))
+            logger.info("\n%s", format_table(res.metrics, title=f"{name} {when or f'after epoch {epoch}'}:"))
         return records
 
     return eval_fn
@@ -92,21 +93,15 @@ def run_training(cfg, args: argparse.Namespace, hooks: List[HookBase], main_rank
 
 def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], resuming: bool = False) -> int:
     if dist_info.rank == 0:
-        logger.info("Command: %s", " ".join(sys.argv))
-        logger.info("Config file: %s", args.config_file or "(defaults only)")
+        logger.info("Command: %s", args.command)
+        config_file = os.path.join(args.run, "config.yaml") if args.run else args.config_file
+        logger.info("Config file: %s", config_file or "(defaults only)")
     seed_everything(int(cfg.SEED), dist_info.rank)
     # Cheap checks first: a misspelt name should not cost the time of loading the training set.
     check_dataset_names(cfg.DATASETS.NAMES, "DATASETS.NAMES")
     check_test_settings(cfg)
     check_batch_identities(cfg, dist_info.world_size)
-    data = build_train_data(cfg)
-    if dist_info.rank == 0:
-        # (The data layer has logged each dataset's table.)
-        if data.val_query:
-            logger.info(
-                "Validation split: %d held-out identities, %d query / %d gallery images",
-                int(cfg.TEST.VAL_IDS), len(data.val_query), len(data.val_gallery),
-            )
+    data = build_train_data(cfg)  # logs each dataset's table and the validation split
     # Every rank checks (the lists are cheap to read), so all stop alike before any training.
     test_sets = load_test_sets(cfg)
     cfg.defrost()
@@ -131,12 +126,14 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
         weights = str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))
         if not weights:
             raise CheckpointError(
-                f"--eval-only needs weights: set MODEL.WEIGHTS, or train first so that "
+                f"--eval-only needs weights: pass --weights FILE (or MODEL.WEIGHTS), or train first so that "
                 f"{cfg.OUTPUT_DIR} has a checkpoint."
             )
-        load_checkpoint(weights, model=model)
+        data = load_checkpoint(weights, model=model)
         model.to(resolve_device(str(cfg.MODEL.DEVICE)))
-        eval_fn(model, 0)
+        # The epochs the checkpoint had trained (absent from files not written by this toolkit).
+        epoch = data.get("epoch") if isinstance(data.get("epoch"), int) else None
+        eval_fn(model, epoch or 0, when=f"with {weights}" + (f" (after epoch {epoch})" if epoch is not None else ""))
         return 0
 
     loader = build_train_loader(cfg, data.items)

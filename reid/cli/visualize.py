@@ -29,8 +29,6 @@ import argparse
 import logging
 import sys
 
-from reid.visualization import visualize_from_npz
-
 from .errors import run_main
 
 
@@ -75,6 +73,8 @@ def main(argv=None) -> int:
         print("--both-rows needs --rerank (it draws the original and the re-ranked order).", file=sys.stderr)
         return 2
     def work() -> None:
+        from reid.visualization import visualize_from_npz  # loads torch: only once the arguments are right
+
         result = visualize_from_npz(
             args.features, args.output_dir, topk=args.topk, num_queries=args.num, mode=mode,
             metric=args.metric, rerank=args.rerank, k1=args.k1, k2=args.k2, lambda_value=args.lambda_value,

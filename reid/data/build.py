@@ -174,8 +174,8 @@ def build_train_data(cfg) -> TrainData:
     if cfg.TEST.VAL_IDS > 0:
         items, val_query, val_gallery = _hold_out(items, int(cfg.TEST.VAL_IDS), int(cfg.SEED))
         logger.info(
-            "Validation split: %d identities held out (%d query, %d gallery images)",
-            len(val_query), len(val_query), len(val_gallery),
+            "Validation split: %d identities held out of training (%d query, %d gallery images)",
+            len({it[1] for it in val_query + val_gallery}), len(val_query), len(val_gallery),
         )
     items, mapping = relabel_pids(items)
     return TrainData(items, len(mapping), val_query, val_gallery, datasets)
@@ -199,7 +199,7 @@ def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[
     if not query or not gallery:
         raise ValueError(
             f"Test dataset {name!r} has {len(query)} query and {len(gallery)} gallery images; both are "
-            f"needed for evaluation. Check DATASETS.TESTS and the dataset files."
+            f"needed for evaluation. {ds.empty_test_hint}"
         )
     return query, gallery
 

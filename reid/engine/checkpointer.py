@@ -133,8 +133,11 @@ class Checkpointer:
         self._restore_hooks(data, path)
         self.last_saved, self.last_saved_iter = path, loop.iter
         self._check_schedule(path)
-        logger.info("Resumed from %s: %d epoch(s) and %d iteration(s) done, continuing at epoch %d batch %d.",
-                    path, loop.epoch, loop.iter, loop.epoch + 1, loop.start_batch)
+        if loop.epoch >= loop.max_epoch:  # a finished run: nothing to continue (the trainer says so)
+            logger.info("Resumed from %s: all %d epoch(s) (%d iterations) done.", path, loop.epoch, loop.iter)
+        else:
+            logger.info("Resumed from %s: %d epoch(s) and %d iteration(s) done, continuing at epoch %d batch %d.",
+                        path, loop.epoch, loop.iter, loop.epoch + 1, loop.start_batch)
         return data
 
     def _restore_hooks(self, data: Mapping[str, Any], path: str) -> None:

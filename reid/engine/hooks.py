@@ -7,7 +7,6 @@ is passed to ``reid.cli.train.main(argv, hooks=[...])``; docs/training.md has ex
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import random
 import signal
@@ -19,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from reid.utils.logger import MetricsWriter, progress_bar
+from reid.utils.logger import MetricsWriter, format_duration, progress_bar
 from reid.utils.process import derive_seed
 
 from .checkpoint import BEST_NAME, FINAL_NAME, INTERRUPT_NAME, periodic_name
@@ -224,7 +223,7 @@ class EvalHook(HookBase):
             logger.error("Evaluation after epoch %d failed: %s: %s", done, type(e).__name__, e)
             path = self.on_failure()
             hint = (f"Training is complete: fix the evaluation settings, then evaluate these weights with "
-                    f"tools/test.py ... MODEL.WEIGHTS {path} (or tools/train.py --eval-only)."
+                    f"tools/test.py --weights {path} (or tools/train.py --eval-only)."
                     if done == t.max_epoch else
                     "Fix the evaluation settings, then continue training with the same command plus --resume.")
             logger.error("The weights of epoch %d were saved to %s before stopping. %s", done, path, hint)
@@ -249,10 +248,6 @@ class EvalHook(HookBase):
         self.best = {"metric": "val/mAP", "value": score, "epoch": done, "iteration": self.trainer.iter}
         path = self.checkpointer.save_weights(BEST_NAME, best=self.best)
         logger.info("New best validation mAP %.2f at epoch %d: saved %s", score, done, path)
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return str(datetime.timedelta(seconds=int(max(0.0, seconds))))
 
 
 class MetricsLogger(HookBase):
@@ -333,7 +328,7 @@ class MetricsLogger(HookBase):
         parts += [f"{k} {means[k]:.4f}" for k in terms] + [f"{k} {means[k]:.3f}" for k in stats]
         if "grad_norm" in means:
             parts.append(f"grad_norm {means['grad_norm']:.2f}")
-        parts += [f"lr {means['lr']:.2e}", f"{images_per_s:.1f} img/s", f"eta {_fmt_seconds(eta)}"]
+        parts += [f"lr {means['lr']:.2e}", f"{images_per_s:.1f} img/s", f"eta {format_duration(eta)}"]
         logger.info("  ".join(parts))
 
     def _write_eval_records(self) -> None:

@@ -19,11 +19,16 @@ over every list (HNSW: over its stored vectors).
 """
 from __future__ import annotations
 
+import collections
+import logging
 import math
+import re
+import sys
 from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
+from reid.utils.native_stderr import captured_stderr, collapse_repeats
 from reid.utils.value_checks import UNIT_TOLERANCE
 
 from .index_base import (
@@ -49,6 +54,10 @@ HNSW_MAX_EF_SEARCH = 8192  # the largest ef_search that recall tuning tries
 # IVF-PQ reconstructions of unit vectors measured up to 1.27 long (docs/inference.md); longer
 # ones in a loaded index mean damaged codes.
 PQ_MAX_NORM = 1.5
+
+logger = logging.getLogger(__name__)
+# What faiss' k-means prints (to the C stderr) per run that has fewer than 39 points per centroid.
+_KMEANS_WARNING = re.compile(r"WARNING clustering (\d+) points to (\d+) centroids: please provide at least (\d+)")
 
 
 def default_nlist(n: int) -> int:
@@ -82,6 +91,25 @@ def _int_param(backend: str, name: str, value: Any, minimum: int = 1, maximum: O
         return int(value)
     bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
     raise ValueError(f"The {backend!r} backend's parameter {name} must be an integer {bound}, got {value!r}.")
+
+
+def _report_faiss_output(lines: Sequence[str], nlist: int, gallery_size: int) -> None:
+    """Say once what faiss printed while training: its k-means warnings as one line each kind
+    (IVF-PQ repeats the same one for every sub-vector), anything else as it came, each once."""
+    found = collections.Counter(m.groups() for m in map(_KMEANS_WARNING.search, lines) if m)
+    for line in collapse_repeats([line for line in lines if not _KMEANS_WARNING.search(line)]):
+        print(line, file=sys.stderr)
+    for (points, centroids, wanted), times in found.items():
+        coarse = int(centroids) == nlist
+        what = "the coarse quantizer's lists" if coarse else "the IVF-PQ codebooks"
+        fix = "a smaller --nlist" if coarse else "a smaller --pq-nbits"
+        if int(points) < gallery_size:
+            fix += f" or a larger --train-size (up to the gallery's {gallery_size})"
+        logger.warning(
+            "faiss trained %s (%s k-means run(s) of %s centroids) on %s vectors, fewer than the %s it asks for: "
+            "the index works, but its %s are coarser than they could be (%s quiets this).",
+            what, times, centroids, points, wanted, "lists" if coarse else "codes", fix,
+        )
 
 
 class FaissBackedIndex(SearchIndex):
@@ -239,11 +267,10 @@ class IVFIndex(FaissBackedIndex):
             index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
         else:
             index = faiss.IndexIVFPQ(quantizer, d, nlist, pq_m, pq_nbits, faiss.METRIC_INNER_PRODUCT)
-        if size < n:
-            rows = np.sort(np.random.default_rng(seed).choice(n, size, replace=False))
-            index.train(np.ascontiguousarray(g[rows]))
-        else:
-            index.train(g)
+        train = g if size >= n else np.ascontiguousarray(g[np.sort(np.random.default_rng(seed).choice(n, size, replace=False))])
+        with captured_stderr() as native:  # IVF-PQ: one k-means (and one warning) per sub-vector
+            index.train(train)
+        _report_faiss_output(native.lines, nlist, n)
         index.add(g)
         self.index = index
         self.train_size = size

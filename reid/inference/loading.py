@@ -1,5 +1,9 @@
 """Build an inference model from a run folder, a config + weights, or a checkpoint alone.
 
+:func:`resolve_model` is the one place that turns the ways a user names a model (``--run``,
+``--weights``, ``--config-file`` + ``KEY VALUE`` overrides: docs/getting_started.md) into a
+config and a weights file; every tool and :func:`reid.inference.load_predictor` go through it.
+
 The model is always built without an identity head (``MODEL.HEADS.NUM_CLASSES = 0``):
 search and export only need the eval-mode feature, and the head's class count is a
 property of the training data, which the user may not have at hand. Weights are loaded by
@@ -23,6 +27,8 @@ from reid.utils.device import resolve_device
 
 RUN_CONFIG = "config.yaml"
 RUN_WEIGHTS = "model_final.pth"
+#: A run that selected on a validation split (TEST.VAL_IDS) keeps its result here.
+RUN_BEST_WEIGHTS = "model_best.pth"
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -101,12 +107,23 @@ def build_inference_model(cfg: CfgNode, weights: Optional[PathLike] = None,
     return model.to(dev).eval()
 
 
+def run_weights(run_dir: PathLike) -> Optional[str]:
+    """The result of the training run in `run_dir`: ``model_best.pth`` when the run selected
+    one on its validation split, else ``model_final.pth``; None when neither exists."""
+    for name in (RUN_BEST_WEIGHTS, RUN_WEIGHTS):
+        path = os.path.join(os.fspath(run_dir), name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def config_from_run(run_dir: PathLike, weights: Optional[PathLike] = None,
                     opts: Optional[Sequence[Any]] = None) -> Tuple[CfgNode, str]:
     """The inference config of a run folder and the weights file to load.
 
-    `weights` defaults to ``<run_dir>/model_final.pth``; a relative `weights` is looked up in
-    `run_dir` first. `opts` are ``KEY VALUE`` overrides applied after the run's config.
+    `weights` defaults to the run's result (:func:`run_weights`: ``model_best.pth`` of a run
+    that selected on a validation split, else ``model_final.pth``); a relative `weights` is
+    looked up in `run_dir` first. `opts` are ``KEY VALUE`` overrides applied after the run's config.
     """
     run_dir = os.fspath(run_dir)
     if not os.path.isdir(run_dir):
@@ -121,7 +138,7 @@ def config_from_run(run_dir: PathLike, weights: Optional[PathLike] = None,
             "or use a config file and a weights file instead."
         )
     if weights is None:
-        weights = os.path.join(run_dir, RUN_WEIGHTS)
+        weights = run_weights(run_dir) or os.path.join(run_dir, RUN_WEIGHTS)
     else:
         weights = os.fspath(weights)
         in_run = os.path.join(run_dir, weights)
@@ -169,6 +186,61 @@ def config_from_file(config_file: PathLike, weights: PathLike,
     return load_config(os.fspath(config_file), list(opts or []) + inference_opts(os.fspath(weights)))
 
 
+def _weights_override(opts: Sequence[Any]) -> Optional[str]:
+    """The value of a ``MODEL.WEIGHTS`` override in `opts` (the last one), if any."""
+    found = None
+    for key, value in zip(opts[::2], opts[1::2]):
+        if str(key) == "MODEL.WEIGHTS":
+            found = str(value)
+    return found
+
+
+def resolve_model(run: Optional[PathLike] = None, config_file: Optional[PathLike] = None,
+                  weights: Optional[PathLike] = None,
+                  opts: Optional[Sequence[Any]] = None) -> Tuple[CfgNode, str]:
+    """The inference config and weights file of a model named in any of the supported ways.
+
+    * `run`: a training run folder: its ``config.yaml`` and its result (:func:`run_weights`),
+      or `weights` (a relative name is looked up in the folder first);
+    * `config_file` (+ `opts`) and a weights file: `weights`, else ``MODEL.WEIGHTS`` of the
+      overrides or the config, else the result of the run folder the config file sits in
+      (a run's ``config.yaml`` next to its ``model_final.pth``);
+    * `weights` alone: a checkpoint that stores its config (every tools/train.py checkpoint;
+      a fast-reid file stores none and is answered with the config to use).
+
+    The config gets :func:`inference_opts` (no identity head, no ImageNet download, the weights).
+    Raises ValueError / FileNotFoundError naming what is missing and how to name a model.
+    """
+    opts = list(opts or [])
+    override = _weights_override(opts)
+    if weights is not None and override is not None and os.fspath(weights) != override:
+        raise ValueError(f"Two weights files given: --weights {os.fspath(weights)!r} and MODEL.WEIGHTS "
+                         f"{override!r}; pass one of them.")
+    if run is not None:
+        if config_file is not None:
+            raise ValueError("Pass either a run folder (--run) or a config file (--config-file), not both: "
+                             "the run has its own config.yaml (add KEY VALUE overrides to change it).")
+        return config_from_run(run, weights if weights is not None else override, opts)
+    if config_file is not None:
+        config_file = os.fspath(config_file)
+        chosen = os.fspath(weights) if weights is not None else override
+        if not chosen:
+            chosen = str(load_config(config_file, opts).MODEL.WEIGHTS) or run_weights(os.path.dirname(config_file))
+        if not chosen:
+            raise ValueError(
+                f"Config file {config_file!r} given without weights, and no {RUN_WEIGHTS} sits next to it: "
+                "pass the checkpoint with --weights FILE (or name a training run's folder with --run DIR)."
+            )
+        return config_from_file(config_file, chosen, opts), chosen
+    if weights is not None or override is not None:
+        chosen = os.fspath(weights) if weights is not None else str(override)
+        return config_from_checkpoint(chosen, opts), chosen
+    raise ValueError(
+        "No model given: pass --run DIR (a training run's OUTPUT_DIR), --weights FILE (a checkpoint; "
+        "add --config-file when it stores no config) or --config-file FILE with --weights."
+    )
+
+
 __all__ = [
     "build_inference_model",
     "config_from_checkpoint",
@@ -176,4 +248,6 @@ __all__ = [
     "config_from_run",
     "inference_opts",
     "load_weights",
+    "resolve_model",
+    "run_weights",
 ]

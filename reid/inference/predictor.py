@@ -31,6 +31,7 @@ from .loading import (
     config_from_checkpoint,
     config_from_file,
     config_from_run,
+    resolve_model,
 )
 from .sources import collect_images
 
@@ -120,7 +121,8 @@ class Predictor:
     @classmethod
     def from_run(cls, run_dir: PathLike, weights: Optional[PathLike] = None,
                  opts: Optional[Sequence[Any]] = None, **kwargs: Any) -> "Predictor":
-        """Load ``<run_dir>/config.yaml`` and ``model_final.pth`` (or `weights`).
+        """Load ``<run_dir>/config.yaml`` and the run's result (``model_best.pth`` of a run that
+        selected on a validation split, else ``model_final.pth``), or `weights`.
 
         `opts` are ``KEY VALUE`` config overrides (e.g. ``["TEST.FLIP", True]``); other
         keyword arguments go to the constructor (device, batch_size, flip, amp, num_workers).
@@ -240,31 +242,19 @@ def load_predictor(
     opts: Optional[Sequence[Any]] = None,
     **kwargs: Any,
 ) -> Predictor:
-    """One call for every way of naming a trained model.
+    """One call for every way of naming a trained model (the tools' ``--run`` / ``--weights`` /
+    ``--config-file``; :func:`reid.inference.loading.resolve_model` says how each is read).
 
-    * `run`: a training run folder (config.yaml + model_final.pth, or `weights`);
-    * `config_file` and `weights`: a YAML config and a checkpoint of it;
+    * `run`: a training run folder (config.yaml + its result, model_best.pth or
+      model_final.pth; or `weights`);
+    * `config_file` and `weights` (or ``MODEL.WEIGHTS`` in `opts`): a YAML config and a
+      checkpoint of it; a run's config.yaml alone takes the weights next to it;
     * `weights` alone: a checkpoint that stores its config (every tools/train.py checkpoint).
 
     `opts` are ``KEY VALUE`` overrides; other keyword arguments go to :class:`Predictor`.
     """
-    if run is not None:
-        if config_file is not None:
-            raise ValueError("Pass either a run folder or a config file, not both: the run has its own config.yaml.")
-        return Predictor.from_run(run, weights, opts, **kwargs)
-    if config_file is not None:
-        if weights is None:
-            raise ValueError(
-                f"Config file {os.fspath(config_file)!r} given without weights; pass the checkpoint "
-                "to load (e.g. output/<run>/model_final.pth)."
-            )
-        return Predictor.from_config(config_file, weights, opts, **kwargs)
-    if weights is not None:
-        return Predictor.from_checkpoint(weights, opts, **kwargs)
-    raise ValueError(
-        "No model given: pass a run folder (its OUTPUT_DIR), or a weights file (with its config "
-        "file when the checkpoint stores none)."
-    )
+    cfg, weights = resolve_model(run, config_file, weights, opts)
+    return Predictor(build_inference_model(cfg, weights, kwargs.get("device")), cfg, **kwargs)
 
 
 __all__ = ["Predictor", "ProgressFn", "load_predictor"]

@@ -6,11 +6,13 @@ console, prefixed with their rank, so a distributed run's output stays readable.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import math
 import os
 import sys
+import time
 from typing import Any, Dict, Iterator, Mapping, Optional
 
 from .file_io import raise_if_disk_full
@@ -44,24 +46,84 @@ class _StdoutHandler(logging.StreamHandler):
         pass
 
 
+class LineProgress:
+    """Progress for a stream that is not a terminal (a log file, a pipe): whole lines.
+
+    A terminal bar redraws one line with carriage returns, which a log file keeps as one
+    endless line. This writes a complete line when the count passes each tenth of `total`
+    and, in between, at most every `interval` seconds (so a slow job shows it is alive): at
+    most 11 lines plus one per `interval`. The counters follow tqdm's (``n``, ``update``,
+    ``set_postfix``), so callers use either without knowing which.
+    """
+
+    def __init__(self, total: Optional[int], desc: str, stream: Any, initial: int = 0, unit: str = "it",
+                 interval: float = 60.0) -> None:
+        self.total, self.desc, self.stream, self.unit, self.interval = total, desc, stream, unit, float(interval)
+        self.n = self._start = int(initial)
+        self._postfix = ""
+        self._t0 = self._last_line = time.monotonic()
+        self._next_tenth = self._tenth(self.n) + 1
+
+    def _tenth(self, n: int) -> int:
+        return 10 * n // self.total if self.total else 0
+
+    def update(self, n: int = 1) -> None:
+        """Count `n` more; write a line at each tenth of the total or after `interval` seconds."""
+        self.n += int(n)
+        now = time.monotonic()
+        if (self.total and self._tenth(self.n) >= self._next_tenth) or now - self._last_line >= self.interval:
+            self._next_tenth = self._tenth(self.n) + 1
+            self._write(now)
+
+    def set_postfix(self, refresh: bool = True, **values: Any) -> None:
+        """Values shown at the end of the next line (e.g. ``loss=1.23``)."""
+        self._postfix = ", ".join(f"{k}={v}" for k, v in values.items())
+
+    def _write(self, now: float) -> None:
+        self._last_line = now
+        elapsed = now - self._t0
+        rate = (self.n - self._start) / elapsed if elapsed > 0 else 0.0
+        parts = [f"{format_duration(elapsed)} elapsed", f"{rate:.1f} {self.unit}/s"]
+        if self.total and rate > 0 and self.n < self.total:
+            parts.append(f"eta {format_duration((self.total - self.n) / rate)}")
+        if self._postfix:
+            parts.append(self._postfix)
+        count = f"{100 * self.n // self.total:3d}% {self.n}/{self.total}" if self.total else f"{self.n}"
+        self.stream.write(f"{self.desc}: {count} {self.unit} [{', '.join(parts)}]\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Nothing to clear: every line is already complete."""
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` as H:MM:SS (whole seconds; negative counts as 0)."""
+    return str(datetime.timedelta(seconds=int(max(0.0, seconds))))
+
+
 @contextlib.contextmanager
 def progress_bar(
     total: Optional[int], desc: str, enabled: bool = True, initial: int = 0, leave: bool = True, unit: str = "it"
 ) -> Iterator[Any]:
-    """A tqdm bar on stderr, with this package's log lines routed around it.
+    """Progress on stderr: a tqdm bar on a terminal, whole lines (:class:`LineProgress`) elsewhere.
 
-    While the bar lives, console log lines go through ``tqdm.write`` (tqdm's own
+    While a bar lives, console log lines go through ``tqdm.write`` (tqdm's own
     ``logging_redirect_tqdm``), so lines and bar never overwrite each other. In a log file or
-    a pipe the bar is redrawn at most every 30 s, so the file stays short but shows that the
-    job is alive. `enabled` False gives a bar that draws nothing (its counters still work).
+    a pipe a bar would leave one line joined by carriage returns, so there a line is written
+    at each tenth of `total` (and at most every minute in between). `enabled` False gives a
+    bar that draws nothing (its counters still work).
     """
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    if enabled and not bool(getattr(sys.stderr, "isatty", lambda: False)()):
+        bar = LineProgress(total, desc, sys.stderr, initial=initial, unit=unit)
+        yield bar
+        bar.close()
+        return
     with logging_redirect_tqdm(loggers=[logging.getLogger(LOGGER_NAME)]):
         with tqdm(total=total, desc=desc, initial=initial, disable=not enabled, leave=leave, unit=unit, file=sys.stderr,
-                  mininterval=0.1 if tty else 30.0, dynamic_ncols=True) as bar:
+                  mininterval=0.1, dynamic_ncols=True) as bar:
             yield bar
 
 
@@ -218,4 +280,4 @@ class MetricsWriter:
         self.close()
 
 
-__all__ = ["LOGGER_NAME", "MetricsWriter", "setup_logger"]
+__all__ = ["LOGGER_NAME", "LineProgress", "format_duration", "MetricsWriter", "progress_bar", "setup_logger"]

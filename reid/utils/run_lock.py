@@ -102,10 +102,13 @@ class RunLock:
     description that a refused process prints; `hint` is what a user changes to go elsewhere.
     """
 
-    def __init__(self, folder: str, what: str = "training", hint: str = "choose another OUTPUT_DIR") -> None:
+    def __init__(self, folder: str, what: str = "training", hint: str = "choose another OUTPUT_DIR",
+                 command: Optional[str] = None) -> None:
         self.folder = os.path.abspath(folder)
         self.path = os.path.join(self.folder, LOCK_NAME)
         self.what, self.hint = what, hint
+        # The holder's command line (default: this process's); main(argv) callers pass theirs.
+        self.command = " ".join(sys.argv) if command is None else command
         self._fd: Optional[int] = None
 
     def acquire(self) -> "RunLock":
@@ -135,7 +138,7 @@ class RunLock:
         _HELD.add(fd)
         description = {
             "pid": os.getpid(), "host": socket.gethostname(), "what": self.what,
-            "started": datetime.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
+            "started": datetime.datetime.now().isoformat(timespec="seconds"), "command": self.command,
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(description) + "\n").encode("utf-8"), 0)

@@ -35,7 +35,7 @@ def load_saved_features(path: str) -> SavedFeatures:
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"Saved features file {path!r} not found. Write one with "
-            "`python tools/test.py --config-file CFG MODEL.WEIGHTS W --save-features FILE.npz`."
+            "`python tools/test.py --run RUN_FOLDER --save-features FILE.npz`."
         )
     from reid.evaluation import load_features  # evaluation pulls in torch; loaded on use
 

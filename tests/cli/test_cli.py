@@ -1,6 +1,7 @@
 """tools/train.py and tools/test.py end to end on a tiny synthetic dataset (the README's flow)."""
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 
 from reid.cli import test as cli_test
 from reid.cli import train as cli_train
-from reid.cli import train_run
+from reid.cli import test_run, train_run
 from reid.config import load_config
 from reid.data import build_test_data
 from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
@@ -102,7 +103,7 @@ def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cli_test, "visualize_from_features", broken)
+    monkeypatch.setattr(test_run, "visualize_from_features", broken)
     assert cli_test.main(common + ["--visualize", "2"]) == 1
     assert "error: disk full" in capsys.readouterr().err
     report = json.loads((test_out / "metrics.json").read_text())  # written before the pictures
@@ -112,22 +113,54 @@ def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_
     assert len(plain["cmc"]) == 10 and plain["R-10"] == pytest.approx(100 * plain["cmc"][9], abs=1e-3)
 
 
-def test_test_cli_without_weights_says_what_to_pass(trained_run, capsys):
+def test_test_cli_without_weights_says_how_to_name_a_model(tmp_path, capsys):
+    out = tmp_path / "run"  # never read: each mistake is refused before any file is
+    # A config file with no weights next to it (not a run's folder), and no weights given.
+    assert cli_test.main(["--config-file", DEMO, "--output-dir", str(tmp_path / "t")]) == 1
+    err = user_error(capsys)
+    assert f"Config file {DEMO!r} given without weights" in err and "--weights FILE" in err and "--run DIR" in err
+    assert not (tmp_path / "t").exists()
+    with pytest.raises(SystemExit):  # two configs: a usage error, before anything is loaded
+        cli_test.main(["--run", str(out), "--config-file", DEMO])
+    assert "--run and --config-file" in capsys.readouterr().err
+    assert cli_test.main(["--weights", str(out / "model_final.pth"), "MODEL.WEIGHTS", str(out / "other.pth")]) == 1
+    assert "Two weights files given" in user_error(capsys)
+
+
+@pytest.mark.slow
+def test_test_cli_takes_a_run_folder_a_checkpoint_or_a_config_like_every_tool(trained_run, tmp_path):
     _, out = trained_run
-    assert cli_test.main(["--config-file", str(out / "config.yaml"), "--output-dir", str(out / "t2")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: No weights to test") and "MODEL.WEIGHTS" in err
+    run = tmp_path / "run"
+    shutil.copytree(out, run, ignore=shutil.ignore_patterns("test*"))
+    # --run: the run's config and weights; results go into the run folder, whatever OUTPUT_DIR says.
+    assert cli_test.main(["--run", str(run), "TEST.MAX_RANK", "5"]) == 0
+    by_run = json.loads((run / "test" / "metrics.json").read_text())
+    assert by_run["weights"] == str(run / "model_final.pth")
+    ways = {
+        "weights": ["--weights", str(run / "model_final.pth")],  # its stored config
+        "config": ["--config-file", str(run / "config.yaml")],  # the weights next to it
+        "config+weights": ["--config-file", str(run / "config.yaml"), "--weights", str(run / "model_final.pth")],
+        "config+override": ["--config-file", str(run / "config.yaml"), "MODEL.WEIGHTS", str(run / "model_final.pth")],
+    }
+    for name, argv in ways.items():
+        assert cli_test.main(argv + ["TEST.MAX_RANK", "5", "--output-dir", str(tmp_path / name)]) == 0, name
+        report = json.loads((tmp_path / name / "metrics.json").read_text())
+        assert report["results"] == by_run["results"], name
+    # A run that selected on a validation split: --run tests its model_best.pth.
+    shutil.copy(run / "model_final.pth", run / "model_best.pth")
+    assert cli_test.main(["--run", str(run), "--output-dir", str(tmp_path / "best")]) == 0
+    assert json.loads((tmp_path / "best" / "metrics.json").read_text())["weights"] == str(run / "model_best.pth")
 
 
 @pytest.mark.slow
 def test_eval_only_uses_last_checkpoint(trained_run):
     base, out = trained_run
-    rc = cli_train.main(["--config-file", str(out / "config.yaml"), "--eval-only"])
+    rc = cli_train.main(["--run", str(out), "--eval-only"])
     assert rc == 0
-    # The table logged for "epoch 0" must be that of the final weights: the same mAP as the
-    # evaluation the training run recorded after its last epoch (a fresh model would differ).
+    # The table names the checkpoint and its epoch, and is that of the final weights: the same
+    # mAP as the evaluation the training run recorded after its last epoch (a fresh model would differ).
     log = (out / "log.txt").read_text()
-    table = log[log.rindex("synthetic after epoch 0:"):]
+    table = log[log.rindex(f"synthetic with {out / 'model_final.pth'} (after epoch 1):"):]
     plain = next(line for line in table.splitlines() if line.startswith("| plain"))
     logged_map = float(plain.strip("|").split("|")[4])
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -142,9 +175,12 @@ def test_eval_only_takes_weights_trained_on_other_identities(trained_run, tmp_pa
     base, out = trained_run
     opts = tiny_opts(base / "data", tmp_path / "other")
     opts[opts.index("DATASETS.SYNTHETIC.NUM_TRAIN_IDS") + 1] = "6"
-    rc = cli_train.main(["--config-file", DEMO, "--eval-only", "MODEL.WEIGHTS", str(out / "model_final.pth")] + opts)
-    assert rc == 0
-    assert "synthetic after epoch 0:" in (tmp_path / "other" / "log.txt").read_text()
+    argv = ["--config-file", DEMO, "--eval-only", "--weights", str(out / "model_final.pth")] + opts
+    assert cli_train.main(argv) == 0
+    log = (tmp_path / "other" / "log.txt").read_text()
+    assert f"synthetic with {out / 'model_final.pth'} (after epoch 1):" in log
+    # main(argv) logs the arguments it was given (not those of the process that called it).
+    assert f"Command: tools/train.py {shlex.join(argv)} (main() called from " in log
 
 
 @pytest.mark.slow
@@ -258,6 +294,24 @@ def test_train_refuses_to_start_over_an_existing_run(trained_run, tmp_path, caps
     assert cli_train.main(cmd + ["--resume"]) == 0
     assert "Training already finished" in (run / "log.txt").read_text()
     assert (run / "metrics.jsonl").read_bytes() == before["metrics.jsonl"]
+
+
+@pytest.mark.slow
+def test_logs_say_what_happened_once(trained_run, tmp_path):
+    base, _ = trained_run
+    out = tmp_path / "run"
+    cmd = ["--config-file", DEMO] + tiny_opts(base / "data", out) + ["TEST.VAL_IDS", "2", "SOLVER.IMS_PER_BATCH", "6"]
+    assert cli_train.main(cmd) == 0
+    log = (out / "log.txt").read_text()
+    assert log.count("Validation split:") == 1 and "Validation split: 2 identities held out" in log
+    assert "[val synthetic]" in log and "[test synthetic]" in log and "[val val]" not in log
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {(r["split"], r["dataset"]) for r in records if r["type"] == "eval"} == {("val", "synthetic"),
+                                                                                  ("test", "synthetic")}
+    # A second `make demo`: the finished run is found, nothing is "continued".
+    assert cli_train.main(cmd + ["--resume"]) == 0
+    again = (out / "log.txt").read_text()[len(log):]
+    assert "all 1 epoch(s)" in again and "continuing at" not in again and "Training already finished" in again
 
 
 @pytest.mark.slow

@@ -279,6 +279,32 @@ def test_custom_needs_lists(tmp_path):
         build_dataset("custom", str(tmp_path), train_list="nope.txt")
 
 
+def test_custom_test_set_without_its_lists_names_the_keys_to_set(tmp_path, write_jpeg):
+    from reid.config import get_cfg
+    from reid.data import build_test_data
+
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text("a.jpg 1 0\n")
+    cfg = get_cfg()
+    cfg.DATASETS.ROOT, cfg.DATASETS.CUSTOM.TRAIN_LIST = str(tmp_path), "train.txt"
+    with pytest.raises(ValueError) as e:
+        build_test_data(cfg, "custom")
+    msg = str(e.value)
+    assert "has 0 query and 0 gallery images" in msg
+    assert "DATASETS.CUSTOM.QUERY_LIST and DATASETS.CUSTOM.GALLERY_LIST" in msg and "DATASETS.TESTS" in msg
+
+
+def test_a_missing_dataset_says_what_to_do_on_its_first_line(tmp_path):
+    with pytest.raises(DatasetNotFoundError) as e:
+        build_dataset("market1501", str(tmp_path / "nowhere"))
+    first, *rest = str(e.value).splitlines()
+    assert "Could not find the Market-1501 dataset" in first and "set DATASETS.ROOT" in first
+    assert "datasets/README.md" in first
+    # The folders searched and the layout follow, one per line (a program prints them below its error line).
+    assert rest[0] == "Searched:" and "Expected layout:" in rest
+    assert any(line.strip().startswith("bounding_box_train/") for line in rest)
+
+
 def test_unknown_name_lists_valid_names(tmp_path):
     with pytest.raises(KeyError) as e:
         build_dataset("market", str(tmp_path))

@@ -609,6 +609,8 @@ def test_progress_bar_when_asked(tmp_path, capsys):
     setup_logger(cfg.OUTPUT_DIR)
     Trainer(cfg, StubReID(), stub_loader(cfg), progress=True).train()
     err = capsys.readouterr().err
-    # The bar's total; its last state (IPE/IPE) is drawn only if tqdm's 0.1 s refresh interval
-    # happened to pass at the last step (leave=False clears it at the end), so it is not asserted.
-    assert "epoch 1/1" in err and f"/{IPE} [" in err
+    # Captured stderr is not a terminal: whole progress lines (one per tenth of the epoch, here
+    # every step), the last one complete, with the loss; no carriage returns.
+    lines = [line for line in err.splitlines() if line.startswith("epoch 1/1:")]
+    assert "\r" not in err and len(lines) == IPE
+    assert lines[-1].startswith(f"epoch 1/1: 100% {IPE}/{IPE} it [") and "loss=" in lines[-1]

@@ -1,7 +1,9 @@
 """User hooks: the examples of docs/training.md run as written, stops requested by a hook,
 and hook state across a resume."""
+import math
 import os
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -155,6 +157,33 @@ def test_ema_example_evaluates_saves_and_resumes_the_average_exactly(tmp_path):
     final_b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)
     assert_same_weights(final["model"], final_b["model"])
     assert_same_weights(final["train_model"], final_b["train_model"])
+
+
+def test_ema_example_forgets_the_random_start_on_the_demos_short_schedule():
+    """0.999 over the demo's 420 steps keeps 0.999^420 = 66% of the starting weights; the
+    example's warm-up of the decay keeps none worth counting (docs/training.md says why)."""
+    EMAHook = doc_example("ema")["EMAHook"]
+
+    def start_share(hook, steps=420):
+        model = torch.nn.Linear(1, 1, bias=False)
+        torch.nn.init.zeros_(model.weight)  # the "random" start is 0, the trained weight is 1
+        hook.trainer = SimpleNamespace(model=model, eval_model=model, iter=0)
+        hook.before_train()
+        with torch.no_grad():
+            model.weight.fill_(1.0)
+        for step in range(1, steps + 1):
+            hook.trainer.iter = step
+            hook.after_step()
+        return 1.0 - float(hook.ema.weight)
+
+    warm = start_share(EMAHook(decay=0.999))
+    assert warm == pytest.approx(math.prod(min(0.999, (1 + n) / (10 + n)) for n in range(1, 421)), abs=1e-6)  # float32
+    assert warm < 1e-6
+    assert start_share(EMAHook(decay=0.999, warmup=False)) == pytest.approx(0.999 ** 420, rel=1e-4)
+    # On a long run the warm-up ends and the full decay applies (from step 8,990 for 0.999).
+    late = EMAHook(decay=0.999)
+    late.trainer = SimpleNamespace(iter=8990)
+    assert late.step_decay() == 0.999
 
 
 @pytest.mark.slow

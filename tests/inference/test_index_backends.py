@@ -83,6 +83,38 @@ def test_ivf_pq_compresses_and_estimates_scores(data):
     assert recall_at(result.indices, search(queries, gallery, k=10).indices) >= 0.5
 
 
+@pytest.mark.slow
+@needs_faiss
+def test_faiss_training_warnings_come_once_as_a_line_of_ours(data, capfd, reid_log):
+    gallery, _ = data
+    # 3000 vectors for 8 codebooks of 256 centroids: faiss' k-means warns once per codebook.
+    build_index(gallery, "ivf", nlist=30, pq_m=8, pq_nbits=8)
+    assert "please provide at least" not in capfd.readouterr().err
+    # (Each record once: reid_log may see a record both on the "reid" logger and on the root.)
+    said = [r.getMessage() for r in {id(r): r for r in reid_log.records}.values() if "faiss trained" in r.getMessage()]
+    assert said == ["faiss trained the IVF-PQ codebooks (8 k-means run(s) of 256 centroids) on 3000 vectors, fewer "
+                    "than the 9984 it asks for: the index works, but its codes are coarser than they could be "
+                    "(a smaller --pq-nbits quiets this)."]
+    # A training sample smaller than the gallery: a larger --train-size is the other way out.
+    reid_log.clear()
+    build_index(gallery, "ivf", nlist=30, pq_m=8, pq_nbits=8, train_size=2000)
+    (message,) = {r.getMessage() for r in reid_log.records if "faiss trained" in r.getMessage()}
+    assert "on 2000 vectors" in message and "a larger --train-size (up to the gallery's 3000)" in message
+
+
+def test_lines_from_native_code_are_caught_and_repeats_collapsed(capfd):
+    import os
+
+    from reid.utils.native_stderr import captured_stderr, collapse_repeats
+
+    with captured_stderr() as native:
+        for _ in range(3):
+            os.write(2, b"WARNING from C\n")
+        os.write(2, b"other\n")
+    assert native.lines == ["WARNING from C"] * 3 + ["other"] and capfd.readouterr().err == ""
+    assert collapse_repeats(native.lines) == ["WARNING from C (3 times)", "other"]
+
+
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_k_larger_than_the_gallery_gives_every_row_once(backend):
     gallery, queries = clustered_features(60, 8, num_queries=3, per_id=5, seed=2)

@@ -16,7 +16,7 @@ from reid.data.transforms import build_transforms
 from reid.engine.checkpoint import CheckpointError
 from reid.inference import Predictor, collect_entries, collect_images, load_gallery, load_predictor
 from reid.modeling import build_model
-from tests._tools import load_tool
+from tests._tools import TOOLS, load_tool
 
 SIZE = [64, 32]
 
@@ -107,8 +107,13 @@ def test_all_loading_routes_agree(trained):
     from_cfg = load_predictor(config_file=run / "config.yaml", weights=run / "model_final.pth").extract_arrays(img)
     np.testing.assert_array_equal(from_run, from_ckpt)
     np.testing.assert_array_equal(from_run, from_cfg)
-    with pytest.raises(ValueError, match="without weights"):
-        load_predictor(config_file=run / "config.yaml")
+    # A run's config.yaml alone takes the weights next to it; any other config needs weights.
+    np.testing.assert_array_equal(from_run, load_predictor(config_file=run / "config.yaml").extract_arrays(img))
+    demo = os.path.join(os.path.dirname(TOOLS), "configs", "Demo", "resnet18_circle.yml")
+    with pytest.raises(ValueError, match="without weights.*--weights FILE"):
+        load_predictor(config_file=demo)
+    from_override = load_predictor(config_file=run / "config.yaml", opts=["MODEL.WEIGHTS", str(run / "model_final.pth")])
+    np.testing.assert_array_equal(from_run, from_override.extract_arrays(img))
     with pytest.raises(ValueError, match="No model given"):
         load_predictor()
 

@@ -1,11 +1,12 @@
-"""MetricsWriter's TensorBoard events (optional package) next to metrics.jsonl."""
+"""MetricsWriter's TensorBoard events (optional package) next to metrics.jsonl; the console
+handler; progress in a terminal and in a log file."""
 import logging
 import os
 import sys
 
 import pytest
 
-from reid.utils.logger import MetricsWriter
+from reid.utils.logger import LineProgress, MetricsWriter, progress_bar
 
 
 def test_tensorboard_events_hold_the_numeric_fields(tmp_path):
@@ -49,3 +50,39 @@ def test_console_lines_follow_a_swapped_and_closed_stdout(monkeypatch, capsys):
     logger.info("two")
     assert second.getvalue().rstrip().endswith("two")
     assert "Logging error" not in capsys.readouterr().err
+
+
+def test_progress_in_a_log_file_is_whole_lines_at_each_tenth(monkeypatch):
+    import io
+
+    log_file = io.StringIO()  # stderr redirected to a file: not a terminal
+    monkeypatch.setattr(sys, "stderr", log_file)
+    with progress_bar(1000, "extract", unit="img") as bar:
+        for _ in range(1000):
+            bar.update(1)
+    text = log_file.getvalue()
+    assert "\r" not in text and text.endswith("\n")
+    lines = text.splitlines()
+    assert [line.split()[1] for line in lines] == [f"{p}%" for p in range(10, 101, 10)]
+    assert lines[-1].startswith("extract: 100% 1000/1000 img [") and "img/s" in lines[-1]
+    assert "eta" in lines[0] and "eta" not in lines[-1]
+
+
+def test_progress_lines_in_between_come_at_most_once_a_minute(monkeypatch):
+    import io
+
+    import reid.utils.logger as logger_module
+
+    now = [0.0]
+    monkeypatch.setattr(logger_module.time, "monotonic", lambda: now[0])
+    out = io.StringIO()
+    bar = LineProgress(10_000, "extract", out, unit="img")
+    for _ in range(300):  # 300 images in 300 s: no tenth reached, one line per 60 s
+        now[0] += 1.0
+        bar.update(1)
+    bar.set_postfix(loss="1.234")
+    now[0] += 60.0
+    bar.update(1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 6 and lines[0].startswith("extract:   0% 60/10000 img [0:01:00 elapsed, 1.0 img/s, eta 2:45:40")
+    assert lines[-1].endswith(", loss=1.234]")

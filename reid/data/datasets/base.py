@@ -19,7 +19,23 @@ README_HINT = "See datasets/README.md for where to get the dataset and how to la
 
 
 class DatasetNotFoundError(FileNotFoundError):
-    """A dataset folder (or a file inside it) is missing; the message shows the expected layout."""
+    """A dataset folder (or a file inside it) is missing; the message shows the expected layout.
+
+    Its first line says what is missing and what to do (a program prints it as its ``error:``
+    line); the folders searched and the layout follow on lines of their own. ``searched`` holds
+    the searched-folder lines of :func:`find_dataset_dir`.
+    """
+
+    searched: Sequence[str] = ()
+
+
+def not_found_message(dataset: str, root: str, searched: Sequence[str], layout: str) -> str:
+    """The message of a dataset that is not under `root`: what to do first, then where it was
+    looked for (`searched`, one line each) and the expected `layout`, each line on its own."""
+    return (
+        f"Could not find the {dataset} dataset under root {root!r}: set DATASETS.ROOT to the folder that "
+        f"holds it. {README_HINT}\nSearched:\n" + "\n".join(searched) + f"\nExpected layout:\n{layout.rstrip()}"
+    )
 
 
 class DatasetFormatError(ValueError):
@@ -57,6 +73,8 @@ class ReIDDataset:
 
     #: Registry name; subclasses override it.
     name: str = "reid"
+    #: What to do when a test set of this dataset has no query or no gallery images.
+    empty_test_hint: str = "Check DATASETS.TESTS and the dataset files."
     #: Query/gallery pids that label many different people (Market-1501's ``0000`` distractors),
     #: so ``combine_all`` cannot make them a class; subclasses override.
     distractor_pids: Tuple[int, ...] = ()
@@ -150,9 +168,6 @@ def find_dataset_dir(
             searched.append(f"  {folder} (exists, but lacks: {', '.join(missing)})")
         else:
             searched.append(f"  {folder} (not found)")
-    raise DatasetNotFoundError(
-        f"Could not find the {dataset} dataset under root {root!r}.\n"
-        f"Searched:\n" + "\n".join(searched) + "\n"
-        f"Expected layout:\n{layout.rstrip()}\n"
-        f"Set DATASETS.ROOT to the folder that holds it. {README_HINT}"
-    )
+    error = DatasetNotFoundError(not_found_message(dataset, root, searched, layout))
+    error.searched = searched
+    raise error

@@ -132,6 +132,11 @@ class CustomDataset(ReIDDataset):
     """
 
     name = "custom"
+    empty_test_hint = (
+        "Set DATASETS.CUSTOM.QUERY_LIST and DATASETS.CUSTOM.GALLERY_LIST to list files of the test images, "
+        "or take 'custom' out of DATASETS.TESTS (TEST.VAL_IDS holds out identities of the training list "
+        "for validation instead)."
+    )
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ from .base import (
     README_HINT,
     ReIDDataset,
     find_dataset_dir,
+    not_found_message,
 )
 
 LAYOUT = """\
@@ -100,8 +101,8 @@ def check_first_image(items: Sequence[Item], list_path: str, image_dir: str) -> 
         raise DatasetNotFoundError(
             f"{list_path}: its first image {items[0][0]!r} does not exist (the paths of this list are "
             f"relative to {image_dir!r}). The list files and the image folders must come from the same "
-            f"release and sit side by side, the folders unpacked without an extra level. Expected "
-            f"layout:\n{LAYOUT}\nCheck DATASETS.ROOT and DATASETS.MSMT17_VERSION. {README_HINT}"
+            f"release and sit side by side, the folders unpacked without an extra level: check "
+            f"DATASETS.ROOT and DATASETS.MSMT17_VERSION. {README_HINT}\nExpected layout:\n{LAYOUT}"
         )
 
 
@@ -152,14 +153,11 @@ class MSMT17(ReIDDataset):
                     root, candidates, (train_sub, test_sub) + tuple(lists), f"MSMT17 {ver.upper()}", LAYOUT
                 )
             except DatasetNotFoundError as e:
-                errors.append(str(e))
+                errors.append(e)
                 continue
             return ver, folder, os.path.join(folder, train_sub), os.path.join(folder, test_sub)
         if len(errors) == 1:
-            raise DatasetNotFoundError(errors[0])
-        # Both layouts failed: keep the searched folders of each, show the layout once.
-        searched = [e.split("Expected layout:")[0].strip() for e in errors]
-        raise DatasetNotFoundError(
-            "\n".join(searched) + f"\nExpected layout (V1 or V2):\n{LAYOUT}\n"
-            f"Set DATASETS.ROOT to the folder that holds it. {README_HINT}"
-        )
+            raise errors[0]
+        # Both layouts failed: the searched folders of each (a folder both looked at, once), the layout once.
+        searched = list(dict.fromkeys(line for e in errors for line in e.searched))
+        raise DatasetNotFoundError(not_found_message("MSMT17 (V1 or V2)", root, searched, LAYOUT))

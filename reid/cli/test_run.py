@@ -1,0 +1,107 @@
+"""What ``tools/test.py`` runs: evaluate trained weights, print R-1/R-5/R-10/mAP/mINP, save what
+was computed (the flags are parsed in reid/cli/test.py, without loading torch)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+
+import numpy as np
+
+from reid.data import build_test_data
+from reid.engine.checkpoint import load_checkpoint
+from reid.evaluation import save_features
+from reid.evaluation.evaluator import evaluate_model, format_table
+from reid.modeling import build_model, model_summary
+from reid.utils.file_io import atomic_write_text
+from reid.utils.device import resolve_device
+from reid.utils.process import seed_everything
+from reid.utils.run_lock import RunLock
+from reid.visualization import visualize_from_features
+
+from .common import check_test_settings, setup_run
+from .model_args import model_config
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """What ``tools/test.py`` runs once its arguments are parsed (reid/cli/test.py)."""
+    # Testing needs no identity head and the checkpoint replaces every weight, so the model's
+    # config is the inference one (resolve_model: no head, no ImageNet download).
+    # --rerank / --flip / --device are shorthands for their config keys: resolved here, once,
+    # so that everything below (and the metrics.json record) reads the config alone.
+    flags = (["TEST.RERANK.ENABLED", True] if args.rerank else []) + (["TEST.FLIP", True] if args.flip else [])
+    flags += ["MODEL.DEVICE", args.device] if args.device else []
+    cfg, _ = model_config(args, flags)
+    check_test_settings(cfg)
+    out = args.output_dir or os.path.join(args.run or str(cfg.OUTPUT_DIR), "test")
+    # One process per results folder: two tests writing metrics.json and pictures into the same
+    # folder would mix their outputs.
+    hint = "choose another --output-dir (default: DIR/test with --run, else OUTPUT_DIR/test)"
+    with RunLock(out, "testing", hint, command=args.command):
+        logger, _ = setup_run(cfg, output_dir=out, output_hint=hint)
+        seed_everything(int(cfg.SEED))
+        return run_test(cfg, args, out, logger)
+
+
+def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
+    """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
+    device = resolve_device(str(cfg.MODEL.DEVICE))
+    model = build_model(cfg)
+    load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)
+    model.to(device)
+    logger.info("Model: %s; weights %s; device %s", model_summary(model), cfg.MODEL.WEIGHTS, device)
+    t = cfg.TEST
+    report = {
+        "weights": str(cfg.MODEL.WEIGHTS),
+        "flip": bool(t.FLIP),
+        # What the numbers depend on beyond the weights, so they can be reproduced (the saved
+        # features are the un-expanded ones: AQE, when on, is applied at evaluation time).
+        "settings": {
+            "metric": str(t.METRIC), "max_rank": int(t.MAX_RANK),
+            "rerank": {"k1": int(t.RERANK.K1), "k2": int(t.RERANK.K2), "lambda": float(t.RERANK.LAMBDA)}
+            if t.RERANK.ENABLED else None,
+            "aqe": {"k": int(t.AQE.QE_K), "alpha": float(t.AQE.ALPHA)} if t.AQE.ENABLED else None,
+        },
+        "results": {},
+    }
+    metrics_path = os.path.join(out, "metrics.json")
+    for name in cfg.DATASETS.TESTS:
+        query, gallery = build_test_data(cfg, name)
+        res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0)
+        print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
+        valid = int(np.isfinite(res.all_ap["plain"]).sum())
+        if valid < len(query):
+            logger.info("%s: %d of %d queries have no match in the gallery from another camera; they are "
+                        "left out of every metric.", name, len(query) - valid, len(query))
+        report["results"][name] = {
+            row: {**metrics, "num_valid_queries": int(np.isfinite(res.all_ap[row]).sum()),
+                  "cmc": [round(float(v), 6) for v in res.cmc[row]]}
+            for row, metrics in res.metrics.items()
+        }
+        # Written after every test set, before any picture: a failure later keeps the numbers.
+        atomic_write_text(metrics_path, json.dumps(report, indent=2))
+        if args.save_features:
+            features_path = args.save_features
+            if len(cfg.DATASETS.TESTS) > 1:
+                stem, ext = os.path.splitext(features_path)
+                features_path = f"{stem}_{name}{ext or '.npz'}"
+            save_features(features_path, res.query, res.gallery)
+            logger.info("Saved features to %s", features_path)
+        if args.visualize > 0:
+            vis_dir = os.path.join(out, "ranked", name)
+            rerank_dist = res.distmats.get("rerank")
+            drawn = visualize_from_features(
+                res.query.feats, res.gallery.feats, res.query, res.gallery, vis_dir,
+                topk=args.vis_topk, num_queries=args.visualize, mode=args.vis_mode,
+                metric=str(cfg.TEST.METRIC), distmat=res.distmats["plain"], rerank_distmat=rerank_dist,
+                both_rows=rerank_dist is not None, all_AP=res.all_ap["plain"],
+                rerank_all_AP=res.all_ap.get("rerank"), seed=int(cfg.SEED),
+            )
+            # Fewer than --visualize when the set has fewer (valid) queries.
+            logger.info("Ranked results of %d queries: %s", len(drawn.pictures), os.path.join(vis_dir, "index.html"))
+    logger.info("Wrote %s", metrics_path)
+    return 0
+
+
+__all__ = ["run_test", "run_command"]
