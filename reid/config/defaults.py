@@ -44,15 +44,15 @@ _C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
 _C.MODEL.SYNC_BN = False
 
 _C.MODEL.BACKBONE = CN()
-# Backbone: "resnet18/34/50/101/152" (torchvision) or "resnet18/34/50/101_ibn_a" (IBN-Net, Pan et al. 2018).
+# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*".
 _C.MODEL.BACKBONE.NAME = "resnet50"
-# Stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN.
+# ResNet: stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN (OSNet: always stride 16).
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
 # Start from ImageNet weights (downloaded once, or PRETRAINED_PATH when set).
 _C.MODEL.BACKBONE.PRETRAINED = True
-# Local file with ImageNet weights (torchvision's, or the IBN-Net authors' for *_ibn_a); used instead of downloading.
+# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
-# Max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
+# ResNet: max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
 _C.MODEL.BACKBONE.STEM_POOL = "pad"
 # Non-local blocks (Wang et al. 2018) after the last N residual blocks of each of the 4 stages; fast-reid SBS: [0, 2, 3, 0].
 _C.MODEL.BACKBONE.NON_LOCAL = [0, 0, 0, 0]
