@@ -76,6 +76,10 @@ _C.MODEL.HEADS.CURRICULAR_MOMENTUM = 0.99
 _C.MODEL.HEADS.POOLING = "avg"
 # GeM pooling exponent p (learnable, initial value).
 _C.MODEL.HEADS.GEM_P = 3.0
+# Width of a Linear + BatchNorm1d + ReLU embedding after pooling (torchreid's OSNet "fc": 512); 0 = none.
+_C.MODEL.HEADS.FC_DIM = 0
+# Linear head only: add a bias to the logits (torchreid's classifier has one).
+_C.MODEL.HEADS.BIAS = False
 # Neck between pooling and head: "bnneck" (BatchNorm with frozen bias) or "none".
 _C.MODEL.HEADS.NECK = "bnneck"
 # Feature returned in eval mode: "after" the BNNeck (post-BN) or "before" it (pre-BN).
@@ -136,6 +140,8 @@ _C.INPUT = CN()
 _C.INPUT.SIZE_TRAIN = [256, 128]
 # Test image size [height, width].
 _C.INPUT.SIZE_TEST = [256, 128]
+# Resizing filter: "cv2" (OpenCV bilinear; area when shrinking >2x) or "pil_bilinear" (Pillow's, as torchreid).
+_C.INPUT.INTERPOLATION = "cv2"
 # Probability of a random horizontal flip during training.
 _C.INPUT.FLIP_PROB = 0.5
 # Zero-padding (pixels) before the random crop back to SIZE_TRAIN; 0 = no pad/crop.
@@ -233,7 +239,7 @@ _C.DATALOADER.NUM_WORKERS = 4
 # Solver
 # ---------------------------------------------------------------------------- #
 _C.SOLVER = CN()
-# Optimizer: "SGD", "Adam" or "AdamW".
+# Optimizer: "SGD", "Adam", "AMSGrad" (Adam's AMSGrad variant, torchreid's "amsgrad") or "AdamW".
 _C.SOLVER.OPTIMIZER = "Adam"
 # Base learning rate.
 _C.SOLVER.BASE_LR = 3.5e-4

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import torch
 from torch import nn
 
-from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state
+from reid.modeling.formats import convert_foreign_state
 from reid.utils.file_io import atomic_write, atomic_write_text
 
 from .params import head_names, is_head_key
@@ -56,12 +56,33 @@ def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
             "or start without it."
         )
     try:
-        data = torch.load(path, map_location=map_location, weights_only=True)
+        data = _load_weights_only(path, map_location)
     except Exception as e:  # torch raises several types for truncated / foreign files
         raise CheckpointError(_unreadable_message(path, e)) from e
     if not isinstance(data, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(data).__name__}, expected a dict.")
     return data
+
+
+def _numpy_scalar_globals() -> list:
+    """numpy scalars and dtypes, safe to unpickle (plain data): torchreid stores its rank-1 as one."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core
+    scalar = core.multiarray.scalar
+    dtypes = [type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")]
+    return [(scalar, "numpy.core.multiarray.scalar"), (scalar, "numpy._core.multiarray.scalar"), np.dtype, *dtypes]
+
+
+def _load_weights_only(path: str, map_location: Any) -> Any:
+    """``torch.load(weights_only=True)``; a file that holds numpy scalars is read with those allowed."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "numpy" not in str(e):
+            raise
+    with torch.serialization.safe_globals(_numpy_scalar_globals()):
+        return torch.load(path, map_location=map_location, weights_only=True)
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -151,9 +172,10 @@ def _unreadable_message(path: str, error: BaseException) -> str:
     return f"{damaged} Copy or download it again. {point}"
 
 
-def _model_state(data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
-    """The model state dict inside a checkpoint, accepting a bare state dict too."""
-    state = data.get("model", data)
+def model_state(data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+    """The model state dict inside a checkpoint: ``model`` (ours, fast-reid), ``state_dict``
+    (torchreid) or the bare state dict, without a DDP ``module.`` prefix."""
+    state = data.get("model", data.get("state_dict", data))
     if not isinstance(state, Mapping):
         raise CheckpointError("The checkpoint's 'model' entry is not a state dict.")
     # Weights saved from a DistributedDataParallel wrapper carry a "module." prefix.
@@ -242,16 +264,16 @@ def load_checkpoint(
     """Read `path` and load whatever objects are given; returns the whole checkpoint dict.
 
     `model` gets the weights (see :func:`load_model_state` for the shape checks and
-    `drop_head`; a fast-reid checkpoint is converted first by
-    ``reid.modeling.fastreid_weights``); `optimizer`, `scheduler` and `scaler` get their
+    `drop_head`; a fast-reid or torchreid checkpoint is converted first by
+    ``reid.modeling.formats``); `optimizer`, `scheduler` and `scaler` get their
     states when the checkpoint has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
     error naming the file). Missing or corrupt files raise :class:`CheckpointError`.
     """
     data = read_checkpoint(path, map_location=map_location)
     if model is not None:
-        state = _model_state(data)
-        if is_fastreid_state(state):  # a fast-reid file: its names mapped onto ours, strictly
-            converted = map_fastreid_state(model, state, path)
+        state = model_state(data)
+        converted = convert_foreign_state(model, state, path)  # another toolkit's names onto ours, strictly
+        if converted is not None:
             state, drop_head = converted.state, drop_head or converted.head_dropped
         load_model_state(model, state, path, drop_head=drop_head)
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
@@ -360,6 +382,7 @@ __all__ = [
     "last_checkpoint",
     "load_checkpoint",
     "load_model_state",
+    "model_state",
     "periodic_name",
     "read_checkpoint",
     "save_checkpoint",

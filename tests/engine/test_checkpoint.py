@@ -219,3 +219,27 @@ def test_manager_on_other_ranks_writes_nothing(tmp_path):
     mgr = CheckpointManager(str(tmp_path), keep=2, enabled=False)
     assert mgr.save(periodic_name(1), {"epoch": 1}) is None
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_torchreid_style_files_load_state_dict_module_prefix_and_numpy_rank1(tmp_path, legacy):
+    # torchreid saves {"state_dict", "epoch", "rank1", "optimizer"}; rank1 is a numpy float, keys
+    # often carry DataParallel's "module." prefix, and older files use the legacy serialization.
+    model = Net()
+    state = {f"module.{k}": v for k, v in model.state_dict().items()}
+    path = tmp_path / "model.pth.tar-60"
+    torch.save({"state_dict": state, "epoch": 60, "rank1": np.float32(0.91), "optimizer": {"state": {}}}, path,
+               _use_new_zipfile_serialization=not legacy)
+    other = Net()
+    data = load_checkpoint(str(path), model=other)
+    assert data["epoch"] == 60 and float(data["rank1"]) == pytest.approx(0.91)
+    for k, v in model.state_dict().items():
+        assert torch.equal(other.state_dict()[k], v), k
+
+
+def test_objects_other_than_tensors_and_numpy_scalars_are_still_refused(tmp_path):
+    path = tmp_path / "evil.pth"
+    torch.save({"state_dict": {}, "obj": Net()}, path)
+    with pytest.raises(CheckpointError, match="weights_only=True refuses"):
+        load_checkpoint(str(path), model=Net())
+
