@@ -245,6 +245,8 @@ _C.SOLVER.OPTIMIZER = "Adam"
 _C.SOLVER.BASE_LR = 3.5e-4
 # SGD momentum (also Adam's beta1).
 _C.SOLVER.MOMENTUM = 0.9
+# Adam/AMSGrad/AdamW: beta2, the decay of the squared-gradient average (torchreid's recipe: 0.99).
+_C.SOLVER.BETA2 = 0.999
 # SGD: use Nesterov momentum.
 _C.SOLVER.NESTEROV = False
 # Weight decay of ordinary weights.
