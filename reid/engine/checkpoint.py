@@ -71,7 +71,10 @@ def _numpy_scalar_globals() -> list:
     core = getattr(np, "_core", None) or np.core
     scalar = core.multiarray.scalar
     dtypes = [type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")]
-    return [(scalar, "numpy.core.multiarray.scalar"), (scalar, "numpy._core.multiarray.scalar"), np.dtype, *dtypes]
+    found = [scalar, np.dtype, *dtypes]
+    if scalar.__module__ != "numpy.core.multiarray":  # numpy 2 reading a file written by numpy 1
+        found.append((scalar, "numpy.core.multiarray.scalar"))
+    return found
 
 
 def _load_weights_only(path: str, map_location: Any) -> Any:
