@@ -16,6 +16,8 @@ Examples:
         --batch-size 256 --num-workers 8 --device cuda TEST.FLIP True
     # a checkpoint alone (it stores its config), safetensors output
     python tools/extract.py --weights model_final.pth --input crops/ --output gallery.safetensors
+    # on a CPU: ONNX Runtime runs the exported model (faster than PyTorch; OpenVINO likewise)
+    python tools/extract.py --run output/osnet --input crops/ --output g.npz --backend onnxruntime
 
 An image that cannot be read (empty, truncated, not an image) stops the tool with an error
 naming it; with --skip-corrupt (or DATASETS.SKIP_CORRUPT True) every image is read once first
@@ -35,6 +37,7 @@ import numpy as np
 from reid.data.image_io import CorruptImageError, filter_readable
 from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
 from reid.inference.predictor import Predictor
+from reid.inference.runtimes import BACKEND_NAMES
 from reid.inference.sources import collect_entries
 from reid.utils.logger import progress_bar
 
@@ -67,8 +70,8 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     if 0 < labelled < len(paths):
         log(f"note: {labelled} of {len(paths)} images have 'path pid camid' labels; labels are saved only "
             "when every image has one, so this gallery has none")
-    log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, "
-        f"device {predictor.device}, flip {predictor.flip})")
+    where = f"device {predictor.device}" if predictor.backend == "torch" else f"backend {predictor.backend}, cpu"
+    log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, {where}, flip {predictor.flip})")
     try:
         with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
             feats = predictor.extract_paths(paths, progress=lambda done, total: bar.update(done - bar.n))
@@ -104,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="leave out (and list) images that cannot be read; also on with DATASETS.SKIP_CORRUPT True")
+    p.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
+                   help="run the model with PyTorch (default), or its ONNX export with ONNX Runtime or OpenVINO (CPU)")
+    p.add_argument("--exported", metavar="FILE", default=None,
+                   help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py (default: export now)")
     add_model_arguments(p)
     return p
 
@@ -111,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     def work() -> None:
-        predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers)
+        predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers,
+                                        backend=args.backend, exported=args.exported)
         skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
         extract_command(predictor, args.input, args.output, progress=not args.quiet, skip_corrupt=skip)
 
