@@ -23,6 +23,10 @@ An image that cannot be read (empty, truncated, not an image) stops the tool wit
 naming it; with --skip-corrupt (or DATASETS.SKIP_CORRUPT True) every image is read once first
 and the unreadable ones are listed and left out.
 
+Galleries of millions of crops: `torchrun --nproc_per_node N tools/extract.py ...` splits the
+images into N contiguous shards (one per process; GPUs: one each) and rank 0 writes the one
+gallery file, rows in the single-process order.
+
 Search the result with tools/search.py. See docs/inference.md for the file format.
 """
 from __future__ import annotations
@@ -30,14 +34,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
+import torch.distributed as dist
 
 from reid.data.image_io import CorruptImageError, filter_readable
+from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
 from reid.inference.predictor import Predictor
 from reid.inference.runtimes import BACKEND_NAMES
+from reid.inference.sharding import extract_sharded
 from reid.inference.sources import collect_entries
 from reid.utils.logger import progress_bar
 
@@ -48,7 +55,7 @@ Log = Callable[[str], None]
 
 
 def extract_command(predictor: Predictor, sources: Sequence[str], output: str, progress: bool = True,
-                    skip_corrupt: bool = False, log: Log = print) -> Gallery:
+                    skip_corrupt: bool = False, log: Log = print) -> Optional[Gallery]:
     """Features of every image in `sources` (folders, list files, images) saved to `output`.
 
     Paths are stored absolute, so a search run from another folder still finds the images.
@@ -56,6 +63,8 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     too (a search then reports them); when only some are labelled, none are saved and the
     log says why. With `skip_corrupt`, every image is read once first and the unreadable ones
     are left out and listed; otherwise the first one stops the run with an error naming it.
+    Under torchrun every process extracts its shard and rank 0 saves the gallery (the other
+    ranks return None).
     """
     fmt = gallery_format(output)  # a bad extension fails now, not after an hour of extraction
     if fmt == "safetensors":
@@ -74,9 +83,11 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, {where}, flip {predictor.flip})")
     try:
         with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
-            feats = predictor.extract_paths(paths, progress=lambda done, total: bar.update(done - bar.n))
+            feats = extract_sharded(predictor, paths, progress=lambda done, total: bar.update(done - bar.n))
     except CorruptImageError as e:
         raise CorruptImageError(f"{one_line(e)} (Here: --skip-corrupt does that.)") from None
+    if feats is None:  # another rank of a torchrun job: rank 0 writes the gallery
+        return None
     gallery = Gallery(feats=feats, paths=paths, pids=pids, camids=camids, meta=predictor.describe())
     save_gallery(gallery, output)
     what = "paths, pids and camids" if pids is not None else "paths"
@@ -118,10 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     def work() -> None:
-        predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers,
-                                        backend=args.backend, exported=args.exported)
-        skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
-        extract_command(predictor, args.input, args.output, progress=not args.quiet, skip_corrupt=skip)
+        joined = not (dist.is_available() and dist.is_initialized())
+        rank = init_distributed(args.device or "auto").rank  # a torchrun job: one shard per process
+        try:
+            predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers,
+                                            backend=args.backend, exported=args.exported)
+            skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
+            extract_command(predictor, args.input, args.output, progress=not args.quiet and rank == 0,
+                            skip_corrupt=skip, log=print if rank == 0 else (lambda _: None))
+        finally:
+            if joined:  # leave only a process group this call created
+                cleanup_distributed()
 
     return run_main(work)
 
