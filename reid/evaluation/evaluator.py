@@ -13,6 +13,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import torch.distributed as dist
+
+from reid.utils.process import get_rank, get_world_size, shard_bounds
 
 from .extract import Features, extract_features
 from .query_expansion import aqe
@@ -120,6 +123,23 @@ def evaluate_features(
     return EvalResult(metrics, query, gallery, all_ap, distmats, cmc, time.perf_counter() - start)
 
 
+def _extract_sharded(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Optional[Features]:
+    """This process's contiguous shard of `items`, gathered on rank 0 in rank order (None elsewhere)."""
+    from reid.data import build_test_loader
+
+    rank, world = get_rank(), get_world_size()
+    lo, hi = shard_bounds(len(items), rank, world)
+    mine = extract_features(model, build_test_loader(cfg, items[lo:hi], []), device, flip=flip, amp=cfg.TEST.AMP) \
+        if hi > lo else None
+    shards: Optional[list] = [None] * world if rank == 0 else None
+    dist.gather_object(mine, shards, dst=0)
+    if rank != 0:
+        return None
+    parts = [s for s in shards if s is not None]
+    return Features(torch.cat([p.feats for p in parts]), np.concatenate([p.pids for p in parts]),
+                    np.concatenate([p.camids for p in parts]), [x for p in parts for x in p.paths])
+
+
 def evaluate_model(
     cfg,
     model: torch.nn.Module,
@@ -129,10 +149,14 @@ def evaluate_model(
     rerank: Optional[bool] = None,
     flip: Optional[bool] = None,
     keep_distmat: bool = False,
-) -> EvalResult:
+    shard: bool = False,
+) -> Optional[EvalResult]:
     """Extract features of `query` and `gallery` with `model` and evaluate them per `cfg.TEST`.
 
-    `rerank` and `flip` default to ``cfg.TEST.RERANK.ENABLED`` and ``cfg.TEST.FLIP``.
+    `rerank` and `flip` default to ``cfg.TEST.RERANK.ENABLED`` and ``cfg.TEST.FLIP``. With
+    `shard` in a torchrun job, every process extracts one contiguous shard of the images, rank 0
+    gathers them (the single-process order) and evaluates; the other ranks return None. Every
+    rank must call it then (never from rank-0-only code such as a training hook).
     """
     from reid.data import build_test_loader
 
@@ -144,9 +168,13 @@ def evaluate_model(
         device = next(model.parameters()).device
     rerank = cfg.TEST.RERANK.ENABLED if rerank is None else rerank
     flip = cfg.TEST.FLIP if flip is None else flip
-    loader = build_test_loader(cfg, query, gallery)
     t0 = time.perf_counter()
-    feats = extract_features(model, loader, device, flip=flip, amp=cfg.TEST.AMP)
+    if shard and get_world_size() > 1:
+        feats = _extract_sharded(cfg, model, list(query) + list(gallery), device, flip)
+        if feats is None:
+            return None
+    else:
+        feats = extract_features(model, build_test_loader(cfg, query, gallery), device, flip=flip, amp=cfg.TEST.AMP)
     extract_s = time.perf_counter() - t0
     nq = len(query)
     qfeat, gfeat = feats.split(nq)

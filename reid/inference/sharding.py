@@ -7,23 +7,14 @@ Without torchrun (``WORLD_SIZE`` unset or 1) this is the plain single-process ex
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch.distributed as dist
 
-from reid.utils.process import get_rank, get_world_size
+from reid.utils.process import get_rank, get_world_size, shard_bounds
 
 from .predictor import Predictor, ProgressFn
-
-
-def shard_bounds(total: int, rank: int, world_size: int) -> Tuple[int, int]:
-    """``[lo, hi)`` of `rank`'s contiguous shard of `total` items; sizes differ by at most one."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} is not in a job of {world_size} processes.")
-    base, extra = divmod(int(total), int(world_size))
-    lo = rank * base + min(rank, extra)
-    return lo, lo + base + (1 if rank < extra else 0)
 
 
 def extract_sharded(predictor: Predictor, paths: Sequence[str],

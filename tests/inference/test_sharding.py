@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from reid.config import load_config
-from reid.inference.sharding import shard_bounds
+from reid.utils.process import shard_bounds
 from reid.modeling import build_model
 from tests._tools import load_tool
 
@@ -55,3 +55,40 @@ def test_two_gloo_processes_write_the_single_process_gallery(tmp_path):
     with np.load(tmp_path / "single.npz") as one, np.load(tmp_path / "sharded.npz") as two:
         assert list(one["paths"]) == list(two["paths"])
         assert np.allclose(one["feats"], two["feats"], atol=1e-6)
+
+
+TINY_DATA = ["DATASETS.NAMES", "[synthetic]", "DATASETS.TESTS", "[synthetic]", "DATALOADER.NUM_WORKERS", "0",
+             "DATASETS.SYNTHETIC.NUM_TRAIN_IDS", "4", "DATASETS.SYNTHETIC.NUM_TEST_IDS", "6",
+             "DATASETS.SYNTHETIC.NUM_CAMERAS", "2", "DATASETS.SYNTHETIC.IMAGES_PER_CAMERA", "2",
+             "DATASETS.SYNTHETIC.NUM_DISTRACTORS", "3", "DATASETS.SYNTHETIC.IMAGE_SIZE", "[64, 32]",
+             "INPUT.SIZE_TEST", "[64, 32]", "MODEL.DEVICE", "cpu", "TEST.IMS_PER_BATCH", "5"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
+def test_two_gloo_processes_give_the_single_process_evaluation(tmp_path):
+    import json
+
+    from reid.data import build_dataset
+
+    root = tmp_path / "data"
+    # Drawn once here, so that the two ranks do not race to generate it.
+    build_dataset("synthetic", str(root), num_train_ids=4, num_test_ids=6, num_cameras=2, images_per_camera=2,
+                  num_distractors=3, image_size=(64, 32))
+    config = os.path.join(ROOT, "configs/Market1501/osnet_x0_25_circle.yml")
+    cfg = load_config(config, ["MODEL.BACKBONE.PRETRAINED", False])
+    torch.manual_seed(0)
+    weights = tmp_path / "w.pth"
+    torch.save({"model": build_model(cfg).state_dict()}, weights)
+    args = ["--config-file", config, "MODEL.WEIGHTS", str(weights), "DATASETS.ROOT", str(root), *TINY_DATA]
+    assert load_tool("test").main(args + ["OUTPUT_DIR", str(tmp_path / "one")]) == 0
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           os.path.join(ROOT, "tools", "test.py"), *args, "OUTPUT_DIR", str(tmp_path / "two")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("gallery images") == 1  # one evaluation table, printed by rank 0
+    one = json.loads((tmp_path / "one" / "test" / "metrics.json").read_text())["results"]["synthetic"]["plain"]
+    two = json.loads((tmp_path / "two" / "test" / "metrics.json").read_text())["results"]["synthetic"]["plain"]
+    for key in ("R-1", "R-5", "mAP", "mINP", "num_valid_queries"):
+        assert one[key] == pytest.approx(two[key], abs=1e-9), key
