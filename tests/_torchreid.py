@@ -8,8 +8,6 @@ the same seeds with the script's own functions, so the stored file holds no weig
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Tuple
@@ -17,26 +15,20 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from tests._tools import load_benchmark, load_fixture
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "torchreid_reference.npz")
 
 State = Dict[str, torch.Tensor]
 
 
-@functools.lru_cache(maxsize=1)
 def bench() -> ModuleType:
-    """benchmarks/compare_torchreid.py as a module (benchmarks/ is not a package)."""
-    path = os.path.join(ROOT, "benchmarks", "compare_torchreid.py")
-    spec = importlib.util.spec_from_file_location("_bench_compare_torchreid", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/compare_torchreid.py as a module."""
+    return load_benchmark("compare_torchreid")
 
 
-@functools.lru_cache(maxsize=1)
 def reference() -> Dict[str, np.ndarray]:
-    with np.load(FIXTURE) as data:
-        return {k: data[k] for k in data.files}
+    return load_fixture("torchreid_reference")
 
 
 def arch_names() -> Tuple[str, ...]:

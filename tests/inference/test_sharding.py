@@ -19,6 +19,16 @@ from tests._tools import load_tool
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _torchrun(tool, args):
+    """``torchrun --standalone --nproc_per_node 2 tools/<tool>.py args`` (gloo on the CPU); asserts success."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           os.path.join(ROOT, "tools", f"{tool}.py"), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
 @pytest.mark.parametrize("total,world", [(10, 3), (2, 4), (0, 2), (7, 1)])
 def test_shards_are_contiguous_disjoint_and_cover_everything(total, world):
     bounds = [shard_bounds(total, r, world) for r in range(world)]
@@ -46,11 +56,7 @@ def test_two_gloo_processes_write_the_single_process_gallery(tmp_path):
     args = ["--weights", str(weights), "--input", str(folder), "--device", "cpu", "--quiet", "--num-workers", "0",
             "--batch-size", "4"]
     assert load_tool("extract").main(args + ["--output", str(tmp_path / "single.npz")]) == 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           os.path.join(ROOT, "tools", "extract.py"), *args, "--output", str(tmp_path / "sharded.npz")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _torchrun("extract", args + ["--output", str(tmp_path / "sharded.npz")])
     assert proc.stdout.count("saved 11 features") == 1  # rank 0 alone writes and reports
     with np.load(tmp_path / "single.npz") as one, np.load(tmp_path / "sharded.npz") as two:
         assert list(one["paths"]) == list(two["paths"])
@@ -82,11 +88,7 @@ def test_two_gloo_processes_give_the_single_process_evaluation(tmp_path):
     torch.save({"model": build_model(cfg).state_dict()}, weights)
     args = ["--config-file", config, "MODEL.WEIGHTS", str(weights), "DATASETS.ROOT", str(root), *TINY_DATA]
     assert load_tool("test").main(args + ["OUTPUT_DIR", str(tmp_path / "one")]) == 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           os.path.join(ROOT, "tools", "test.py"), *args, "OUTPUT_DIR", str(tmp_path / "two")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _torchrun("test", args + ["OUTPUT_DIR", str(tmp_path / "two")])
     assert proc.stdout.count("gallery images") == 1  # one evaluation table, printed by rank 0
     one = json.loads((tmp_path / "one" / "test" / "metrics.json").read_text())["results"]["synthetic"]["plain"]
     two = json.loads((tmp_path / "two" / "test" / "metrics.json").read_text())["results"]["synthetic"]["plain"]

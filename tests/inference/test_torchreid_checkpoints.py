@@ -18,7 +18,7 @@ from reid.data.transforms import build_transforms
 from reid.engine.checkpoint import load_checkpoint
 from reid.modeling import build_model
 from tests import _torchreid as tr
-from tests._tools import load_tool
+from tests._tools import TINY_DATA, load_tool
 
 TOL = 1e-5  # the criterion: max abs difference of the features
 
@@ -126,13 +126,6 @@ def test_weights_alone_of_a_torchreid_file_ask_for_the_config(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- converter and fine-tuning
-TINY_DATA = [
-    "DATASETS.NAMES", "[synthetic]", "DATASETS.TESTS", "[synthetic]", "DATALOADER.NUM_WORKERS", "0",
-    "DATASETS.SYNTHETIC.NUM_TRAIN_IDS", "4", "DATASETS.SYNTHETIC.NUM_TEST_IDS", "4",
-    "DATASETS.SYNTHETIC.NUM_CAMERAS", "2", "DATASETS.SYNTHETIC.IMAGES_PER_CAMERA", "2",
-    "DATASETS.SYNTHETIC.NUM_DISTRACTORS", "0", "DATASETS.SYNTHETIC.IMAGE_SIZE", "[64, 32]",
-    "INPUT.SIZE_TEST", "[64, 32]", "INPUT.SIZE_TRAIN", "[64, 32]", "MODEL.DEVICE", "cpu", "TEST.IMS_PER_BATCH", "8",
-]
 
 
 @pytest.mark.slow

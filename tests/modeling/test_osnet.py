@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reid.config import get_cfg
 from reid.modeling import build_model
 from reid.modeling.backbones import (
     BACKBONE,
@@ -16,15 +15,11 @@ from reid.modeling.backbones import (
 )
 from reid.modeling.backbones.osnet import AggregationGate, OSBlock
 from reid.modeling.heads import HEAD_DEFAULTS
+from tests._tools import backbone_cfg
 
 
 def _cfg(name="osnet_x0_25", **backbone):
-    cfg = get_cfg()
-    cfg.MODEL.BACKBONE.NAME = name
-    cfg.MODEL.BACKBONE.PRETRAINED = False
-    for key, value in backbone.items():
-        setattr(cfg.MODEL.BACKBONE, key, value)
-    return cfg
+    return backbone_cfg(name, **backbone)
 
 
 @pytest.fixture(autouse=True, scope="module")
