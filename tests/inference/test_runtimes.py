@@ -53,6 +53,13 @@ def test_onnxruntime_backend_gives_pytorchs_features_and_reuses_an_exported_file
     path = export_onnx(model, tmp_path / "m.onnx", SIZE)
     given = Predictor(model, cfg, batch_size=3, backend="onnxruntime", exported=path)
     assert np.abs(given.extract_arrays(_images()) - reference).max() < 1e-5
+    try:  # OpenVINO where installed (not part of the extras): the same file, fp32
+        import openvino  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        ov = Predictor(model, cfg, batch_size=2, backend="openvino", exported=path)
+        assert np.abs(ov.extract_arrays(_images()) - reference).max() < 1e-5
     # A file of another input size: seen from the graph's input shape.
     with pytest.raises(ValueError, match=r"exported for 32x16 images.*resizes to 64x32"):
         _check_size(path, ["batch", 3, 32, 16], SIZE)
