@@ -8,8 +8,6 @@ so the stored file stays small and holds no weights.
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 from types import ModuleType
 from typing import Callable, Dict, List, Optional, Tuple
@@ -17,27 +15,21 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from tests._tools import load_benchmark, load_fixture
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "fastreid_reference.npz")
 ARCH_NAMES = ("bot_R50", "bot_R50-ibn", "sbs_R50", "sbs_R50-ibn", "mgn_R50", "mgn_R50-ibn")
 
 State = Dict[str, torch.Tensor]
 
 
-@functools.lru_cache(maxsize=1)
 def bench() -> ModuleType:
-    """benchmarks/compare_fastreid.py as a module (benchmarks/ is not a package)."""
-    path = os.path.join(ROOT, "benchmarks", "compare_fastreid.py")
-    spec = importlib.util.spec_from_file_location("_bench_compare_fastreid", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/compare_fastreid.py as a module."""
+    return load_benchmark("compare_fastreid")
 
 
-@functools.lru_cache(maxsize=1)
 def reference() -> Dict[str, np.ndarray]:
-    with np.load(FIXTURE) as data:
-        return {k: data[k] for k in data.files}
+    return load_fixture("fastreid_reference")
 
 
 def layout(name: str) -> List[Tuple[str, Tuple[int, ...]]]:

@@ -1,16 +1,18 @@
-"""Convert a fast-reid checkpoint into this toolkit's checkpoint format, printing the key mapping.
+"""Convert a fast-reid or torchreid checkpoint into this toolkit's format, printing the key mapping.
 
-fast-reid checkpoints load directly wherever weights are loaded (MODEL.WEIGHTS of
+Such checkpoints load directly wherever weights are loaded (MODEL.WEIGHTS of
 tools/train.py and tools/test.py, --weights of extract/export/search). Converting once gives
 a file that also stores its config, so that `--weights OUT` works alone, and that
 fine-tunes like any checkpoint of this toolkit. The conversion is strict: every tensor of
-the fast-reid file must fit the model of --config-file (see docs/inference.md).
+the file must fit the model of --config-file (see docs/inference.md and docs/osnet.md).
 
 Examples:
   python tools/convert_weights.py market_bot_R50-ibn.pth bot_r50_ibn.pth \\
       --config-file configs/Market1501/bot_resnet50_ibn.yml
   python tools/convert_weights.py market_sbs_R50.pth sbs_r50.pth \\
       --config-file configs/Market1501/sbs_resnet50.yml MODEL.BACKBONE.STEM_POOL pad
+  python tools/convert_weights.py osnet_x0_25_msmt17.pt osnet_x0_25_msmt17.pth \\
+      --config-file configs/MSMT17/osnet_x0_25_torchreid.yml
   python tools/extract.py --weights bot_r50_ibn.pth --input crops/ --output gallery.npz
 """
 from __future__ import annotations
@@ -26,61 +28,51 @@ from .args import parse_args
 from .errors import run_main
 
 if TYPE_CHECKING:  # the model code loads torch: imported where the work starts, after the arguments
-    from reid.modeling.fastreid_weights import ConvertedWeights
+    from reid.modeling.formats import ConvertedWeights
 
 Log = Callable[[str], None]
 
 
-def _classifier_classes(state) -> int:
-    """Classes of the file's identity classifier (0 when it has none)."""
-    for key in ("heads.weight", "heads.classifier.weight", "b1_head.weight", "b1_head.classifier.weight"):
-        if key in state:
-            return int(state[key].shape[0])
-    return 0
-
-
 def convert_command(src: str, dst: str, config_file: str, opts: Sequence[str] = (),
                     log: Log = print) -> ConvertedWeights:
-    """Write fast-reid checkpoint `src` as this toolkit's checkpoint `dst` for `config_file`'s model.
+    """Write fast-reid or torchreid checkpoint `src` as this toolkit's checkpoint `dst` for `config_file`'s model.
 
     The output holds ``model`` (the converted weights, with the identity classifier when the
     config's model takes it), ``cfg`` (the config, ``MODEL.HEADS.NUM_CLASSES`` set to the
     classifier's classes, or 0 when it was dropped) and ``converted_from``.
     """
-    from reid.engine.checkpoint import load_model_state, read_checkpoint, save_checkpoint
+    from reid.engine.checkpoint import load_model_state, model_state, read_checkpoint, save_checkpoint
     from reid.modeling import build_model
-    from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state, mapping_table
+    from reid.modeling.formats import convert_foreign_state, detect_format, known_markers, mapping_table
 
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ValueError(f"Output {dst!r} is the input file; write the converted checkpoint to another path.")
-    data = read_checkpoint(src)
-    state = data.get("model", data)
-    if isinstance(state, dict) and state and all(k.startswith("module.") for k in state):
-        state = {k[len("module."):]: v for k, v in state.items()}
-    if not isinstance(state, dict) or not is_fastreid_state(state):
+    state = model_state(read_checkpoint(src))
+    fmt = detect_format(state)
+    if fmt is None:
         raise ValueError(
-            f"{src} is not a fast-reid checkpoint (it has none of fast-reid's key names such as heads.weight, "
-            "heads.bottleneck.0.weight or b1_head.*); checkpoints of this toolkit need no conversion."
+            f"{src} is not a checkpoint of another toolkit (it has none of their key names: {known_markers()}); "
+            "checkpoints of this toolkit need no conversion."
         )
     base = ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.WEIGHTS", ""]
-    classes = _classifier_classes(state)
+    classes = fmt.classifier_classes(state)
     cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", classes])
     model = build_model(cfg)
-    converted = map_fastreid_state(model, state, src, log=False)
+    converted = convert_foreign_state(model, state, src, log=False)
     if converted.head_dropped:
         # No head rather than a randomly initialised one: fine-tuning then asks for --drop-head.
         cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", 0])
         model = build_model(cfg)
-        converted = map_fastreid_state(model, state, src, log=False)
+        converted = convert_foreign_state(model, state, src, log=False)
     load_model_state(model, converted.state, src)
     save_checkpoint(dst, model=model.state_dict(), cfg=cfg.dump(), converted_from=os.path.abspath(src))
-    log(f"fast-reid {converted.architecture} checkpoint ({converted.naming} naming) {src}: key mapping")
+    log(f"{converted.description} {src}: key mapping")
     log(mapping_table(converted.mapping))
     for note in converted.notes:
         log(f"note: {note}")
     head = f"identity classifier loaded ({classes} classes)" if classes and not converted.head_dropped else \
         "no identity classifier"
-    log(f"wrote {dst}: {len(converted.state)} tensors from {len(converted.mapping)} fast-reid tensors, {head}, "
+    log(f"wrote {dst}: {len(converted.state)} tensors from {len(converted.mapping)} {converted.label} tensors, {head}, "
         f"config {config_file} stored in the file")
     return converted
 
@@ -90,7 +82,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # IN and OUT before the overrides: the first two positional words are the files.
-    parser.add_argument("input", metavar="IN", help="fast-reid checkpoint ({'model': state_dict, ...})")
+    parser.add_argument("input", metavar="IN", help="fast-reid or torchreid checkpoint")
     parser.add_argument("output", metavar="OUT", help="checkpoint to write in this toolkit's format")
     parser.add_argument("--config-file", default="", metavar="FILE",
                         help="YAML config of the checkpoint's architecture (may use _BASE_)")
@@ -98,7 +90,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(parser, argv)
     if not args.config_file:
         parser.error("--config-file is required: the config of the checkpoint's architecture "
-                     "(e.g. configs/Market1501/bot_resnet50.yml for a fast-reid BoT R50)")
+                     "(e.g. configs/Market1501/bot_resnet50.yml for a fast-reid BoT R50, "
+                     "configs/MSMT17/osnet_x0_25_torchreid.yml for torchreid's osnet_x0_25_msmt17)")
 
     def work() -> None:
         convert_command(args.input, args.output, args.config_file, args.opts or [])

@@ -19,6 +19,8 @@ Examples:
         --weights output/mgn/model_final.pth --output mgn.onnx --input-size 384 128
     # a checkpoint alone (it stores its config); skip the comparison
     python tools/export.py --weights model_final.pth --output model.pt2 --no-check
+    # for a tracker: BoxMOT's ReID backend loads the file as it is (its input convention)
+    python tools/export.py --run output/market_osnet --output osnet_x0_25_market.onnx --for boxmot
 
 Load the results with onnxruntime.InferenceSession("r50.onnx") (input "images", output
 "features"), torch.export.load("r50.pt2").module(), or reid.inference.load_exported(path).
@@ -40,15 +42,19 @@ if TYPE_CHECKING:  # the exporter loads torch: imported where the work starts, a
 
 Log = Callable[[str], None]
 
-#: ``reid.inference.export.DEFAULT_OPSET``, named here so that --help answers without loading
-#: torch (a test keeps the two equal).
+#: ``reid.inference.export.DEFAULT_OPSET`` and ``reid.inference.trackers.TRACKERS``, named here so
+#: that --help answers without loading torch (a test keeps them equal).
 DEFAULT_OPSET = 18
+TRACKERS = ("boxmot",)
 
 
 def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Optional[Sequence[int]] = None,
                    opset: int = DEFAULT_OPSET, check: bool = True, tol: float = 1e-4,
-                   log: Log = print) -> List[Optional[ExportCheck]]:
+                   log: Log = print, tracker: Optional[str] = None) -> List[Optional[ExportCheck]]:
     """Export the predictor's model to each of `outputs` (format from the extension) and check it.
+
+    With `tracker` ("boxmot") the files take that tracker's input convention instead of raw
+    pixels (``reid.inference.trackers``).
 
     Each check runs the exported file and PyTorch on the same random inputs (batch sizes 1
     and 7) and logs the largest absolute difference; an ONNX check without onnxruntime is
@@ -62,22 +68,30 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         export_format,
         export_model,
     )
+    from reid.inference.trackers import BoxMOTInput, check_tracker_export, export_for_boxmot
 
     if not outputs:
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
     for out in outputs:
         export_format(out)  # fail on a bad extension before any slow work
     size = list(input_size) if input_size else list(predictor.input_size)
+    model, pixels = predictor.model, "RGB 0-255"
+    if tracker:
+        size = list(check_tracker_export(tracker, outputs, size))
+        model, pixels = BoxMOTInput(predictor.model), "RGB/255 with ImageNet mean/std (BoxMOT)"
     checks: List[Optional[ExportCheck]] = []
     for out in outputs:
-        export_model(predictor.model, out, size, opset=opset)
+        if tracker:
+            export_for_boxmot(predictor.model, out, size, opset=opset)
+        else:
+            export_model(model, out, size, opset=opset)
         log(f"wrote {export_format(out)} model {out} (input float32 [batch, 3, {size[0]}, {size[1]}] "
-            f"RGB 0-255, output L2-normalised [batch, {predictor.feature_dim}])")
+            f"{pixels}, output L2-normalised [batch, {predictor.feature_dim}])")
         if not check:
             checks.append(None)
             continue
         try:
-            result = compare_with_export(predictor.model, out, size, batch_sizes=CHECK_BATCH_SIZES)
+            result = compare_with_export(model, out, size, batch_sizes=CHECK_BATCH_SIZES)
         except ImportError as e:
             log(f"check of {out} skipped: {e}")
             checks.append(None)
@@ -102,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input height and width (default: INPUT.SIZE_TEST of the model's config)")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default: {DEFAULT_OPSET})")
     p.add_argument("--no-check", action="store_true", help="do not compare the exported model with PyTorch")
+    p.add_argument("--for", dest="tracker", choices=TRACKERS, default=None,
+                   help="write a model that this tracker loads as it is (boxmot: ONNX in BoxMOT's input convention)")
     p.add_argument("--tol", type=float, default=1e-4,
                    help="largest accepted absolute difference of the features (default: 1e-4)")
     add_model_arguments(p)
@@ -116,7 +132,7 @@ def main(argv=None) -> int:
     def work() -> None:
         predictor = predictor_from_args(args)
         export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,
-                       check=not args.no_check, tol=args.tol)
+                       check=not args.no_check, tol=args.tol, tracker=args.tracker)
 
     return run_main(work)
 

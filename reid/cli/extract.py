@@ -16,10 +16,16 @@ Examples:
         --batch-size 256 --num-workers 8 --device cuda TEST.FLIP True
     # a checkpoint alone (it stores its config), safetensors output
     python tools/extract.py --weights model_final.pth --input crops/ --output gallery.safetensors
+    # on a CPU: ONNX Runtime runs the exported model (faster than PyTorch; OpenVINO likewise)
+    python tools/extract.py --run output/osnet --input crops/ --output g.npz --backend onnxruntime
 
 An image that cannot be read (empty, truncated, not an image) stops the tool with an error
 naming it; with --skip-corrupt (or DATASETS.SKIP_CORRUPT True) every image is read once first
 and the unreadable ones are listed and left out.
+
+Galleries of millions of crops: `torchrun --nproc_per_node N tools/extract.py ...` splits the
+images into N contiguous shards (one per process; GPUs: one each) and rank 0 writes the one
+gallery file, rows in the single-process order.
 
 Search the result with tools/search.py. See docs/inference.md for the file format.
 """
@@ -28,7 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Callable, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from .args import parse_args, tool_parser
 from .errors import one_line, run_main
@@ -42,9 +48,13 @@ if TYPE_CHECKING:  # the library loads torch: imported where the work starts, af
 
 Log = Callable[[str], None]
 
+#: ``reid.inference.runtimes.BACKEND_NAMES``, named here so that --help answers without loading
+#: torch (a test keeps the two equal).
+BACKEND_NAMES = ("torch", "onnxruntime", "openvino")
+
 
 def extract_command(predictor: Predictor, sources: Sequence[str], output: str, progress: bool = True,
-                    skip_corrupt: bool = False, log: Log = print) -> Gallery:
+                    skip_corrupt: bool = False, log: Log = print) -> Optional[Gallery]:
     """Features of every image in `sources` (folders, list files, images) saved to `output`.
 
     Paths are stored absolute, so a search run from another folder still finds the images.
@@ -52,9 +62,12 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     too (a search then reports them); when only some are labelled, none are saved and the
     log says why. With `skip_corrupt`, every image is read once first and the unreadable ones
     are left out and listed; otherwise the first one stops the run with an error naming it.
+    Under torchrun every process extracts its shard and rank 0 saves the gallery (the other
+    ranks return None).
     """
     from reid.data.image_io import CorruptImageError
     from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
+    from reid.inference.sharding import extract_sharded
     from reid.inference.sources import collect_entries
     from reid.utils.logger import progress_bar
 
@@ -71,13 +84,15 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     if 0 < labelled < len(paths):
         log(f"note: {labelled} of {len(paths)} images have 'path pid camid' labels; labels are saved only "
             "when every image has one, so this gallery has none")
-    log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, "
-        f"device {predictor.device}, flip {predictor.flip})")
+    where = f"device {predictor.device}" if predictor.backend == "torch" else f"backend {predictor.backend}, cpu"
+    log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, {where}, flip {predictor.flip})")
     try:
         with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
-            feats = predictor.extract_paths(paths, progress=lambda done, total: bar.update(done - bar.n))
+            feats = extract_sharded(predictor, paths, progress=lambda done, total: bar.update(done - bar.n))
     except CorruptImageError as e:
         raise CorruptImageError(f"{one_line(e)} (Here: --skip-corrupt does that.)") from None
+    if feats is None:  # another rank of a torchrun job: rank 0 writes the gallery
+        return None
     gallery = Gallery(feats=feats, paths=paths, pids=pids, camids=camids, meta=predictor.describe())
     save_gallery(gallery, output)
     what = "paths, pids and camids" if pids is not None else "paths"
@@ -112,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="leave out (and list) images that cannot be read; also on with DATASETS.SKIP_CORRUPT True")
+    p.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
+                   help="run the model with PyTorch (default), or its ONNX export with ONNX Runtime or OpenVINO (CPU)")
+    p.add_argument("--exported", metavar="FILE", default=None,
+                   help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py (default: export now)")
     add_model_arguments(p)
     return p
 
@@ -122,9 +141,21 @@ def main(argv=None) -> int:
     check_model_arguments(parser, args, lists=("input",))
 
     def work() -> None:
-        predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers)
-        skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
-        extract_command(predictor, args.input, args.output, progress=not args.quiet, skip_corrupt=skip)
+        import torch.distributed as dist
+
+        from reid.engine.distributed import cleanup_distributed, init_distributed
+
+        joined = not (dist.is_available() and dist.is_initialized())
+        rank = init_distributed(args.device or "auto").rank  # a torchrun job: one shard per process
+        try:
+            predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers,
+                                            backend=args.backend, exported=args.exported)
+            skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
+            extract_command(predictor, args.input, args.output, progress=not args.quiet and rank == 0,
+                            skip_corrupt=skip, log=print if rank == 0 else (lambda _: None))
+        finally:
+            if joined:  # leave only a process group this call created
+                cleanup_distributed()
 
     return run_main(work)
 

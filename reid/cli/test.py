@@ -19,6 +19,7 @@ EPILOG = """examples:
   python tools/test.py --run output/market_mgn DATASETS.ROOT /data --save-features mgn_market.npz
   python tools/test.py --config-file configs/Market1501/bot_resnet50_ibn.yml --weights market_bot_R50-ibn.pth \\
       MODEL.BACKBONE.STEM_POOL pad DATASETS.ROOT /data
+  torchrun --nproc_per_node 2 tools/test.py --run output/market_mgn   # one shard of the images per process
 
 The model: --run DIR (a training run: its config.yaml and model_best.pth, else model_final.pth),
 --weights FILE (a checkpoint; ours store their config), or --config-file FILE with --weights FILE

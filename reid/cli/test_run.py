@@ -8,15 +8,17 @@ import logging
 import os
 
 import numpy as np
+import torch.distributed as dist
 
 from reid.data import build_test_data
 from reid.engine.checkpoint import load_checkpoint
+from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation import save_features
 from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.modeling import build_model, model_summary
 from reid.utils.file_io import atomic_write_text
 from reid.utils.device import resolve_device
-from reid.utils.process import seed_everything
+from reid.utils.process import is_main_process, seed_everything
 from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
@@ -38,10 +40,21 @@ def run_command(args: argparse.Namespace) -> int:
     # One process per results folder: two tests writing metrics.json and pictures into the same
     # folder would mix their outputs.
     hint = "choose another --output-dir (default: DIR/test with --run, else OUTPUT_DIR/test)"
-    with RunLock(out, "testing", hint, command=args.command):
-        logger, _ = setup_run(cfg, output_dir=out, output_hint=hint)
-        seed_everything(int(cfg.SEED))
-        return run_test(cfg, args, out, logger)
+    # Under torchrun every process extracts one shard of the images and rank 0 evaluates and
+    # writes (evaluate_model(shard=True)); the other ranks only compute features.
+    joined = not (dist.is_available() and dist.is_initialized())
+    rank = init_distributed(str(cfg.MODEL.DEVICE)).rank
+    try:
+        if rank != 0:
+            seed_everything(int(cfg.SEED))
+            return run_test(cfg, args, out, logging.getLogger("reid"))
+        with RunLock(out, "testing", hint, command=args.command):
+            logger, _ = setup_run(cfg, output_dir=out, output_hint=hint)
+            seed_everything(int(cfg.SEED))
+            return run_test(cfg, args, out, logger)
+    finally:
+        if joined:  # leave only a process group this call created
+            cleanup_distributed()
 
 
 def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
@@ -68,7 +81,9 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
         query, gallery = build_test_data(cfg, name)
-        res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0)
+        res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True)
+        if res is None:  # a rank other than 0 of a torchrun job: its shard went to rank 0
+            continue
         print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
         valid = int(np.isfinite(res.all_ap["plain"]).sum())
         if valid < len(query):
@@ -100,7 +115,8 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
             )
             # Fewer than --visualize when the set has fewer (valid) queries.
             logger.info("Ranked results of %d queries: %s", len(drawn.pictures), os.path.join(vis_dir, "index.html"))
-    logger.info("Wrote %s", metrics_path)
+    if is_main_process():
+        logger.info("Wrote %s", metrics_path)
     return 0
 
 

@@ -44,15 +44,15 @@ _C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
 _C.MODEL.SYNC_BN = False
 
 _C.MODEL.BACKBONE = CN()
-# Backbone: "resnet18/34/50/101/152" (torchvision) or "resnet18/34/50/101_ibn_a" (IBN-Net, Pan et al. 2018).
+# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*".
 _C.MODEL.BACKBONE.NAME = "resnet50"
-# Stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN.
+# ResNet: stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN (OSNet: always stride 16).
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
 # Start from ImageNet weights (downloaded once, or PRETRAINED_PATH when set).
 _C.MODEL.BACKBONE.PRETRAINED = True
-# Local file with ImageNet weights (torchvision's, or the IBN-Net authors' for *_ibn_a); used instead of downloading.
+# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
-# Max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
+# ResNet: max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
 _C.MODEL.BACKBONE.STEM_POOL = "pad"
 # Non-local blocks (Wang et al. 2018) after the last N residual blocks of each of the 4 stages; fast-reid SBS: [0, 2, 3, 0].
 _C.MODEL.BACKBONE.NON_LOCAL = [0, 0, 0, 0]
@@ -76,6 +76,10 @@ _C.MODEL.HEADS.CURRICULAR_MOMENTUM = 0.99
 _C.MODEL.HEADS.POOLING = "avg"
 # GeM pooling exponent p (learnable, initial value).
 _C.MODEL.HEADS.GEM_P = 3.0
+# Width of a Linear + BatchNorm1d + ReLU embedding after pooling (torchreid's OSNet "fc": 512); 0 = none.
+_C.MODEL.HEADS.FC_DIM = 0
+# Linear head only: add a bias to the logits (torchreid's classifier has one).
+_C.MODEL.HEADS.BIAS = False
 # Neck between pooling and head: "bnneck" (BatchNorm with frozen bias) or "none".
 _C.MODEL.HEADS.NECK = "bnneck"
 # Feature returned in eval mode: "after" the BNNeck (post-BN) or "before" it (pre-BN).
@@ -136,6 +140,8 @@ _C.INPUT = CN()
 _C.INPUT.SIZE_TRAIN = [256, 128]
 # Test image size [height, width].
 _C.INPUT.SIZE_TEST = [256, 128]
+# Resizing filter: "cv2" (OpenCV bilinear; area when shrinking >2x) or "pil_bilinear" (Pillow's, as torchreid).
+_C.INPUT.INTERPOLATION = "cv2"
 # Probability of a random horizontal flip during training.
 _C.INPUT.FLIP_PROB = 0.5
 # Zero-padding (pixels) before the random crop back to SIZE_TRAIN; 0 = no pad/crop.
@@ -233,12 +239,14 @@ _C.DATALOADER.NUM_WORKERS = 4
 # Solver
 # ---------------------------------------------------------------------------- #
 _C.SOLVER = CN()
-# Optimizer: "SGD", "Adam" or "AdamW".
+# Optimizer: "SGD", "Adam", "AMSGrad" (Adam's AMSGrad variant, torchreid's "amsgrad") or "AdamW".
 _C.SOLVER.OPTIMIZER = "Adam"
 # Base learning rate.
 _C.SOLVER.BASE_LR = 3.5e-4
 # SGD momentum (also Adam's beta1).
 _C.SOLVER.MOMENTUM = 0.9
+# Adam/AMSGrad/AdamW: beta2, the decay of the squared-gradient average (torchreid's recipe: 0.99).
+_C.SOLVER.BETA2 = 0.999
 # SGD: use Nesterov momentum.
 _C.SOLVER.NESTEROV = False
 # Weight decay of ordinary weights.

@@ -12,7 +12,7 @@ AREA, aspect ratio uniform in ``[MIN_RATIO, 1/MIN_RATIO]``) and fills it with th
 MODEL.PIXEL_MEAN rounded to uint8 (INPUT.REA.FILL "mean", the default and what BoT and
 fast-reid use; zero after the model's normalisation) or with uniform random uint8 noise per
 pixel ("random", the paper's RE-R variant).
-Test: resize to INPUT.SIZE_TEST only.
+Test: resize to INPUT.SIZE_TEST only. Both resize with INPUT.INTERPOLATION.
 """
 from __future__ import annotations
 
@@ -35,11 +35,34 @@ def to_chw_tensor(img: Image) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1)))
 
 
-class Resize:
-    """Resize to ``(height, width)`` with bilinear interpolation (area when shrinking a lot)."""
+#: ``INPUT.INTERPOLATION`` values: OpenCV's bilinear (area when shrinking more than 2x), or
+#: Pillow's bilinear filter, which is what torchreid (torchvision's Resize on PIL images) uses.
+INTERPOLATIONS = ("cv2", "pil_bilinear")
 
-    def __init__(self, size: Sequence[int]) -> None:
+
+def _pil_bilinear(img: np.ndarray, h: int, w: int) -> np.ndarray:
+    # Pillow comes with torchvision. Its bilinear filter widens its support when shrinking
+    # (antialiasing), unlike OpenCV's INTER_LINEAR, so the two give different pixels.
+    from PIL import Image as PILImage
+
+    bilinear = getattr(PILImage, "Resampling", PILImage).BILINEAR
+    return np.asarray(PILImage.fromarray(img).resize((w, h), bilinear))
+
+
+class Resize:
+    """Resize to ``(height, width)``; `interpolation` is one of ``INTERPOLATIONS``.
+
+    "cv2": bilinear, and area averaging when shrinking by more than 2x. "pil_bilinear":
+    Pillow's bilinear filter on the uint8 image, pixel for pixel what torchreid's
+    ``FeatureExtractor`` and test loader feed their models.
+    """
+
+    def __init__(self, size: Sequence[int], interpolation: str = "cv2") -> None:
         self.size = (int(size[0]), int(size[1]))
+        if interpolation not in INTERPOLATIONS:
+            raise ValueError(
+                f"INPUT.INTERPOLATION must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}.")
+        self.interpolation = interpolation
 
     def __call__(self, img: Image) -> torch.Tensor:
         h, w = self.size
@@ -48,6 +71,8 @@ class Resize:
                 return img
             img = np.ascontiguousarray(img.permute(1, 2, 0).numpy())
         if img.shape[:2] != self.size:
+            if self.interpolation == "pil_bilinear":
+                return to_chw_tensor(_pil_bilinear(img, h, w))
             # INTER_AREA avoids aliasing when a large crop is shrunk by more than 2x.
             shrink = img.shape[0] > 2 * h or img.shape[1] > 2 * w
             img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
@@ -183,9 +208,10 @@ class Compose:
 
 def build_transforms(cfg, is_train: bool = True) -> Compose:
     """Train or test transform from ``cfg.INPUT`` (see the module docstring)."""
+    interpolation = str(cfg.INPUT.INTERPOLATION)
     if not is_train:
-        return Compose([Resize(cfg.INPUT.SIZE_TEST)])
-    ops: List[Callable] = [Resize(cfg.INPUT.SIZE_TRAIN)]
+        return Compose([Resize(cfg.INPUT.SIZE_TEST, interpolation)])
+    ops: List[Callable] = [Resize(cfg.INPUT.SIZE_TRAIN, interpolation)]
     if cfg.INPUT.FLIP_PROB > 0:
         ops.append(RandomHorizontalFlip(cfg.INPUT.FLIP_PROB))
     if cfg.INPUT.PADDING > 0:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import torch
 from torch import nn
 
-from reid.modeling.fastreid_weights import is_fastreid_state, map_fastreid_state
+from reid.modeling.formats import convert_foreign_state
 from reid.utils.file_io import DiskFullError, atomic_write, atomic_write_text
 from reid.utils.text_files import brief
 from reid.utils.value_checks import weight_problem
@@ -60,12 +60,36 @@ def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint {path} is not a regular file (a folder, FIFO or device); name a .pth file.")
     try:
-        data = torch.load(path, map_location=map_location, weights_only=True)
+        data = _load_weights_only(path, map_location)
     except Exception as e:  # torch raises several types for truncated / foreign files
         raise CheckpointError(_unreadable_message(path, e)) from e
     if not isinstance(data, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(data).__name__}, expected a dict.")
     return data
+
+
+def _numpy_scalar_globals() -> list:
+    """numpy scalars and dtypes, safe to unpickle (plain data): torchreid stores its rank-1 as one."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core
+    scalar = core.multiarray.scalar
+    dtypes = [type(np.dtype(t)) for t in ("float16", "float32", "float64", "int32", "int64", "bool")]
+    found = [scalar, np.dtype, *dtypes]
+    if scalar.__module__ != "numpy.core.multiarray":  # numpy 2 reading a file written by numpy 1
+        found.append((scalar, "numpy.core.multiarray.scalar"))
+    return found
+
+
+def _load_weights_only(path: str, map_location: Any) -> Any:
+    """``torch.load(weights_only=True)``; a file that holds numpy scalars is read with those allowed."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "numpy" not in str(e):
+            raise
+    with torch.serialization.safe_globals(_numpy_scalar_globals()):
+        return torch.load(path, map_location=map_location, weights_only=True)
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -156,8 +180,10 @@ def _unreadable_message(path: str, error: BaseException) -> str:
 
 
 def model_state(data: Mapping[str, Any], source: str = "") -> Dict[str, torch.Tensor]:
-    """The model state dict inside a checkpoint (a bare state dict too), every entry a named tensor."""
-    state = data.get("model", data)
+    """The model state dict inside a checkpoint: ``model`` (ours, fast-reid), ``state_dict``
+    (torchreid) or the bare state dict, without a DDP ``module.`` prefix; every entry a named
+    tensor (a CheckpointError naming `source` otherwise)."""
+    state = data.get("model", data.get("state_dict", data))
     where = f"Checkpoint {source}" if source else "The checkpoint"
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{where}: its 'model' entry is a {type(state).__name__}, not a state dict.")
@@ -265,16 +291,16 @@ def load_checkpoint(
     `data` is the checkpoint already read from `path` (read_checkpoint), to avoid reading it twice.
 
     `model` gets the weights (see :func:`load_model_state` for the shape checks and
-    `drop_head`; a fast-reid checkpoint is converted first by
-    ``reid.modeling.fastreid_weights``); `optimizer`, `scheduler` and `scaler` get their
+    `drop_head`; a fast-reid or torchreid checkpoint is converted first by
+    ``reid.modeling.formats``); `optimizer`, `scheduler` and `scaler` get their
     states when the checkpoint has them (a weights-only file such as ``model_best.pth`` has none: asking for them is an
     error naming the file). Missing or corrupt files raise :class:`CheckpointError`.
     """
     data = read_checkpoint(path, map_location=map_location) if data is None else data
     if model is not None:
         state = model_state(data, path)
-        if is_fastreid_state(state):  # a fast-reid file: its names mapped onto ours, strictly
-            converted = map_fastreid_state(model, state, path)
+        converted = convert_foreign_state(model, state, path)  # another toolkit's names onto ours, strictly
+        if converted is not None:
             state, drop_head = converted.state, drop_head or converted.head_dropped
         load_model_state(model, state, path, drop_head=drop_head)
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):

@@ -20,7 +20,7 @@ from torch import nn
 
 from .params import classify_parameters
 
-OPTIMIZERS = ("SGD", "Adam", "AdamW")
+OPTIMIZERS = ("SGD", "Adam", "AMSGrad", "AdamW")
 
 
 def _group_name(flags: Dict[str, bool]) -> str:
@@ -78,9 +78,10 @@ def _fused(cls: type, groups: List[Dict[str, Any]]) -> Dict[str, bool]:
 
 
 def build_optimizer(cfg, model: nn.Module) -> torch.optim.Optimizer:
-    """``SOLVER.OPTIMIZER`` ("SGD", "Adam", "AdamW") over :func:`build_param_groups`.
+    """``SOLVER.OPTIMIZER`` ("SGD", "Adam", "AMSGrad", "AdamW") over :func:`build_param_groups`.
 
-    SGD uses ``MOMENTUM`` and ``NESTEROV``; Adam/AdamW use ``MOMENTUM`` as beta1 (beta2 0.999).
+    SGD uses ``MOMENTUM`` and ``NESTEROV``; Adam/AMSGrad/AdamW use ``MOMENTUM`` as beta1 and
+    ``BETA2``. AMSGrad is Adam with ``amsgrad=True`` (torchreid's OSNet recipe).
     Build it before freezing the backbone for ``FREEZE_ITERS``: frozen parameters are left
     out of the groups, and a temporarily frozen backbone must still be optimised later.
     """
@@ -98,10 +99,10 @@ def build_optimizer(cfg, model: nn.Module) -> torch.optim.Optimizer:
                 "or set SOLVER.NESTEROV False."
             )
         return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov, **_fused(torch.optim.SGD, groups))
-    if key in ("adam", "adamw"):
-        betas = (float(solver.MOMENTUM), 0.999)
-        cls = torch.optim.Adam if key == "adam" else torch.optim.AdamW
-        return cls(groups, lr=lr, betas=betas, **_fused(cls, groups))
+    if key in ("adam", "amsgrad", "adamw"):
+        betas = (float(solver.MOMENTUM), float(solver.BETA2))
+        cls = torch.optim.AdamW if key == "adamw" else torch.optim.Adam
+        return cls(groups, lr=lr, betas=betas, amsgrad=key == "amsgrad", **_fused(cls, groups))
     raise ValueError(f"Unknown SOLVER.OPTIMIZER {name!r}. Valid names: {', '.join(OPTIMIZERS)}.")
 
 

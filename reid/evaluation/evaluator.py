@@ -13,6 +13,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import torch.distributed as dist
+
+from reid.utils.process import get_rank, get_world_size, shard_bounds
 
 from .extract import Features, extract_features
 from .open_set import holdout_gallery, open_set_metrics, open_set_metrics_from_features
@@ -101,8 +104,8 @@ def _open_set_rows(query: Features, gallery: Features, qf, gf, metric: str, rera
     rows = {"plain": open_set_metrics_from_features(qf, gk, query.pids, g_ids[0], query.camids, g_ids[1],
                                                     metric=metric, fars=fars)}
     if rerank:
-        dist = re_ranking(qf, gk, metric=metric, **rerank_args)
-        rows["rerank"] = open_set_metrics(dist, query.pids, g_ids[0], query.camids, g_ids[1], fars=fars)
+        reranked = re_ranking(qf, gk, metric=metric, **rerank_args)
+        rows["rerank"] = open_set_metrics(reranked, query.pids, g_ids[0], query.camids, g_ids[1], fars=fars)
     return rows
 
 
@@ -144,9 +147,9 @@ def evaluate_features(
     if keep_distmat:
         from .distance import compute_distance
 
-        dist = compute_distance(qf, gf, metric=metric)
-        distmats["plain"] = dist
-        res = evaluate_rank(dist, *ids, max_rank=max_rank)
+        plain = compute_distance(qf, gf, metric=metric)
+        distmats["plain"] = plain
+        res = evaluate_rank(plain, *ids, max_rank=max_rank)
     else:
         res = evaluate_rank_from_features(qf, gf, *ids, metric=metric, max_rank=max_rank)
     metrics["plain"] = summarize(res)
@@ -158,18 +161,35 @@ def evaluate_features(
                           else verification_metrics_from_features(qf, gf, *ids, metric=metric, fars=fars))
     rerank_args = dict(k1=k1, k2=k2, lambda_value=lambda_value)
     if rerank:
-        dist = re_ranking(qf, gf, metric=metric, **rerank_args)
-        res = evaluate_rank(dist, *ids, max_rank=max_rank)
+        reranked = re_ranking(qf, gf, metric=metric, **rerank_args)
+        res = evaluate_rank(reranked, *ids, max_rank=max_rank)
         metrics["rerank"] = summarize(res)
         all_ap["rerank"] = res["all_AP"]
         cmc["rerank"] = np.asarray(res["cmc"])
         if verification:
-            verif["rerank"] = verification_metrics(dist, *ids, fars=fars)
+            verif["rerank"] = verification_metrics(reranked, *ids, fars=fars)
         if keep_distmat:
-            distmats["rerank"] = dist
+            distmats["rerank"] = reranked
     open_set = (_open_set_rows(query, gallery, qf, gf, metric, rerank, rerank_args, fars, open_set_ids, open_set_seed)
                 if open_set_ids > 0 else {})
     return EvalResult(metrics, query, gallery, all_ap, distmats, cmc, time.perf_counter() - start, verif, open_set)
+
+
+def _extract_sharded(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Optional[Features]:
+    """This process's contiguous shard of `items`, gathered on rank 0 in rank order (None elsewhere)."""
+    from reid.data import build_test_loader
+
+    rank, world = get_rank(), get_world_size()
+    lo, hi = shard_bounds(len(items), rank, world)
+    mine = extract_features(model, build_test_loader(cfg, items[lo:hi], []), device, flip=flip, amp=cfg.TEST.AMP) \
+        if hi > lo else None
+    shards: Optional[list] = [None] * world if rank == 0 else None
+    dist.gather_object(mine, shards, dst=0)
+    if rank != 0:
+        return None
+    parts = [s for s in shards if s is not None]
+    return Features(torch.cat([p.feats for p in parts]), np.concatenate([p.pids for p in parts]),
+                    np.concatenate([p.camids for p in parts]), [x for p in parts for x in p.paths])
 
 
 def evaluate_model(
@@ -183,12 +203,16 @@ def evaluate_model(
     keep_distmat: bool = False,
     verification: Optional[bool] = None,
     open_set: bool = True,
-) -> EvalResult:
+    shard: bool = False,
+) -> Optional[EvalResult]:
     """Extract features of `query` and `gallery` with `model` and evaluate them per `cfg.TEST`.
 
     `rerank`, `flip` and `verification` default to ``cfg.TEST.RERANK.ENABLED``, ``cfg.TEST.FLIP``
     and ``cfg.TEST.VERIFICATION.ENABLED``; `open_set` False skips ``cfg.TEST.OPEN_SET`` (a
-    validation split during training).
+    validation split during training). With `shard` in a torchrun job, every process extracts
+    one contiguous shard of the images, rank 0 gathers them (the single-process order) and
+    evaluates; the other ranks return None. Every rank must call it then (never from
+    rank-0-only code such as a training hook).
     """
     from reid.data import build_test_loader
 
@@ -200,9 +224,13 @@ def evaluate_model(
         device = next(model.parameters()).device
     rerank = cfg.TEST.RERANK.ENABLED if rerank is None else rerank
     flip = cfg.TEST.FLIP if flip is None else flip
-    loader = build_test_loader(cfg, query, gallery)
     t0 = time.perf_counter()
-    feats = extract_features(model, loader, device, flip=flip, amp=cfg.TEST.AMP)
+    if shard and get_world_size() > 1:
+        feats = _extract_sharded(cfg, model, list(query) + list(gallery), device, flip)
+        if feats is None:
+            return None
+    else:
+        feats = extract_features(model, build_test_loader(cfg, query, gallery), device, flip=flip, amp=cfg.TEST.AMP)
     extract_s = time.perf_counter() - t0
     nq = len(query)
     qfeat, gfeat = feats.split(nq)

@@ -84,10 +84,13 @@ def _check_size(input_size: Sequence[int]) -> Tuple[int, int]:
     return int(input_size[0]), int(input_size[1])
 
 
-def _metadata(input_size: Tuple[int, int], feature_dim: int) -> str:
+RAW_PIXELS = "RGB pixels 0-255 (no mean/std to apply)"
+
+
+def _metadata(input_size: Tuple[int, int], feature_dim: int, pixels: str = RAW_PIXELS) -> str:
     h, w = input_size
     return json.dumps({
-        "input": f"{INPUT_NAME}: float32 [batch, 3, {h}, {w}], RGB pixels 0-255 (no mean/std to apply)",
+        "input": f"{INPUT_NAME}: float32 [batch, 3, {h}, {w}], {pixels}",
         "input_size": [h, w],
         "output": f"{OUTPUT_NAME}: float32 [batch, {feature_dim}], L2-normalised",
     })
@@ -165,12 +168,13 @@ def _name_batch_axis(onnx_model, name: str = BATCH_AXIS) -> None:
 
 
 def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                opset: int = DEFAULT_OPSET) -> str:
+                opset: int = DEFAULT_OPSET, pixels: str = RAW_PIXELS) -> str:
     """Export `model` (wrapped with L2 normalisation) to ONNX at `path`; returns `path`.
 
     Input ``images`` float32 ``[batch, 3, H, W]`` 0-255, output ``features`` float32
     ``[batch, D]``, batch axis dynamic. Uses ``torch.onnx.export(..., dynamo=True)``, which
-    needs the ``onnx`` and ``onnxscript`` packages.
+    needs the ``onnx`` and ``onnxscript`` packages. `pixels` describes the input's pixel
+    convention in the file's metadata (for models that take other inputs than raw pixels).
     """
     _require_onnx_exporter()
     if int(opset) < DEFAULT_OPSET:
@@ -190,7 +194,7 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
         verbose=False,
     )
     _name_batch_axis(onnx_program.model)
-    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim)
+    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels)
     data = onnx_program.model_proto.SerializeToString()
     atomic_write(path, lambda f: f.write(data))
     return path

@@ -22,7 +22,7 @@ from yacs.config import CfgNode
 from reid.config import load_config, load_config_from_text
 from reid.engine.checkpoint import CheckpointError, load_checkpoint, model_state, read_checkpoint
 from reid.modeling import build_model
-from reid.modeling.fastreid_weights import is_fastreid_state, suggest_config
+from reid.modeling.formats import detect_format
 from reid.utils.device import resolve_device
 
 RUN_CONFIG = "config.yaml"
@@ -76,7 +76,7 @@ def load_weights(model: nn.Module, path: PathLike) -> nn.Module:
     """Load the ``"model"`` state dict of checkpoint `path` into `model` (in place).
 
     Uses the engine's checks (``reid.engine.checkpoint.load_checkpoint``, which also
-    recognises and converts fast-reid files): identity-head tensors that `model` lacks are
+    recognises and converts fast-reid and torchreid files): identity-head tensors that `model` lacks are
     skipped; any other missing, unexpected or wrongly shaped tensor raises a CheckpointError
     naming the file, as does a missing or corrupt file.
     """
@@ -164,11 +164,12 @@ def config_from_checkpoint(weights: PathLike, opts: Optional[Sequence[Any]] = No
     weights = os.fspath(weights)
     data = read_checkpoint(weights)  # CheckpointError names a missing/corrupt file
     text = data.get("cfg")
-    state = data.get("model")
-    if (not isinstance(text, str) or not text.strip()) and isinstance(state, dict) and is_fastreid_state(state):
+    state = model_state(data, weights)
+    fmt = detect_format(state) if not isinstance(text, str) or not text.strip() else None
+    if fmt is not None:
         raise ValueError(
-            f"Weights file {weights!r} is a fast-reid checkpoint, which stores no config; pass --config-file "
-            f"with a config of its architecture: {suggest_config(state)}."
+            f"Weights file {weights!r} is a {fmt.label} checkpoint, which stores no config; pass --config-file "
+            f"with a config of its architecture: {fmt.suggest_config(state)}."
         )
     if not isinstance(text, str) or not text.strip():
         raise ValueError(

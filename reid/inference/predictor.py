@@ -33,6 +33,7 @@ from .loading import (
     config_from_run,
     resolve_model,
 )
+from .runtimes import BACKEND_NAMES, build_runtime
 from .sources import collect_images
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -93,6 +94,9 @@ class Predictor:
     model you already have (``Predictor(model, cfg)``; the model must follow the raw-pixel
     contract). `batch_size`, `flip` and `amp` default to ``TEST.IMS_PER_BATCH``, ``TEST.FLIP``
     and ``TEST.AMP``; `num_workers` reader processes decode image files (0 = in this process).
+    `backend` "onnxruntime" or "openvino" runs the model's ONNX export on the CPU instead of
+    PyTorch (`exported`: an existing ``tools/export.py`` file; by default the model is exported
+    when the predictor is built); see ``reid.inference.runtimes``.
     """
 
     def __init__(
@@ -104,6 +108,8 @@ class Predictor:
         flip: Optional[bool] = None,
         amp: Optional[str] = None,
         num_workers: int = 0,
+        backend: str = "torch",
+        exported: Optional[PathLike] = None,
     ) -> None:
         self.cfg = cfg
         self.device = resolve_device(cfg.MODEL.DEVICE if device is None else str(device))
@@ -116,6 +122,16 @@ class Predictor:
         self.amp = str(cfg.TEST.AMP if amp is None else amp)
         autocast_context(self.device, self.amp)  # validates the mode now, not at the first batch
         self.num_workers = int(num_workers)
+        self.backend = str(backend).lower()
+        self._runtime = None
+        if self.backend not in BACKEND_NAMES:
+            raise ValueError(f"Unknown inference backend {backend!r}. Valid names: {', '.join(BACKEND_NAMES)}.")
+        if self.backend != "torch":
+            if self.flip:
+                raise ValueError(f"TEST.FLIP True averages unnormalised features, which the exported model does not "
+                                 f"return; set TEST.FLIP False, or use the torch backend instead of {self.backend}.")
+            self._runtime = build_runtime(self.backend, self.model, self.input_size,
+                                          os.fspath(exported) if exported else None)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -176,12 +192,15 @@ class Predictor:
         A NaN/inf or all-zero feature raises BadFeaturesError (naming the image when `paths`
         gives the batch's files).
         """
-        x = images.to(self.device, non_blocking=True)
-        with autocast_context(self.device, self.amp):
-            f = self.model(x).float()
-            if self.flip:
-                # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
-                f = (f + self.model(torch.flip(x, dims=[3])).float()) / 2
+        if self._runtime is not None:
+            f = torch.from_numpy(np.asarray(self._runtime(images), dtype=np.float32))
+        else:
+            x = images.to(self.device, non_blocking=True)
+            with autocast_context(self.device, self.amp):
+                f = self.model(x).float()
+                if self.flip:
+                    # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
+                    f = (f + self.model(torch.flip(x, dims=[3])).float()) / 2
         check_feature_batch(f, paths, amp=self.amp)
         return F.normalize(f, dim=1).cpu()
 

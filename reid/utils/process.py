@@ -15,7 +15,7 @@ Seeding scheme (docs/training.md, "Repeatability"):
 from __future__ import annotations
 
 import random
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
@@ -33,6 +33,19 @@ def get_rank() -> int:
 def get_world_size() -> int:
     """Processes in the initialised process group (1 without one)."""
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def shard_bounds(total: int, rank: int, world_size: int) -> Tuple[int, int]:
+    """``[lo, hi)`` of `rank`'s contiguous shard of `total` items; sizes differ by at most one.
+
+    Processes of a torchrun job that split a list this way and concatenate their results in
+    rank order get the single-process order back.
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in a job of {world_size} processes.")
+    base, extra = divmod(int(total), int(world_size))
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
 
 
 def is_main_process() -> bool:
@@ -143,6 +156,7 @@ def set_rng_state(state: Dict[str, Any]) -> None:
 
 
 __all__ = [
+    "shard_bounds",
     "derive_seed",
     "get_rank",
     "get_rng_state",

@@ -52,8 +52,12 @@ def test_help_and_argument_errors_of_every_tool_load_no_torch():
 def test_the_tools_own_names_match_the_library():
     from reid.inference.export import DEFAULT_OPSET
     from reid.inference.search import BACKENDS
+    from reid.inference.runtimes import BACKEND_NAMES
+    from reid.inference.trackers import TRACKERS
 
     assert cli_search.BACKENDS == BACKENDS and cli_export.DEFAULT_OPSET == DEFAULT_OPSET
+    assert tuple(cli_export.TRACKERS) == tuple(TRACKERS)
+    assert tuple(cli_extract.BACKEND_NAMES) == tuple(BACKEND_NAMES)
 
 
 def test_model_tools_refuse_what_cannot_name_one_model(capsys):

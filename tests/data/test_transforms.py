@@ -41,6 +41,26 @@ def test_test_transform_is_resize_only():
     assert torch.equal(Resize((32, 16))(same), same)  # already the right size: untouched
 
 
+@pytest.mark.parametrize("shape", [(300, 110), (128, 64), (60, 30)])
+def test_pil_bilinear_gives_pillows_pixels_as_torchreid_resizes(shape):
+    from PIL import Image
+
+    img = image(*shape, seed=3)
+    theirs = np.asarray(Image.fromarray(img).resize((128, 256), Image.BILINEAR))  # torchvision's Resize on PIL
+    for is_train in (False, True):
+        cfg = cfg_with(INTERPOLATION="pil_bilinear", FLIP_PROB=0.0, PADDING=0, **{"REA.ENABLED": False})
+        cfg.INPUT.SIZE_TEST = cfg.INPUT.SIZE_TRAIN = [256, 128]
+        out = build_transforms(cfg, is_train=is_train)(img)
+        assert torch.equal(out, to_chw_tensor(theirs))
+    # OpenCV's filter gives other pixels (so the choice matters for torchreid's features).
+    assert not torch.equal(Resize((256, 128))(img), to_chw_tensor(theirs))
+
+
+def test_unknown_interpolation_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="INPUT.INTERPOLATION must be one of cv2, pil_bilinear, got 'bicubic'"):
+        build_transforms(cfg_with(INTERPOLATION="bicubic"), is_train=False)
+
+
 def test_train_transform_shape_and_repeatability():
     t = build_transforms(cfg_with(**{"CJ.ENABLED": True}), is_train=True)
     names = [type(x).__name__ for x in t.transforms]

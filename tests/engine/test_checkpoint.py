@@ -264,3 +264,27 @@ def test_a_fifo_named_as_checkpoint_is_refused_at_once(tmp_path):
     os.mkfifo(tmp_path / "model.pth")
     with pytest.raises(CheckpointError, match="model.pth is not a regular file"):
         load_checkpoint(str(tmp_path / "model.pth"), model=Net())
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_torchreid_style_files_load_state_dict_module_prefix_and_numpy_rank1(tmp_path, legacy):
+    # torchreid saves {"state_dict", "epoch", "rank1", "optimizer"}; rank1 is a numpy float, keys
+    # often carry DataParallel's "module." prefix, and older files use the legacy serialization.
+    model = Net()
+    state = {f"module.{k}": v for k, v in model.state_dict().items()}
+    path = tmp_path / "model.pth.tar-60"
+    torch.save({"state_dict": state, "epoch": 60, "rank1": np.float32(0.91), "optimizer": {"state": {}}}, path,
+               _use_new_zipfile_serialization=not legacy)
+    other = Net()
+    data = load_checkpoint(str(path), model=other)
+    assert data["epoch"] == 60 and float(data["rank1"]) == pytest.approx(0.91)
+    for k, v in model.state_dict().items():
+        assert torch.equal(other.state_dict()[k], v), k
+
+
+def test_objects_other_than_tensors_and_numpy_scalars_are_still_refused(tmp_path):
+    path = tmp_path / "evil.pth"
+    torch.save({"state_dict": {}, "obj": Net()}, path)
+    with pytest.raises(CheckpointError, match="weights_only=True refuses"):
+        load_checkpoint(str(path), model=Net())
+

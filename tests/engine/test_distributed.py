@@ -59,7 +59,7 @@ WORKER = textwrap.dedent(
     from reid.utils.logger import setup_logger
     from reid.utils.process import seed_everything
 
-    root, out, side = sys.argv[1:4]
+    root, out, side, backbone = sys.argv[1:5]
     cfg = get_cfg()
     cfg.DATASETS.ROOT = root
     cfg.DATASETS.NAMES = ["synthetic"]
@@ -67,7 +67,7 @@ WORKER = textwrap.dedent(
     s.NUM_TRAIN_IDS, s.NUM_TEST_IDS, s.NUM_CAMERAS, s.IMAGES_PER_CAMERA, s.NUM_DISTRACTORS = 8, 3, 2, 2, 0
     s.IMAGE_SIZE = [64, 32]
     cfg.INPUT.SIZE_TRAIN = [64, 32]
-    cfg.MODEL.BACKBONE.NAME = "resnet18"
+    cfg.MODEL.BACKBONE.NAME = backbone
     cfg.MODEL.BACKBONE.PRETRAINED = False
     cfg.MODEL.DEVICE = "cpu"
     cfg.MODEL.HEADS.NAME = "curricularface"  # its buffer t must stay equal on both ranks
@@ -106,7 +106,8 @@ WORKER = textwrap.dedent(
 
 @pytest.mark.slow
 @pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
-def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
+@pytest.mark.parametrize("backbone", ["resnet18", "osnet_ain_x0_25"])
+def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(backbone, tmp_path):
     from reid.data import build_dataset
 
     root, out, side = tmp_path / "data", tmp_path / "out", tmp_path / "side"
@@ -118,7 +119,7 @@ def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(tmp_path):
     script.write_text(WORKER)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(script), str(root), str(out), str(side)]
+           str(script), str(root), str(out), str(side), backbone]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 

@@ -124,8 +124,15 @@ def test_group_layout_does_not_depend_on_factors():
 
 
 def test_unknown_optimizer_lists_valid_names():
-    with pytest.raises(ValueError, match=r"Unknown SOLVER.OPTIMIZER 'Lamb'.*SGD, Adam, AdamW"):
+    with pytest.raises(ValueError, match=r"Unknown SOLVER.OPTIMIZER 'Lamb'.*SGD, Adam, AMSGrad, AdamW"):
         build_optimizer(cfg_with(OPTIMIZER="Lamb"), TinyReID())
+
+
+def test_amsgrad_is_adam_with_the_amsgrad_variant():
+    opt = build_optimizer(cfg_with(OPTIMIZER="AMSGrad", BETA2=0.99), TinyReID())
+    assert type(opt) is torch.optim.Adam and all(g["amsgrad"] for g in opt.param_groups)
+    assert all(g["betas"] == (0.9, 0.99) for g in opt.param_groups)
+    assert not any(g["amsgrad"] for g in build_optimizer(cfg_with(OPTIMIZER="Adam"), TinyReID()).param_groups)
 
 
 def test_nesterov_without_momentum_is_explained():

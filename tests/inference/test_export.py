@@ -181,6 +181,8 @@ VARIANTS = [
     ("mgn", "normface", {"MODEL.MGN.GLOBAL_DOWNSAMPLE": False, "MODEL.HEADS.NECK_FEAT": "before"}),
     ("baseline", "linear", {"MODEL.HEADS.POOLING": "avg"}),
     ("baseline", "cosface", {"MODEL.BACKBONE.LAST_STRIDE": 1}),
+    ("baseline", "circle", {"MODEL.BACKBONE.NAME": "osnet_ain_x0_25"}),
+    ("baseline", "amsoftmax", {"MODEL.BACKBONE.NAME": "osnet_ibn_x1_0"}),
 ]
 
 
@@ -189,7 +191,8 @@ def test_variants_cover_every_head():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch, head, opts", VARIANTS, ids=[f"{a}-{h}" for a, h, _ in VARIANTS])
+@pytest.mark.parametrize("arch, head, opts", VARIANTS,
+                         ids=[f"{a}-{h}-{o.get('MODEL.BACKBONE.NAME', 'resnet18')}" for a, h, o in VARIANTS])
 def test_every_architecture_and_head_exports(arch, head, opts, tmp_path):
     cfg = _cfg(arch)
     cfg.MODEL.HEADS.NAME = head
@@ -205,6 +208,10 @@ def test_every_architecture_and_head_exports(arch, head, opts, tmp_path):
     _randomise_bn(m, seed=2)
     check = compare_with_export(m, export_pt2(m, tmp_path / "m.pt2", SIZE), SIZE)
     assert check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-5
+    if "osnet" in str(cfg.MODEL.BACKBONE.NAME):  # instance norms and depthwise convolutions in ONNX too
+        _need_onnx()
+        check = compare_with_export(m, export_onnx(m, tmp_path / "m.onnx", SIZE), SIZE)
+        assert check.max_abs_diff < 1e-5
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from reid.config import load_config
 from reid.engine.checkpoint import load_checkpoint
 from reid.modeling import build_model
 from tests import _fastreid as fr
-from tests._tools import load_tool
+from tests._tools import TINY_DATA, load_tool
 
 MIN_COSINE = 0.9999
 
@@ -154,7 +154,7 @@ def test_classifier_of_another_class_count_is_dropped_with_a_note(tmp_path, capl
     path = fr.write_checkpoint(tmp_path / "bot.pth", "bot_R50")
     model = _model("bot_R50", num_classes=5)
     before = model.head.weight.detach().clone()
-    with caplog.at_level(logging.INFO, logger="reid.modeling.fastreid_weights"):
+    with caplog.at_level(logging.INFO, logger="reid.modeling.formats"):
         load_checkpoint(path, model=model)
     assert torch.equal(model.head.weight, before)  # the head keeps its initialisation
     notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("note:")]
@@ -176,13 +176,6 @@ def test_weights_alone_of_a_fastreid_file_ask_for_the_config(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- converter and test.py
-TINY_DATA = [
-    "DATASETS.NAMES", "[synthetic]", "DATASETS.TESTS", "[synthetic]", "DATALOADER.NUM_WORKERS", "0",
-    "DATASETS.SYNTHETIC.NUM_TRAIN_IDS", "4", "DATASETS.SYNTHETIC.NUM_TEST_IDS", "4",
-    "DATASETS.SYNTHETIC.NUM_CAMERAS", "2", "DATASETS.SYNTHETIC.IMAGES_PER_CAMERA", "2",
-    "DATASETS.SYNTHETIC.NUM_DISTRACTORS", "0", "DATASETS.SYNTHETIC.IMAGE_SIZE", "[64, 32]",
-    "INPUT.SIZE_TEST", "[64, 32]", "INPUT.SIZE_TRAIN", "[64, 32]", "MODEL.DEVICE", "cpu", "TEST.IMS_PER_BATCH", "8",
-]
 
 
 @pytest.mark.slow
@@ -214,7 +207,7 @@ def test_converter_refuses_our_own_checkpoints_and_a_wrong_config(tmp_path, caps
     torch.save({"model": _model("bot_R50").state_dict()}, ours)
     assert load_tool("convert_weights").main([str(ours), str(tmp_path / "o.pth"), "--config-file",
                                               fr.config("bot_R50")]) == 1
-    assert "not a fast-reid checkpoint" in _error_line(capsys.readouterr().err)
+    assert "not a checkpoint of another toolkit" in _error_line(capsys.readouterr().err)
     src = fr.write_checkpoint(tmp_path / "mgn.pth", "mgn_R50-ibn")
     assert load_tool("convert_weights").main([src, str(tmp_path / "o.pth"), "--config-file",
                                               fr.config("bot_R50-ibn")]) == 1

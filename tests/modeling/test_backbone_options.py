@@ -5,7 +5,6 @@ import torch
 import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
-from reid.config import get_cfg
 from reid.modeling.backbones import (
     BACKBONE,
     IBN,
@@ -14,15 +13,11 @@ from reid.modeling.backbones import (
     ResNetBackbone,
     build_backbone,
 )
+from tests._tools import backbone_cfg
 
 
 def _cfg(name, **backbone):
-    cfg = get_cfg()
-    cfg.MODEL.BACKBONE.NAME = name
-    cfg.MODEL.BACKBONE.PRETRAINED = False
-    for key, value in backbone.items():
-        setattr(cfg.MODEL.BACKBONE, key, value)
-    return cfg
+    return backbone_cfg(name, **backbone)
 
 
 # --------------------------------------------------------------------------- IBN-a

@@ -7,7 +7,6 @@ import torch
 import torch.hub
 from torchvision import models as tv_models
 
-from reid.config import get_cfg
 from reid.modeling.backbones import (
     BACKBONE,
     PretrainedWeightsError,
@@ -15,15 +14,11 @@ from reid.modeling.backbones import (
     build_backbone,
     set_stage_stride,
 )
+from tests._tools import backbone_cfg
 
 
-def _cfg(name: str = "resnet18", **backbone):
-    cfg = get_cfg()
-    cfg.MODEL.BACKBONE.NAME = name
-    cfg.MODEL.BACKBONE.PRETRAINED = False
-    for key, value in backbone.items():
-        setattr(cfg.MODEL.BACKBONE, key, value)
-    return cfg
+def _cfg(name="resnet18", **backbone):
+    return backbone_cfg(name, **backbone)
 
 
 @pytest.mark.slow

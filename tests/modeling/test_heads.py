@@ -148,6 +148,17 @@ def test_linear_head_is_plain_and_initialised_small():
     assert not any("bias" in n for n, _ in head.named_parameters())
 
 
+def test_linear_head_bias_is_added_to_the_logits_and_only_linear_takes_it():
+    head = build_head("linear", 8, 3, bias=True)
+    assert head.bias.shape == (3,) and not head.bias.any()  # starts at zero
+    with torch.no_grad():
+        head.bias.copy_(torch.tensor([1.0, -2.0, 0.5]))
+    feats = torch.randn(4, 8)
+    torch.testing.assert_close(head(feats), feats @ head.weight.t() + head.bias)
+    with pytest.raises(ValueError, match="bias=True has no effect on head 'circle'.*linear"):
+        build_head("circle", 8, 3, bias=True)
+
+
 # --------------------------------------------------------------------------- formulas
 def test_amsoftmax_and_normface_logits():
     weight = torch.stack([unit(30), unit(100)])

@@ -482,3 +482,13 @@ def test_every_shipped_config_builds_its_model_and_runs_a_forward_pass(path, one
     with torch.no_grad():
         feats = model.eval()(images[:2])
     assert feats.shape == (2, model.feature_dim) and torch.isfinite(feats).all()
+
+
+def test_fc_embedding_sets_the_feature_width_and_feeds_neck_and_head():
+    model = build(make_cfg(MODEL__HEADS__FC_DIM=24)).train()
+    assert model.feature_dim == 24 and model.neck.num_features == 24 and model.head.weight.shape == (4, 24)
+    assert [type(m).__name__ for m in model.embedding] == ["Linear", "BatchNorm1d", "ReLU"]
+    sum(model(images(), TARGETS).values()).backward()
+    assert model.embedding[0].weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="MODEL.HEADS.FC_DIM must be >= 0"):
+        build(make_cfg(MODEL__HEADS__FC_DIM=-1))

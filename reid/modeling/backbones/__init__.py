@@ -13,7 +13,9 @@ from reid.utils.registry import Registry
 
 from .ibn import IBN
 from .non_local import NonLocalBlock
-from .resnet import RESNET_NAMES, STEM_POOLS, PretrainedWeightsError, ResNetBackbone, set_stage_stride
+from .osnet import OSNET_NAMES, OSNetBackbone, osnet_name_from_state
+from .pretrained import PretrainedWeightsError
+from .resnet import RESNET_NAMES, STEM_POOLS, ResNetBackbone, set_stage_stride
 
 BACKBONE = Registry("MODEL.BACKBONE.NAME")
 
@@ -31,8 +33,17 @@ def _build_resnet(name: str, cfg) -> ResNetBackbone:
     )
 
 
+def _build_osnet(name: str, cfg) -> OSNetBackbone:
+    bb = cfg.MODEL.BACKBONE
+    if any(int(c) for c in bb.NON_LOCAL):
+        raise ValueError(f"MODEL.BACKBONE.NON_LOCAL is for ResNet backbones; {name} has none: set it to [0, 0, 0, 0].")
+    return OSNetBackbone(name, pretrained=bool(bb.PRETRAINED), pretrained_path=str(bb.PRETRAINED_PATH))
+
+
 for _name in RESNET_NAMES:
     BACKBONE.register(_name)(partial(_build_resnet, _name))
+for _name in OSNET_NAMES:
+    BACKBONE.register(_name)(partial(_build_osnet, _name))
 
 
 def build_backbone(cfg) -> nn.Module:
@@ -44,10 +55,13 @@ __all__ = [
     "BACKBONE",
     "IBN",
     "NonLocalBlock",
+    "OSNET_NAMES",
+    "OSNetBackbone",
     "PretrainedWeightsError",
     "RESNET_NAMES",
     "STEM_POOLS",
     "ResNetBackbone",
     "build_backbone",
+    "osnet_name_from_state",
     "set_stage_stride",
 ]

@@ -17,10 +17,10 @@ from torchvision import models as tv_models
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from reid.utils.registry import UnknownNameError
-from reid.utils.value_checks import weight_problem
 
 from .ibn import apply_ibn_a
 from .non_local import NonLocalBlock
+from .pretrained import PretrainedWeightsError, check_pretrained, read_pretrained, unwrap_state_dict
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +44,12 @@ _ARCHS = {
 }
 
 RESNET_NAMES: Tuple[str, ...] = tuple(_ARCHS)
+_EXPECTED = "a torchvision ResNet checkpoint (e.g. resnet50-0676ba61.pth)"
 
 #: ``MODEL.BACKBONE.STEM_POOL`` values: the 3x3 stride-2 max pool after conv1, either
 #: torchvision's (padding 1) or fast-reid's (no padding, ceil mode; fast-reid since 2020-08).
 #: Both give the same map size for even inputs, but the windows are one pixel apart.
 STEM_POOLS: Tuple[str, ...] = ("pad", "ceil")
-
-
-class PretrainedWeightsError(RuntimeError):
-    """ImageNet weights were requested but could not be obtained or do not fit."""
 
 
 def set_stage_stride(stage: nn.Sequential, stride: int) -> None:
@@ -77,22 +74,6 @@ def set_stage_stride(stage: nn.Sequential, stride: int) -> None:
     if first.downsample is not None:
         first.downsample[0].stride = (stride, stride)
     first.stride = stride
-
-
-def _unwrap_state_dict(obj: object, path: str) -> Dict[str, torch.Tensor]:
-    """Return the tensor mapping inside a saved file (plain or wrapped in a dict)."""
-    if isinstance(obj, dict):
-        for key in ("state_dict", "model"):
-            if key in obj and isinstance(obj[key], dict):
-                obj = obj[key]
-                break
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise PretrainedWeightsError(
-            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not hold a state dict of tensors. "
-            "Point it to a torchvision ResNet checkpoint (e.g. resnet50-0676ba61.pth)."
-        )
-    # Checkpoints saved from DataParallel/DDP prefix every key with "module.".
-    return {k[len("module."):] if k.startswith("module.") else k: v for k, v in obj.items()}
 
 
 def _stem_pool(kind: str) -> nn.MaxPool2d:
@@ -215,14 +196,7 @@ class ResNetBackbone(nn.Module):
                 f"of the {self._source} file ({os.path.basename(self._url)}), clear it to "
                 "download the weights, or set MODEL.BACKBONE.PRETRAINED False to train from scratch."
             )
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # truncated, foreign, or holding objects weights_only refuses
-            raise PretrainedWeightsError(
-                f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} cannot be read as a weights file written by torch.save "
-                f"({type(e).__name__}); use the {self._source} file ({os.path.basename(self._url)})."
-            ) from None
-        return _unwrap_state_dict(obj, path)
+        return read_pretrained(path, _EXPECTED)
 
     def _download(self) -> Dict[str, torch.Tensor]:
         url = self._url
@@ -240,7 +214,7 @@ class ResNetBackbone(nn.Module):
                 f"file {filename} (or place it at {cache}), or connect to the internet; "
                 "or set MODEL.BACKBONE.PRETRAINED False to train from scratch (random init)."
             ) from exc
-        return _unwrap_state_dict(state, url)
+        return unwrap_state_dict(state, url, _EXPECTED)
 
     def _load_checked(self, state: Dict[str, torch.Tensor], source: str) -> Tuple[List[str], List[str]]:
         own = self.state_dict()
@@ -256,10 +230,7 @@ class ResNetBackbone(nn.Module):
                 f"first: {bad_shapes[0]}). Use the {self._source} file for {self.name} "
                 f"({os.path.basename(self._url)})."
             )
-        problem = weight_problem({k: v for k, v in state.items() if k in own}, own)
-        if problem:
-            raise PretrainedWeightsError(f"Weights in {source} cannot be used: {problem}. Use an intact copy of the "
-                                         f"{self._source} file ({os.path.basename(self._url)}).")
+        check_pretrained(state, own, source, f"the {self._source} file ({os.path.basename(self._url)})")
         result = self.load_state_dict(state, strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("non_local.")]
         unexpected = list(result.unexpected_keys)

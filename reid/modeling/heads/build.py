@@ -125,7 +125,8 @@ def build_head(
         num_classes: number of training identities C (>= 2).
         scale: logit scale s (gamma for circle); None or < 0 = ``HEAD_DEFAULTS[name]``.
         margin: margin m; None or < 0 = ``HEAD_DEFAULTS[name]``.
-        **kwargs: ``easy_margin`` (arcface, curricularface), ``momentum`` (curricularface).
+        **kwargs: ``easy_margin`` (arcface, curricularface), ``momentum`` (curricularface),
+            ``bias`` (linear).
             Keywords of other heads are accepted only at their default values.
 
     Returns:
@@ -143,5 +144,5 @@ def build_head(
     scale = _resolve(key, "scale", scale, defaults["scale"])
     margin = _resolve(key, "margin", margin, defaults["margin"])
     if cls is LinearHead:
-        return cls(in_features, num_classes)
+        return cls(in_features, num_classes, **extra)
     return cls(in_features, num_classes, scale=scale, margin=margin, **extra)

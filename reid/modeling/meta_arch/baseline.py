@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..backbones import build_backbone
+from ..embedding import build_embedding
 from ..loss_assembly import LossAssembly
 from ..neck import build_neck
 from ..pooling import build_pooling
@@ -16,7 +17,7 @@ from .preprocess import PixelNormalizer
 
 
 class Baseline(nn.Module):
-    """pixels -> backbone -> pooling -> neck -> identity head.
+    """pixels -> backbone -> pooling -> [fc embedding] -> neck -> identity head.
 
     Train mode: ``model(images, targets)`` -> ``{"loss_id", "loss_triplet", ...}`` per
     ``MODEL.LOSSES``; ``last_stats`` then holds the head's mean ``s_p`` / ``s_n``.
@@ -31,8 +32,8 @@ class Baseline(nn.Module):
         self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
         self.backbone = build_backbone(cfg)
         self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
-        self.feature_dim: int = int(self.backbone.out_channels)
         self.pool = build_pooling(heads_cfg.POOLING, gem_p=float(heads_cfg.GEM_P))
+        self.embedding, self.feature_dim = build_embedding(heads_cfg.FC_DIM, self.backbone.out_channels)
         self.neck = build_neck(heads_cfg.NECK, self.feature_dim)
         self.neck_feat = neck_feat_from_cfg(cfg)
         self.loss_assembly = LossAssembly.from_cfg(cfg)
@@ -48,7 +49,7 @@ class Baseline(nn.Module):
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
-        before = self.pool(self.backbone(self.preprocess(images)))
+        before = self.embedding(self.pool(self.backbone(self.preprocess(images))))
         after = self.neck(before)
         if not self.training:
             return after if self.neck_feat == "after" else before

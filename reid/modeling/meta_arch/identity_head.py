@@ -41,12 +41,13 @@ def build_identity_head(cfg, in_features: int, log: bool = True) -> Optional[nn.
             margin=float(heads.MARGIN),
             easy_margin=bool(heads.EASY_MARGIN),
             momentum=float(heads.CURRICULAR_MOMENTUM),
+            bias=bool(heads.BIAS),
         )
     except (TypeError, ValueError) as exc:
         # build_head speaks in keyword names; point the user at the config keys instead.
         raise type(exc)(
             f"MODEL.HEADS (NAME={heads.NAME!r}): {exc} The keywords come from MODEL.HEADS.SCALE, "
-            "MARGIN, EASY_MARGIN (easy_margin) and CURRICULAR_MOMENTUM (momentum)."
+            "MARGIN, EASY_MARGIN (easy_margin), CURRICULAR_MOMENTUM (momentum) and BIAS (bias)."
         ) from exc
     if log:
         scale = getattr(head, "scale", None)

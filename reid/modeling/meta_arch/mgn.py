@@ -126,6 +126,9 @@ class MGN(nn.Module):
         self.reduction_dim = int(mgn_cfg.REDUCTION_DIM)
         if self.reduction_dim <= 0:
             raise ValueError(f"MODEL.MGN.REDUCTION_DIM must be > 0, got {self.reduction_dim}.")
+        if int(cfg.MODEL.HEADS.FC_DIM):
+            raise ValueError("MODEL.HEADS.FC_DIM is for the baseline meta architecture; MGN reduces its features "
+                             "with MODEL.MGN.REDUCTION. Set MODEL.HEADS.FC_DIM 0.")
 
         self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
         resnet = build_backbone(cfg)

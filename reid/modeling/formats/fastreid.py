@@ -28,16 +28,17 @@ matching heads, and otherwise dropped with a note (evaluation does not use it).
 """
 from __future__ import annotations
 
-import logging
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
-logger = logging.getLogger(__name__)
+from .base import ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, place_classifier
+
+LABEL = "fast-reid"
 
 #: MGN's feature names in fast-reid, in the order of our 8 features.
 MGN_FEATURES: Tuple[str, ...] = ("b1", "b2", "b3", "b21", "b22", "b31", "b32", "b33")
@@ -50,7 +51,7 @@ _MARKER = re.compile(
 )
 
 #: Shipped configs that build a fast-reid architecture, with the settings that identify it.
-#: tests/modeling/test_fastreid_weights.py checks these against the YAML files.
+#: tests/modeling/formats/test_fastreid.py checks these against the YAML files.
 SHIPPED_CONFIGS: Tuple[Tuple[str, Dict[str, object]], ...] = (
     ("configs/Market1501/bot_resnet50.yml",
      {"MODEL.META_ARCHITECTURE": "baseline", "MODEL.BACKBONE.NAME": "resnet50",
@@ -72,31 +73,8 @@ SHIPPED_CONFIGS: Tuple[Tuple[str, Dict[str, object]], ...] = (
 )
 
 
-class FastReIDWeightsError(ValueError):
+class FastReIDWeightsError(ForeignWeightsError):
     """A fast-reid checkpoint does not fit the model it is loaded into (one-line message)."""
-
-
-@dataclass
-class ConvertedWeights:
-    """The result of :func:`convert_fastreid_state`.
-
-    Attributes:
-        state: tensors under this toolkit's names, ready for ``load_state_dict``.
-        mapping: ``(fast-reid key, our key)`` pairs in file order; a key split over several
-            fast-reid tensors (MGN's neck) appears once per tensor, as ``name[lo:hi]``.
-        notes: what was dropped or assumed, one sentence each.
-        head_dropped: the file's identity classifier was not loaded although the model has
-            a head (the head keeps its initialisation).
-        naming: "v1.x" or "v0.x" (see the module docstring).
-        architecture: "Baseline" or "MGN".
-    """
-
-    state: Dict[str, torch.Tensor]
-    mapping: List[Tuple[str, str]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-    head_dropped: bool = False
-    naming: str = "v1.x"
-    architecture: str = "Baseline"
 
 
 def is_fastreid_state(state: Mapping[str, object]) -> bool:
@@ -160,16 +138,10 @@ def fastreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
     return settings
 
 
-def _format_value(value: object) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    return str(value)
-
-
 def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and a shipped config that has them, if any."""
     settings = fastreid_architecture(state)
-    text = " ".join(f"{k} {_format_value(v)}" for k, v in settings.items())
+    text = " ".join(f"{k} {format_value(v)}" for k, v in settings.items())
     for path, fixed in SHIPPED_CONFIGS:
         if all(k not in fixed or fixed[k] == v for k, v in settings.items()) and all(
             k in settings or k == "MODEL.BACKBONE.NON_LOCAL_EMBED" for k in fixed
@@ -280,55 +252,6 @@ def _check_pixel_stats(model: nn.Module, key: str, value: torch.Tensor, fail: _F
         raise fail(f"its {key} {wanted} differs from this config's {config_key}; set {config_key} {wanted}")
 
 
-def _head_modules(model: nn.Module) -> Dict[str, nn.Module]:
-    """Our identity heads by state-dict prefix: {"head.": ...} (Baseline) or {"heads.i.": ...} (MGN)."""
-    found: Dict[str, nn.Module] = {}
-    head = getattr(model, "head", None)
-    if isinstance(head, nn.Module):
-        found["head."] = head
-    heads = getattr(model, "heads", None)
-    if isinstance(heads, nn.ModuleList):
-        found.update({f"heads.{i}.": h for i, h in enumerate(heads)})
-    return found
-
-
-def _place_classifier(model: nn.Module, classifier: Dict[str, Tuple[str, torch.Tensor]],
-                      own: Mapping[str, torch.Tensor], result: ConvertedWeights) -> None:
-    """Load the file's classifier weights into our head(s) when they fit, else drop them with a note."""
-    heads = _head_modules(model)
-    if not classifier:
-        if heads:
-            result.head_dropped = True
-            result.notes.append("the checkpoint has no identity classifier; the model's head starts from scratch")
-        return
-    first = next(iter(classifier.values()))[1]
-    count = f"{first.shape[0]} classes" if len(classifier) == 1 else f"{len(classifier)} x {first.shape[0]} classes"
-    what = f"fast-reid's identity classifier ({count})"
-    if not heads:
-        result.notes.append(f"{what} not loaded: this model has no identity head (evaluation does not need one)")
-        return
-    head_keys = {prefix + name for prefix, h in heads.items() for name in h.state_dict()}
-    why = ""
-    if set(classifier) != head_keys:
-        missing = sorted(head_keys - set(classifier))
-        why = (f"the model's heads ({len(heads)}, tensors {', '.join(sorted(head_keys)[:3])}) do not take it"
-               + (f" ({missing[0]} has no counterpart)" if missing else ""))
-        if getattr(model, "layout", None) == "concat":
-            why += "; MODEL.MGN.LOSS_LAYOUT per_branch would load it"
-    else:
-        bad = [k for k, (_, v) in classifier.items() if tuple(own[k].shape) != tuple(v.shape)]
-        if bad:
-            why = (f"the model's head has {own[bad[0]].shape[0]} classes (MODEL.HEADS.NUM_CLASSES), "
-                   f"the checkpoint's {classifier[bad[0]][1].shape[0]}")
-    if why:
-        result.head_dropped = True
-        result.notes.append(f"{what} dropped: {why}; the model's head starts from scratch")
-        return
-    for ours, (theirs, value) in classifier.items():
-        result.state[ours] = value
-        result.mapping.append((theirs, ours))
-
-
 def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, source: str = "") -> ConvertedWeights:
     """Map fast-reid state dict `state` onto `model` (a Baseline or MGN of this toolkit).
 
@@ -344,7 +267,7 @@ def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
     fail = _Fail(state, source, f"{architecture}, {naming} naming")
     own = model.state_dict()
     rule = _mgn_target if mgn else _baseline_target
-    result = ConvertedWeights(state={}, naming=naming, architecture=architecture)
+    result = ConvertedWeights(state={}, naming=naming, architecture=architecture, label=LABEL)
     parts: Dict[str, List[Optional[torch.Tensor]]] = {}
     classifier: Dict[str, Tuple[str, torch.Tensor]] = {}
 
@@ -396,8 +319,7 @@ def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
         # num_batches_tracked is one counter per BatchNorm; the 8 counted the same steps.
         result.state[key] = pieces[0].clone() if own[key].dim() == 0 else torch.cat(pieces)
 
-    heads = _head_modules(model)
-    head_prefixes = tuple(heads)
+    head_prefixes = tuple(head_modules(model))
     unfilled = [k for k in own if k not in result.state and not k.startswith(head_prefixes)
                 and not k.endswith("num_batches_tracked")]
     for key in unfilled:
@@ -407,37 +329,31 @@ def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
                                 f"({float(own[key]):g}), as fast-reid's fixed-p GeneralizedMeanPooling")
             continue
         raise fail(f"this model's {key} has no counterpart in the checkpoint")
-    _place_classifier(model, classifier, own, result)
+    place_classifier(model, classifier, own, result, LABEL)
     return result
 
 
-def map_fastreid_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str = "",
-                        log: bool = True) -> ConvertedWeights:
-    """:func:`convert_fastreid_state`, with a log line and the notes logged; loads nothing."""
-    converted = convert_fastreid_state(state, model, source)
-    if log:
-        logger.info("%s: fast-reid %s checkpoint (%s naming), %d tensors mapped.", source or "weights",
-                    converted.architecture, converted.naming, len(converted.mapping))
-        for note in converted.notes:
-            logger.info("note: %s", note)
-    return converted
+def classifier_classes(state: Mapping[str, torch.Tensor]) -> int:
+    """Classes of the file's identity classifier (0 when it has none)."""
+    for key in ("heads.weight", "heads.classifier.weight", "b1_head.weight", "b1_head.classifier.weight"):
+        if key in state:
+            return int(state[key].shape[0])
+    return 0
 
 
-def mapping_table(mapping: Sequence[Tuple[str, str]]) -> str:
-    """The key mapping as aligned text, one ``fast-reid key -> our key`` per line."""
-    width = max((len(a) for a, _ in mapping), default=0)
-    return "\n".join(f"{a.ljust(width)} -> {b}" for a, b in mapping)
+FORMAT = WeightsFormat(label=LABEL, detect=is_fastreid_state, convert=convert_fastreid_state,
+                       suggest_config=suggest_config, classifier_classes=classifier_classes,
+                       markers="heads.weight, heads.bottleneck.0.weight, b1_head.*")
 
 
 __all__ = [
-    "ConvertedWeights",
+    "FORMAT",
     "FastReIDWeightsError",
     "MGN_FEATURES",
     "SHIPPED_CONFIGS",
+    "classifier_classes",
     "convert_fastreid_state",
     "fastreid_architecture",
     "is_fastreid_state",
-    "map_fastreid_state",
-    "mapping_table",
     "suggest_config",
 ]

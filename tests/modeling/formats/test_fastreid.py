@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from reid.config import load_config
 from reid.modeling import build_model
-from reid.modeling.fastreid_weights import (
+from reid.modeling.formats.fastreid import (
     MGN_FEATURES,
     SHIPPED_CONFIGS,
     FastReIDWeightsError,
@@ -202,7 +202,7 @@ def test_settings_inferred_from_the_keys(name, expected):
 
 @pytest.mark.slow
 def test_shipped_fastreid_configs_have_the_settings_the_mapping_names():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = fr.ROOT
     for path, fixed in SHIPPED_CONFIGS:
         cfg = load_config(os.path.join(root, path))
         for key, value in fixed.items():

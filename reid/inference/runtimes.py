@@ -1,0 +1,103 @@
+"""Inference backends for feature extraction: PyTorch, or the exported ONNX file run by
+ONNX Runtime or OpenVINO (``Predictor(backend=...)``, ``tools/extract.py --backend``).
+
+The non-PyTorch backends run the file ``tools/export.py`` writes (raw 0-255 pixels in,
+L2-normalised features out): a given ``exported`` file, or one exported into a temporary
+folder when the predictor is built. Trackers and CPU-only servers use them because a
+compiled graph with fused operators is faster on CPUs than eager PyTorch; the features agree
+with PyTorch fp32 to about 1e-6 (``benchmarks/bench_extract.py`` measures both).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Callable, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from reid.utils.registry import Registry
+
+from .export import ONNX_EXTRA_HINT, export_onnx
+
+RUNTIMES = Registry("inference backend")
+Runtime = Callable[[torch.Tensor], np.ndarray]  # uint8/float pixels [B, 3, H, W] -> features [B, D]
+
+
+def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str]) -> Tuple[str, Optional[str]]:
+    """The ONNX file to run, and a temporary folder to remove afterwards (None for a given file)."""
+    if exported:
+        if not str(exported).lower().endswith(".onnx"):
+            raise ValueError(f"--exported {exported} is not an .onnx file; these backends run ONNX "
+                             "(write one with tools/export.py --output model.onnx).")
+        if not os.path.isfile(exported):
+            raise FileNotFoundError(f"Exported model {exported} does not exist; write it with tools/export.py.")
+        return str(exported), None
+    folder = tempfile.mkdtemp(prefix="reid_runtime_")
+    return export_onnx(model, os.path.join(folder, "model.onnx"), input_size), folder
+
+
+def _check_size(path: str, shape: Sequence[object], input_size: Tuple[int, int]) -> None:
+    size = tuple(int(str(d)) for d in list(shape)[2:4])
+    if size != tuple(input_size):
+        raise ValueError(f"{path} was exported for {size[0]}x{size[1]} images, the model's config resizes to "
+                         f"{input_size[0]}x{input_size[1]} (INPUT.SIZE_TEST); export it again at this size.")
+
+
+def _threads() -> int:
+    return max(1, torch.get_num_threads())
+
+
+@RUNTIMES.register("onnxruntime")
+def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None) -> Runtime:
+    """ONNX Runtime on the CPU, all graph optimisations, torch's thread count."""
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise ImportError(f"--backend onnxruntime needs onnxruntime: {ONNX_EXTRA_HINT}.") from e
+    path, folder = _onnx_file(model, input_size, exported)
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = _threads()
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        _check_size(path, session.get_inputs()[0].shape, input_size)
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    name = session.get_inputs()[0].name
+    return lambda x: session.run(None, {name: x.to(torch.float32).numpy()})[0]
+
+
+@RUNTIMES.register("openvino")
+def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None) -> Runtime:
+    """OpenVINO on the CPU (reads the ONNX file directly), fp32, torch's thread count."""
+    try:
+        import openvino as ov
+    except ImportError as e:
+        raise ImportError("--backend openvino needs OpenVINO: pip install openvino (or use --backend onnxruntime).") from e
+    path, folder = _onnx_file(model, input_size, exported)
+    try:
+        # f32: on CPUs with bf16 units OpenVINO otherwise computes in bf16 (differences of ~1e-3).
+        compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": _threads(),
+                                                         "INFERENCE_PRECISION_HINT": "f32"})
+        _check_size(path, compiled.input(0).get_partial_shape(), input_size)
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    request = compiled.create_infer_request()
+    return lambda x: np.asarray(request.infer({0: x.to(torch.float32).numpy()})[0])
+
+
+def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None) -> Runtime:
+    """A non-PyTorch backend for `model`; an unknown name lists the valid ones (torch included)."""
+    if str(name).lower() not in RUNTIMES:
+        raise ValueError(f"Unknown inference backend {name!r}. Valid names: torch, {', '.join(RUNTIMES.names())}.")
+    return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported)
+
+
+BACKEND_NAMES = ("torch",) + tuple(RUNTIMES.names())
+
+__all__ = ["BACKEND_NAMES", "RUNTIMES", "Runtime", "build_runtime"]

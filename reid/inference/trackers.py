@@ -1,0 +1,86 @@
+"""Exports that multi-object trackers load as they are (``tools/export.py --for boxmot``).
+
+BoxMOT's re-ID backends (the ``boxmot`` package; ONNX through onnxruntime) cut each detection
+from the BGR frame, resize it with OpenCV's bilinear filter to the input size the ONNX graph
+declares (people: 256x128), convert it to RGB, divide by 255, subtract ImageNet's mean and
+divide by its std, stack the crops into ``[N, 3, H, W]`` float32 (N free), read the graph's
+first output ``[N, D]`` and L2-normalise it. This toolkit's models take raw 0-255 pixels and
+normalise inside, so the tracker export prepends the inverse of BoxMOT's normalisation
+(``x * 255 * std + 255 * mean``), which gives the model the pixels it was trained on; the
+rest is the ordinary ONNX export (fixed H x W, free batch axis, L2-normalised features).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from .export import DEFAULT_OPSET, export_onnx
+
+#: BoxMOT's input convention: RGB / 255, then ImageNet mean and std.
+BOXMOT_MEAN = (0.485, 0.456, 0.406)
+BOXMOT_STD = (0.229, 0.224, 0.225)
+BOXMOT_PIXELS = "RGB / 255, minus ImageNet mean (0.485, 0.456, 0.406), divided by std (0.229, 0.224, 0.225) (BoxMOT)"
+TRACKERS = ("boxmot",)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class BoxMOTInput(nn.Module):
+    """BoxMOT's normalised crops -> raw 0-255 RGB pixels -> `model`."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("scale", 255.0 * torch.tensor(BOXMOT_STD).view(1, 3, 1, 1))
+        self.register_buffer("shift", 255.0 * torch.tensor(BOXMOT_MEAN).view(1, 3, 1, 1))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model(images * self.scale + self.shift)
+
+
+def boxmot_input(pixels: torch.Tensor) -> torch.Tensor:
+    """Raw RGB pixels ``[B, 3, H, W]`` (0-255) as BoxMOT feeds them to a model (float32)."""
+    mean = torch.tensor(BOXMOT_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(BOXMOT_STD).view(1, 3, 1, 1)
+    return (pixels.float() / 255.0 - mean) / std
+
+
+def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optional[Sequence[int]]) -> Tuple[int, int]:
+    """The fixed ``(H, W)`` of an export for `tracker`; a one-line ValueError naming what to do otherwise."""
+    if tracker not in TRACKERS:
+        raise ValueError(f"Unknown tracker {tracker!r} for --for; valid: {', '.join(TRACKERS)}.")
+    bad = [o for o in outputs if not str(o).lower().endswith(".onnx")]
+    if bad:
+        raise ValueError(f"--for boxmot writes ONNX, which BoxMOT runs with onnxruntime; name {bad[0]} *.onnx "
+                         "(BoxMOT's .pt files hold its own architectures, not this toolkit's).")
+    size = [int(s) for s in input_size] if input_size else []
+    if len(size) != 2 or min(size) < 16:
+        raise ValueError(f"--for boxmot needs a fixed input size (BoxMOT reads the crop size from the ONNX graph); "
+                         f"got {size or 'none'}: pass --input-size H W (people: 256 128) or set INPUT.SIZE_TEST.")
+    return size[0], size[1]
+
+
+def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int],
+                      opset: int = DEFAULT_OPSET) -> str:
+    """Write `model` as an ONNX file that BoxMOT's ReID backend loads unchanged; returns `path`.
+
+    Input ``images``: float32 ``[N, 3, H, W]`` in BoxMOT's convention (:data:`BOXMOT_PIXELS`),
+    H x W fixed to `input_size`, N free; output ``features`` ``[N, D]``, L2-normalised.
+    """
+    size = check_tracker_export("boxmot", [os.fspath(path)], input_size)
+    return export_onnx(BoxMOTInput(model), path, size, opset=opset, pixels=BOXMOT_PIXELS)
+
+
+__all__ = [
+    "BOXMOT_MEAN",
+    "BOXMOT_PIXELS",
+    "BOXMOT_STD",
+    "TRACKERS",
+    "BoxMOTInput",
+    "boxmot_input",
+    "check_tracker_export",
+    "export_for_boxmot",
+]

@@ -1,0 +1,55 @@
+"""ImageNet state dicts for the backbones: reading a saved file, checking its values, its error type."""
+from __future__ import annotations
+
+from typing import Dict, Mapping
+
+import torch
+
+from reid.utils.value_checks import weight_problem
+
+
+class PretrainedWeightsError(RuntimeError):
+    """ImageNet weights were requested but could not be obtained or do not fit."""
+
+
+def unwrap_state_dict(obj: object, path: str, expected: str) -> Dict[str, torch.Tensor]:
+    """Return the tensor mapping inside a saved file (plain or wrapped in a dict).
+
+    `expected` names the file that should have been given (for the error message).
+    """
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model"):
+            if key in obj and isinstance(obj[key], dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise PretrainedWeightsError(
+            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not hold a state dict of tensors. "
+            f"Point it to {expected}."
+        )
+    # Checkpoints saved from DataParallel/DDP prefix every key with "module.".
+    return {k[len("module."):] if k.startswith("module.") else k: v for k, v in obj.items()}
+
+
+def read_pretrained(path: str, expected: str) -> Dict[str, torch.Tensor]:
+    """The state dict in weights file `path` (``weights_only=True``); one error line when the file
+    cannot be read or holds no state dict. `expected` names the file that should have been given."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated, foreign, or holding objects weights_only refuses
+        raise PretrainedWeightsError(
+            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} cannot be read as a weights file written by torch.save "
+            f"({type(e).__name__}); point it to {expected}."
+        ) from None
+    return unwrap_state_dict(obj, path, expected)
+
+
+def check_pretrained(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor], source: str,
+                     expected: str) -> None:
+    """Refuse weights that would load but give meaningless features (reid.utils.value_checks)."""
+    problem = weight_problem({k: v for k, v in state.items() if k in own}, own)
+    if problem:
+        raise PretrainedWeightsError(f"Weights in {source} cannot be used: {problem}. Use an intact copy of {expected}.")
+
+
+__all__ = ["PretrainedWeightsError", "check_pretrained", "read_pretrained", "unwrap_state_dict"]
