@@ -50,11 +50,13 @@ TRACKERS = ("boxmot",)
 
 def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Optional[Sequence[int]] = None,
                    opset: int = DEFAULT_OPSET, check: bool = True, tol: float = 1e-4,
-                   log: Log = print, tracker: Optional[str] = None) -> List[Optional[ExportCheck]]:
+                   log: Log = print, tracker: Optional[str] = None,
+                   thresholds: Optional[str] = None) -> List[Optional[ExportCheck]]:
     """Export the predictor's model to each of `outputs` (format from the extension) and check it.
 
     With `tracker` ("boxmot") the files take that tracker's input convention instead of raw
-    pixels (``reid.inference.trackers``).
+    pixels (``reid.inference.trackers``). `thresholds` (a run's thresholds.json) goes into each
+    file's metadata as ``decision_thresholds``.
 
     Each check runs the exported file and PyTorch on the same random inputs (batch sizes 1
     and 7) and logs the largest absolute difference; an ONNX check without onnxruntime is
@@ -79,12 +81,18 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     if tracker:
         size = list(check_tracker_export(tracker, outputs, size))
         model, pixels = BoxMOTInput(predictor.model), "RGB/255 with ImageNet mean/std (BoxMOT)"
+    metadata = None
+    if thresholds:
+        from reid.evaluation.thresholds import load_thresholds
+
+        metadata = {"decision_thresholds": load_thresholds(thresholds)}
+        log(f"the run's calibrated thresholds ({thresholds}) go into the metadata")
     checks: List[Optional[ExportCheck]] = []
     for out in outputs:
         if tracker:
-            export_for_boxmot(predictor.model, out, size, opset=opset)
+            export_for_boxmot(predictor.model, out, size, opset=opset, metadata=metadata)
         else:
-            export_model(model, out, size, opset=opset)
+            export_model(model, out, size, opset=opset, metadata=metadata)
         log(f"wrote {export_format(out)} model {out} (input float32 [batch, 3, {size[0]}, {size[1]}] "
             f"{pixels}, output L2-normalised [batch, {predictor.feature_dim}])")
         if not check:
@@ -130,9 +138,12 @@ def main(argv=None) -> int:
     check_model_arguments(parser, args, lists=("output",))
 
     def work() -> None:
+        from reid.evaluation.thresholds import find_thresholds
+
         predictor = predictor_from_args(args)
         export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,
-                       check=not args.no_check, tol=args.tol, tracker=args.tracker)
+                       check=not args.no_check, tol=args.tol, tracker=args.tracker,
+                       thresholds=find_thresholds(args.run, args.weights, args.config_file))
 
     return run_main(work)
 

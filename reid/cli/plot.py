@@ -2,6 +2,7 @@
 
 Subcommands (run `python tools/plot.py SUBCOMMAND --help` for each one's options):
     cmc         CMC curves (rank 1..50), with and without re-ranking, on one plot
+    roc         verification ROC (TAR against FAR, log axis), with and without re-ranking
     similarity  positive vs negative pair similarities on the test set, and their overlap
     dynamics    mean s_p and s_n over training iterations of one or more runs (paper Fig. 4)
     boundary    training pairs in the (s_n, s_p) plane with the head's decision boundary (Fig. 5)
@@ -10,6 +11,7 @@ Subcommands (run `python tools/plot.py SUBCOMMAND --help` for each one's options
 Examples:
     python tools/plot.py cmc --features output/demo/features.npz -o output/demo/plots/cmc.png
     python tools/plot.py cmc --metrics runs/a/metrics.json runs/b/metrics.json -o cmc.png
+    python tools/plot.py roc --metrics output/demo/test/metrics.json -o output/demo/plots/roc.png
     python tools/plot.py similarity --features output/demo/features.npz -o output/demo/plots/similarity.png
     python tools/plot.py dynamics output/circle output/amsoftmax -o dynamics.png
     python tools/plot.py boundary --arrays sn_sp.npz --config output/demo/config.yaml -o boundary.png
@@ -34,6 +36,10 @@ EPILOGS = {
   python tools/plot.py cmc --features feats.npz --no-rerank -o cmc.png
   python tools/plot.py cmc --metrics out/a/metrics.json out/b/metrics.json --labels A B -o cmc.png
 A metrics JSON may hold 'cmc' lists anywhere (nested keys label the curves); percentages are accepted.""",
+    "roc": """examples:
+  python tools/test.py --run output/demo --verification --rerank && python tools/plot.py roc --metrics output/demo/test/metrics.json -o roc.png
+  python tools/plot.py roc --metrics runs/a/test/metrics.json runs/b/test/metrics.json --labels A A+rr B B+rr -o roc.png
+The metrics.json of tools/test.py --verification holds the ROC of each test set (and of re-ranking with --rerank).""",
     "similarity": """examples:
   python tools/plot.py similarity --features feats.npz -o similarity.png
   python tools/plot.py similarity --features feats.npz --max-pairs 50000 --bins 60 -o sim.png
@@ -72,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--k2", type=int, default=6, help="re-ranking k2 (default: 6)")
     c.add_argument("--lambda", dest="lambda_value", type=float, default=0.3, help="re-ranking lambda (default: 0.3)")
     c.add_argument("--max-rank", type=int, default=50, help="last rank shown (default: 50)")
+
+    r = add("roc", "verification ROC curves from tools/test.py --verification", "roc.png")
+    r.add_argument("--metrics", nargs="+", required=True, help="tools/test.py metrics.json files (with --verification)")
+    r.add_argument("--labels", nargs="+", help="one label per curve, in order")
 
     s = add("similarity", "positive vs negative pair similarity distributions", "similarity.png")
     s.add_argument("--features", required=True, help="saved-features .npz")
@@ -120,6 +130,16 @@ def run(args: argparse.Namespace) -> "PlotFiles":
                 raise ValueError(f"{len(args.labels)} labels for {len(curves)} curves ({', '.join(curves)}).")
             curves = dict(zip(args.labels, curves.values()))
         return plots.plot_cmc(curves, args.output, max_rank=args.max_rank)
+    if args.command == "roc":
+        curves = {}
+        for path in args.metrics:
+            for label, curve in plots.read_roc_json(path).items():
+                curves[label if len(args.metrics) == 1 else f"{path}: {label}"] = curve
+        if args.labels:
+            if len(args.labels) != len(curves):
+                raise ValueError(f"{len(args.labels)} labels for {len(curves)} curves ({', '.join(curves)}).")
+            curves = dict(zip(args.labels, curves.values()))
+        return plots.plot_roc(curves, args.output)
     if args.command == "similarity":
         pairs = plots.similarity_from_features(args.features, max_pairs=args.max_pairs, seed=args.seed)
         return plots.plot_similarity_distributions(pairs, args.output, bins=args.bins)

@@ -54,7 +54,7 @@ Log = Callable[[str], None]
 BACKENDS = ("exact", "faiss", "hnsw", "ivf")
 
 #: Backend parameters by when they act: building, or searching (changeable on a saved index).
-BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_construction")
+BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_construction", "target_recall")
 SEARCH_PARAMS = ("nprobe", "ef_search")
 
 
@@ -133,13 +133,17 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
                    k: int = 10, backend: Optional[str] = None, draw_dir: Optional[str] = None,
                    json_path: Optional[str] = None, tile_height: int = 128, log: Log = print,
                    index_path: Optional[str] = None, save_index_path: Optional[str] = None,
-                   params: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+                   params: Optional[Dict[str, Any]] = None, threshold: Optional[float] = None,
+                   threshold_note: str = "") -> List[Dict[str, Any]]:
     """Top-`k` gallery matches of every query image: printed, and optionally drawn / saved.
 
     The gallery is `gallery_path` (a file from tools/extract.py, indexed with `backend` and
     `params`, and saved to `save_index_path` when given) or `index_path` (a saved index).
     Without queries it only builds (and saves) the index. Returns one dict per query:
     ``{"query": path, "matches": [{"rank", "score", "path", "index", ("pid", "camid")}...]}``.
+    With a `threshold` (a cosine similarity) a match is accepted only when its score is above
+    it: each match gets ``"accepted"`` and each query ``"answer"`` ("match" or "no match",
+    decided by its best match) and ``"threshold"``; `threshold_note` says where it came from.
     """
     if backend is not None and str(backend).lower() not in BACKENDS:
         raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
@@ -168,23 +172,49 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
             if index.camids is not None:
                 m["camid"] = int(index.camids[gi])
             matches.append(m)
-        records.append({"query": q_path, "matches": matches})
-        log(f"query {qi + 1}/{len(q_paths)}: {printable(q_path)}")
+        record: Dict[str, Any] = {"query": q_path, "matches": matches}
+        header = f"query {qi + 1}/{len(q_paths)}: {printable(q_path)}"
+        if threshold is not None:
+            for m in matches:
+                m["accepted"] = m["score"] > threshold
+            record.update(answer="match" if matches and matches[0]["accepted"] else "no match", threshold=threshold)
+            if record["answer"] == "no match":
+                header += (f"  -> no match (best score {matches[0]['score']:.4f} is not above the threshold "
+                           f"{threshold:.4f}{threshold_note})")
+        records.append(record)
+        log(header)
         for m in matches:
             extra = "".join(f"  {key} {m[key]}" for key in ("pid", "camid") if key in m)
-            log(f"  {m['rank']:>3}  {m['score']:.4f}  {printable(m['path'])}{extra}")
+            below = "  (below the threshold)" if threshold is not None and not m["accepted"] else ""
+            log(f"  {m['rank']:>3}  {m['score']:.4f}  {printable(m['path'])}{extra}{below}")
         if draw_dir:
             stem = os.path.splitext(os.path.basename(q_path))[0]
+            caption = q_path if threshold is None else f"{q_path}  [{record['answer']}, threshold {threshold:.3f}]"
             picture = save_matches_picture(
                 os.path.join(draw_dir, f"{qi:04d}_{stem}.jpg"), q_path,
                 [m["path"] for m in matches], [m["score"] for m in matches], tile_height=tile_height,
-                caption=q_path,
+                caption=caption, accepted=[m["accepted"] for m in matches] if threshold is not None else None,
             )
             log(f"  picture: {picture}")
     if json_path:
         atomic_write_text(json_path, json.dumps(records, indent=1))
         log(f"saved the matches of {len(records)} queries to {json_path}")
     return records
+
+
+def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
+    """The similarity threshold of --threshold, or of --far from the model's calibration file."""
+    if args.far is None:
+        return args.threshold, ""
+    from reid.evaluation.thresholds import find_thresholds, load_thresholds, similarity_at
+
+    path = find_thresholds(args.run, args.weights, args.config_file)
+    if path is None:
+        where = args.run or args.weights or args.config_file or "the model"
+        raise ValueError(f"--far {args.far:g}: no calibrated thresholds next to {where} (thresholds.json, written by "
+                         "tools/train.py at the end of a run with a validation split, TEST.VAL_IDS > 0); calibrate "
+                         "that way, or pass --threshold S.")
+    return similarity_at(load_thresholds(path), args.far, path), f", calibrated at FAR {args.far:g}: {path}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tile-height", type=int, default=128, help="image height in the pictures (default: 128)")
     p.add_argument("--json", metavar="FILE", help="save every query's matches as JSON")
     p.add_argument("--batch-size", type=int, default=None, help="query images per batch (default: TEST.IMS_PER_BATCH)")
+    decide = p.add_mutually_exclusive_group()
+    decide.add_argument("--threshold", type=float, default=None, metavar="S",
+                        help="answer 'no match' when the best score (cosine similarity) is not above S")
+    decide.add_argument("--far", type=float, default=None, metavar="F",
+                        help="the threshold calibrated at false accept rate F on the run's validation split "
+                             "(thresholds.json next to --run / --weights; written by tools/train.py when TEST.VAL_IDS > 0)")
     ann = p.add_argument_group("approximate backends (defaults follow the gallery size; see docs/inference.md)")
     ann.add_argument("--nlist", type=int, help="ivf: number of k-means lists (default: ~4 sqrt(N))")
     ann.add_argument("--nprobe", type=int, help="ivf: lists scanned per query (default: nlist/64, at least 16); "
@@ -217,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     ann.add_argument("--ef-search", type=int, help="hnsw: candidate list while searching (default: 128 per 500,000 "
                      "images, at least 128); "
                      "also changes a saved index")
+    ann.add_argument("--target-recall", type=float, help="ivf/hnsw: raise nprobe / ef_search at build time until "
+                     "recall@10 against exact search reaches this (default: 0.95; measured on the gallery's own rows)")
     add_model_arguments(p)
     return p
 
@@ -229,11 +267,16 @@ def main(argv=None) -> int:
         parser.error("give --query (images to search for), or --save-index FILE to build and save the index only")
     params = {name: getattr(args, name) for name in BUILD_PARAMS + SEARCH_PARAMS}
 
+    if args.threshold is not None and not -1.0 <= args.threshold <= 1.0:
+        parser.error(f"--threshold is a cosine similarity in [-1, 1], got {args.threshold}")
+
     def work() -> None:
+        threshold, note = decision_threshold(args)
         predictor = predictor_from_args(args, batch_size=args.batch_size) if args.query else None
         search_command(predictor, args.gallery, args.query or (), k=args.topk, backend=args.backend,
                        draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height,
-                       index_path=args.index, save_index_path=args.save_index, params=params)
+                       index_path=args.index, save_index_path=args.save_index, params=params,
+                       threshold=threshold, threshold_note=note)
 
     return run_main(work)
 

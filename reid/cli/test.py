@@ -20,6 +20,8 @@ EPILOG = """examples:
   python tools/test.py --config-file configs/Market1501/bot_resnet50_ibn.yml --weights market_bot_R50-ibn.pth \\
       MODEL.BACKBONE.STEM_POOL pad DATASETS.ROOT /data
   torchrun --nproc_per_node 2 tools/test.py --run output/market_mgn   # one shard of the images per process
+  python tools/test.py --run output/demo --verification --open-set 20   # TAR@FAR, EER, ROC; DIR@FAR
+  python tools/test.py --run output/demo --query my/query --gallery my/gallery   # your own folders
 
 The model: --run DIR (a training run: its config.yaml and model_best.pth, else model_final.pth),
 --weights FILE (a checkpoint; ours store their config), or --config-file FILE with --weights FILE
@@ -41,6 +43,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--vis-mode", default="worst", choices=["worst", "best", "random"], help="which queries to draw")
     parser.add_argument("--vis-topk", type=int, default=10, help="gallery images per ranked row")
     parser.add_argument("--save-features", default="", metavar="FILE", help="save query/gallery features (.npz)")
+    parser.add_argument("--verification", action="store_true",
+                        help="also report TAR at each TEST.VERIFICATION.FARS, the thresholds, EER and the ROC")
+    parser.add_argument("--open-set", type=int, default=None, metavar="N",
+                        help="open-set identification: hold N query identities out of the gallery and report DIR "
+                             "at each FAR (TEST.OPEN_SET.HOLDOUT_IDS)")
+    parser.add_argument("--query", default=None, metavar="SRC",
+                        help="your own query: a folder of identity sub-folders, or a list file 'path identity "
+                             "[camid]' (with --gallery: the test set 'folders', see docs/evaluation.md)")
+    parser.add_argument("--gallery", default=None, metavar="SRC", help="your own gallery, as --query")
     parser.add_argument("--output-dir", default="", help="where results go (default: DIR/test with --run, else OUTPUT_DIR/test)")
     add_model_arguments(parser, override_example="DATASETS.ROOT /data TEST.FLIP True")
     args = parse_args(parser, argv)
@@ -49,6 +60,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--visualize takes the number of queries to draw (0 = none), got {args.visualize}")
     if args.vis_topk < 1:
         parser.error(f"--vis-topk takes the gallery images per ranked row (at least 1), got {args.vis_topk}")
+    if (args.query is None) != (args.gallery is None):
+        parser.error("--query and --gallery go together: your own test set needs both")
+    if args.open_set is not None and args.open_set < 1:
+        parser.error(f"--open-set takes the number of identities to hold out of the gallery (at least 1), "
+                     f"got {args.open_set}")
     args.command = command_line(argv, "tools/test.py")
 
     def work() -> int:

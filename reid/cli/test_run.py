@@ -14,7 +14,7 @@ from reid.data import build_test_data
 from reid.engine.checkpoint import load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation import save_features
-from reid.evaluation.evaluator import evaluate_model, format_table
+from reid.evaluation.evaluator import evaluate_model, format_open_set, format_table, format_verification, jsonable
 from reid.modeling import build_model, model_summary
 from reid.utils.file_io import atomic_write_text
 from reid.utils.device import resolve_device
@@ -34,6 +34,11 @@ def run_command(args: argparse.Namespace) -> int:
     # so that everything below (and the metrics.json record) reads the config alone.
     flags = (["TEST.RERANK.ENABLED", True] if args.rerank else []) + (["TEST.FLIP", True] if args.flip else [])
     flags += ["MODEL.DEVICE", args.device] if args.device else []
+    flags += ["TEST.VERIFICATION.ENABLED", True] if args.verification else []
+    flags += ["TEST.OPEN_SET.HOLDOUT_IDS", args.open_set] if args.open_set else []
+    if args.query is not None:
+        flags += ["DATASETS.TESTS", ["folders"], "DATASETS.FOLDERS.QUERY_PATH", args.query,
+                  "DATASETS.FOLDERS.GALLERY_PATH", args.gallery]
     cfg, _ = model_config(args, flags)
     check_test_settings(cfg)
     out = args.output_dir or os.path.join(args.run or str(cfg.OUTPUT_DIR), "test")
@@ -75,6 +80,10 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
             "rerank": {"k1": int(t.RERANK.K1), "k2": int(t.RERANK.K2), "lambda": float(t.RERANK.LAMBDA)}
             if t.RERANK.ENABLED else None,
             "aqe": {"k": int(t.AQE.QE_K), "alpha": float(t.AQE.ALPHA)} if t.AQE.ENABLED else None,
+            "fars": [float(f) for f in t.VERIFICATION.FARS]
+            if t.VERIFICATION.ENABLED or t.OPEN_SET.HOLDOUT_IDS else None,
+            "open_set": {"holdout_ids": int(t.OPEN_SET.HOLDOUT_IDS), "seed": int(t.OPEN_SET.SEED)}
+            if t.OPEN_SET.HOLDOUT_IDS else None,
         },
         "results": {},
     }
@@ -94,6 +103,13 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
                   "cmc": [round(float(v), 6) for v in res.cmc[row]]}
             for row, metrics in res.metrics.items()
         }
+        if res.verification:
+            print(format_verification(res.verification, title=f"{name}: verification (percent; t = distance threshold)"))
+            report.setdefault("verification", {})[name] = {row: jsonable(v) for row, v in res.verification.items()}
+        if res.open_set:
+            print(format_open_set(res.open_set, title=f"{name}: open-set identification, {cfg.TEST.OPEN_SET.HOLDOUT_IDS} "
+                                                      "identities held out of the gallery (DIR, percent)"))
+            report.setdefault("open_set", {})[name] = {row: jsonable(v) for row, v in res.open_set.items()}
         # Written after every test set, before any picture: a failure later keeps the numbers.
         atomic_write_text(metrics_path, json.dumps(report, indent=2))
         if args.save_features:

@@ -16,6 +16,7 @@ from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, 
 from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation.evaluator import evaluate_model, format_table
+from reid.inference.calibration import calibrate_run
 from reid.modeling import build_model
 from reid.utils.device import resolve_device
 from reid.utils.file_io import remove_stale_temp_files
@@ -147,6 +148,14 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     except (NonFiniteLossError, PeerFailedError) as e:
         logger.error("%s", e)
         return 1
+    out = str(cfg.OUTPUT_DIR)
+    if dist_info.rank == 0 and data.val_query and os.path.isfile(os.path.join(out, "model_final.pth")):
+        # Decision thresholds at TEST.VERIFICATION.FARS, chosen on held-out identities (never the test split).
+        path, record = calibrate_run(cfg, out, data.val_query, data.val_gallery)
+        rows = ", ".join(f"FAR {far}: similarity {t['similarity']:.4f} (TAR {100 * t['tar']:.1f}%)"
+                         for far, t in record["thresholds"].items())
+        logger.info("Thresholds calibrated on the validation split with %s: %s; written to %s",
+                    record["weights"], rows, path)
     return 0
 
 

@@ -208,6 +208,12 @@ _C.DATASETS.CUSTOM.QUERY_LIST = ""
 # Custom dataset: list file of gallery images.
 _C.DATASETS.CUSTOM.GALLERY_LIST = ""
 
+_C.DATASETS.FOLDERS = CN()
+# Test set "folders": query folder of identity sub-folders, or list file "path identity [camid]" (tools/test.py --query).
+_C.DATASETS.FOLDERS.QUERY_PATH = ""
+# Test set "folders": gallery folder of identity sub-folders, or list file "path identity [camid]" (tools/test.py --gallery).
+_C.DATASETS.FOLDERS.GALLERY_PATH = ""
+
 _C.DATASETS.SYNTHETIC = CN()
 # Synthetic dataset: number of training identities.
 _C.DATASETS.SYNTHETIC.NUM_TRAIN_IDS = 100
@@ -352,4 +358,6 @@ FILE_KEYS = (
     "DATASETS.CUSTOM.TRAIN_LIST",
     "DATASETS.CUSTOM.QUERY_LIST",
     "DATASETS.CUSTOM.GALLERY_LIST",
+    "DATASETS.FOLDERS.QUERY_PATH",
+    "DATASETS.FOLDERS.GALLERY_PATH",
 )

@@ -52,6 +52,8 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     if name == "custom":
         c = d.CUSTOM
         return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
+    if name == "folders":
+        return {"query_path": d.FOLDERS.QUERY_PATH, "gallery_path": d.FOLDERS.GALLERY_PATH}
     if name == "synthetic":
         s = d.SYNTHETIC
         return {

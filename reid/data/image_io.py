@@ -44,6 +44,8 @@ _JPEG_SOS = b"\xff\xda"
 # JPEG start-of-frame markers (they carry the size): C0-CF except DHT (C4), JPG (C8), DAC (CC).
 _JPEG_SOF = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
+#: Image file extensions the tools look for in folders; compared case-insensitively (".JPG" is common).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 #: Largest image file read (bytes); re-ID crops are a few kB, a camera frame a few MB.
 MAX_IMAGE_BYTES = 1 << 28
 #: Most pixels an image may declare (64 megapixels, 192 MB decoded).

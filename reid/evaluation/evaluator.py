@@ -95,6 +95,36 @@ def format_verification(verification: Dict[str, Dict], title: str = "") -> str:
     return "\n".join(lines)
 
 
+def format_open_set(open_set: Dict[str, Dict], title: str = "") -> str:
+    """A text table of DIR at each FAR (with its threshold) and rank-1, one row per metric row."""
+    if not open_set:
+        return ""
+    fars = list(next(iter(open_set.values()))["dir"])
+    cols = [f"DIR@{f:g}" for f in fars] + ["rank-1", "known/unknown"]
+    name_w = max([len("method")] + [len(k) for k in open_set])
+    lines = [title] if title else []
+    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>17}" for c in cols) + " |"
+    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
+    for name, v in open_set.items():
+        cells = [f"{100 * v['dir'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
+        cells += [f"{100 * v['rank1']:6.2f}", f"{v['num_known']}/{v['num_unknown']}"]
+        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{c:>17}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def jsonable(value):
+    """`value` with numpy arrays and scalars as lists and numbers, and float keys as strings (JSON)."""
+    if isinstance(value, dict):
+        return {(f"{k:g}" if isinstance(k, float) else str(k)): jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return value
+
+
 def _open_set_rows(query: Features, gallery: Features, qf, gf, metric: str, rerank: bool, rerank_args: dict,
                    fars: Sequence[float], holdout_ids: int, seed: int) -> Dict[str, Dict]:
     """DIR at FAR with `holdout_ids` query identities removed from the gallery (plain, re-ranked)."""

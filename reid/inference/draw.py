@@ -25,6 +25,7 @@ from reid.visualization.tiles import (
 )
 
 NEUTRAL_COLOR = (110, 110, 110)
+REJECTED_COLOR = (40, 40, 40)  # a match whose score is not above the decision threshold
 
 
 def draw_matches(
@@ -34,11 +35,14 @@ def draw_matches(
     tile_height: int = 128,
     same_identity: Optional[Sequence[bool]] = None,
     caption: Optional[str] = None,
+    accepted: Optional[Sequence[bool]] = None,
 ) -> np.ndarray:
     """A horizontal strip (RGB uint8): the query tile, a gap, then one tile per match.
 
     Each match is labelled ``#rank similarity``; `same_identity` (one flag per match) colours
-    its border green or red, otherwise it is grey. `caption` is a text line above the strip.
+    its border green or red, otherwise it is grey. `accepted` (one flag per match, from a
+    decision threshold) gives the rejected ones a near-black border and a "no" label.
+    `caption` is a text line above the strip.
     """
     if len(match_paths) != len(scores):
         raise ValueError(f"{len(match_paths)} match paths but {len(scores)} scores; give one score per match.")
@@ -49,7 +53,10 @@ def draw_matches(
         color = NEUTRAL_COLOR
         if same_identity is not None:
             color = MATCH_COLOR if same_identity[i] else MISMATCH_COLOR
-        tiles.append(make_tile(read_rgb(path), geom, color, f"#{i + 1}  {float(score):.3f}"))
+        label = f"#{i + 1}  {float(score):.3f}"
+        if accepted is not None and not accepted[i]:
+            color, label = REJECTED_COLOR, f"{label} no"
+        tiles.append(make_tile(read_rgb(path), geom, color, label))
     # A wide gap after the query separates it from the results.
     gaps = [4 * geom.border] + [geom.border] * max(0, len(tiles) - 2)
     strip = hstack_tiles(tiles, gaps, 2 * geom.border)
@@ -66,4 +73,4 @@ def save_matches_picture(path: str, query_path: str, match_paths: Sequence[str],
     return path
 
 
-__all__ = ["NEUTRAL_COLOR", "draw_matches", "save_matches_picture"]
+__all__ = ["NEUTRAL_COLOR", "REJECTED_COLOR", "draw_matches", "save_matches_picture"]

@@ -24,7 +24,7 @@ import copy
 import json
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -87,12 +87,14 @@ def _check_size(input_size: Sequence[int]) -> Tuple[int, int]:
 RAW_PIXELS = "RGB pixels 0-255 (no mean/std to apply)"
 
 
-def _metadata(input_size: Tuple[int, int], feature_dim: int, pixels: str = RAW_PIXELS) -> str:
+def _metadata(input_size: Tuple[int, int], feature_dim: int, pixels: str = RAW_PIXELS,
+              extra: Optional[Dict[str, Any]] = None) -> str:
     h, w = input_size
     return json.dumps({
         "input": f"{INPUT_NAME}: float32 [batch, 3, {h}, {w}], {pixels}",
         "input_size": [h, w],
         "output": f"{OUTPUT_NAME}: float32 [batch, {feature_dim}], L2-normalised",
+        **(extra or {}),
     })
 
 
@@ -108,15 +110,18 @@ def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.
     return torch.export.export(_wrap(model), (example,), dynamic_shapes=({0: batch},), strict=False)
 
 
-def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int]) -> str:
+def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
+               metadata: Optional[Dict[str, Any]] = None) -> str:
     """Save the :func:`export_program` of `model` to `path` (``.pt2``) atomically; returns `path`.
 
-    Load it with ``torch.export.load(path).module()``, or :func:`load_exported`.
+    Load it with ``torch.export.load(path).module()``, or :func:`load_exported`. `metadata`
+    (JSON-able) joins what the file records about its input and output (e.g. the run's
+    calibrated decision thresholds).
     """
     path = os.fspath(path)
     program = export_program(model, input_size)
     feature_dim = _feature_dim(program)
-    extra = {f"{METADATA_KEY}.json": _metadata(_check_size(input_size), feature_dim)}
+    extra = {f"{METADATA_KEY}.json": _metadata(_check_size(input_size), feature_dim, extra=metadata)}
     atomic_write(path, lambda f: torch.export.save(program, f, extra_files=extra))
     return path
 
@@ -168,13 +173,14 @@ def _name_batch_axis(onnx_model, name: str = BATCH_AXIS) -> None:
 
 
 def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                opset: int = DEFAULT_OPSET, pixels: str = RAW_PIXELS) -> str:
+                opset: int = DEFAULT_OPSET, pixels: str = RAW_PIXELS, metadata: Optional[Dict[str, Any]] = None) -> str:
     """Export `model` (wrapped with L2 normalisation) to ONNX at `path`; returns `path`.
 
     Input ``images`` float32 ``[batch, 3, H, W]`` 0-255, output ``features`` float32
     ``[batch, D]``, batch axis dynamic. Uses ``torch.onnx.export(..., dynamo=True)``, which
     needs the ``onnx`` and ``onnxscript`` packages. `pixels` describes the input's pixel
-    convention in the file's metadata (for models that take other inputs than raw pixels).
+    convention in the file's metadata (for models that take other inputs than raw pixels);
+    `metadata` (JSON-able) joins it.
     """
     _require_onnx_exporter()
     if int(opset) < DEFAULT_OPSET:
@@ -194,7 +200,7 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
         verbose=False,
     )
     _name_batch_axis(onnx_program.model)
-    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels)
+    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels, metadata)
     data = onnx_program.model_proto.SerializeToString()
     atomic_write(path, lambda f: f.write(data))
     return path
@@ -222,11 +228,12 @@ def export_format(path: PathLike) -> str:
 
 
 def export_model(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                 opset: int = DEFAULT_OPSET) -> str:
-    """Export to ``.pt2`` or ``.onnx``, chosen by the extension of `path` (see export_format)."""
+                 opset: int = DEFAULT_OPSET, metadata: Optional[Dict[str, Any]] = None) -> str:
+    """Export to ``.pt2`` or ``.onnx``, chosen by the extension of `path` (see export_format);
+    `metadata` joins what the file records (see :func:`export_pt2`)."""
     if export_format(path) == "onnx":
-        return export_onnx(model, path, input_size, opset=opset)
-    return export_pt2(model, path, input_size)
+        return export_onnx(model, path, input_size, opset=opset, metadata=metadata)
+    return export_pt2(model, path, input_size, metadata=metadata)
 
 
 def _feature_dim(program: torch.export.ExportedProgram) -> int:

@@ -9,13 +9,12 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from reid.data.datasets.custom import is_header, split_list_line, strip_comment
+from reid.data.image_io import IMAGE_EXTENSIONS
 from reid.utils.folder_scan import scan_folder
 from reid.utils.text_files import text_lines
 
 logger = logging.getLogger(__name__)
 
-# Extensions OpenCV decodes out of the box; compared case-insensitively (".JPG" is common).
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 PathLike = Union[str, "os.PathLike[str]"]
 

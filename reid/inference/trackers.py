@@ -12,7 +12,7 @@ rest is the ordinary ONNX export (fixed H x W, free batch axis, L2-normalised fe
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -64,14 +64,14 @@ def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optio
 
 
 def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                      opset: int = DEFAULT_OPSET) -> str:
+                      opset: int = DEFAULT_OPSET, metadata: Optional[Dict] = None) -> str:
     """Write `model` as an ONNX file that BoxMOT's ReID backend loads unchanged; returns `path`.
 
     Input ``images``: float32 ``[N, 3, H, W]`` in BoxMOT's convention (:data:`BOXMOT_PIXELS`),
     H x W fixed to `input_size`, N free; output ``features`` ``[N, D]``, L2-normalised.
     """
     size = check_tracker_export("boxmot", [os.fspath(path)], input_size)
-    return export_onnx(BoxMOTInput(model), path, size, opset=opset, pixels=BOXMOT_PIXELS)
+    return export_onnx(BoxMOTInput(model), path, size, opset=opset, pixels=BOXMOT_PIXELS, metadata=metadata)
 
 
 __all__ = [

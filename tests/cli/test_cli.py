@@ -107,7 +107,8 @@ def test_test_cli_records_settings_and_keeps_metrics_when_drawing_fails(trained_
     assert cli_test.main(common + ["--visualize", "2"]) == 1
     assert "error: disk full" in capsys.readouterr().err
     report = json.loads((test_out / "metrics.json").read_text())  # written before the pictures
-    assert report["settings"] == {"metric": "cosine", "max_rank": 3, "rerank": None, "aqe": None}
+    assert report["settings"] == {"metric": "cosine", "max_rank": 3, "rerank": None, "aqe": None, "fars": None,
+                                  "open_set": None}
     plain = report["results"]["synthetic"]["plain"]
     # MAX_RANK 3 still reports a true R-10: the curve is computed at least 10 deep.
     assert len(plain["cmc"]) == 10 and plain["R-10"] == pytest.approx(100 * plain["cmc"][9], abs=1e-3)

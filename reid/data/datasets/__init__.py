@@ -13,6 +13,7 @@ from .base import (
 from .cuhk03 import CUHK03
 from .custom import CustomDataset
 from .dukemtmc import DukeMTMC
+from .folders import FoldersDataset
 from .market1501 import Market1501
 from .msmt17 import MSMT17
 from .synthetic import SyntheticDataset
@@ -34,6 +35,7 @@ __all__ = [
     "DatasetFormatError",
     "DatasetNotFoundError",
     "DukeMTMC",
+    "FoldersDataset",
     "Item",
     "MSMT17",
     "Market1501",

@@ -11,6 +11,7 @@ from .decision_boundary import (
     similarity_pairs,
 )
 from .dynamics import plot_dynamics, read_train_dynamics
+from .roc import plot_roc, read_roc_json
 from .gradients import GradientField, default_loss_params, gradient_grid, loss_gradients, plot_gradients
 from .similarity import (
     PairSimilarities,
@@ -40,6 +41,8 @@ __all__ = [
     "plot_gradients",
     "plot_similarity_distributions",
     "read_cmc_json",
+    "plot_roc",
+    "read_roc_json",
     "read_train_dynamics",
     "resolve_margin",
     "similarity_from_features",

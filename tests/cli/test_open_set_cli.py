@@ -1,0 +1,131 @@
+"""tools/test.py's open-set answers: verification metrics, DIR@FAR with held-out identities, and a
+test set from your own query and gallery folders."""
+import json
+import os
+import shutil
+
+import pytest
+
+from reid.cli import test as cli_test
+from tests.cli.test_cli import trained_run  # noqa: F401  (the module-scoped trained demo run)
+
+pytestmark = pytest.mark.slow
+
+
+def test_verification_and_open_set_are_printed_and_saved(trained_run, tmp_path, capsys):  # noqa: F811
+    _, out = trained_run
+    assert cli_test.main(["--run", str(out), "--verification", "--open-set", "1", "--rerank",
+                          "--output-dir", str(tmp_path), "TEST.RERANK.K1", "4", "TEST.RERANK.K2", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "TAR@0.01" in printed and "EER" in printed and "DIR@0.001" in printed and "known/unknown" in printed
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    assert report["settings"]["fars"] == [0.01, 0.001, 0.0001]
+    assert report["settings"]["open_set"] == {"holdout_ids": 1, "seed": 0}
+    for row in ("plain", "rerank"):
+        v = report["verification"]["synthetic"][row]
+        assert set(v["tar"]) == {"0.01", "0.001", "0.0001"} and 0 <= v["eer"] <= 1
+        assert len(v["roc"]["far"]) == len(v["roc"]["tar"]) == len(v["roc"]["threshold"]) > 5
+        o = report["open_set"]["synthetic"][row]
+        assert o["num_unknown"] > 0 and o["num_known"] > 0 and all(d <= o["rank1"] for d in o["dir"].values())
+
+
+def test_your_own_query_and_gallery_folders(trained_run, tmp_path, capsys):  # noqa: F811
+    base, out = trained_run
+    images = sorted((base / "data" / "synthetic").rglob("*.jpg"))[:40]
+    for i, path in enumerate(images):  # two identities by file order, one side each but for the overlap
+        ident = "p%d" % (i % 2)
+        side = "query" if i < 8 else "gallery"
+        (tmp_path / side / ident).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tmp_path / side / ident / path.name)
+    assert cli_test.main(["--run", str(out), "--query", str(tmp_path / "query"), "--gallery",
+                          str(tmp_path / "gallery"), "--output-dir", str(tmp_path / "res")]) == 0
+    report = json.loads((tmp_path / "res" / "metrics.json").read_text())
+    assert report["results"]["folders"]["plain"]["num_valid_queries"] == 8
+    with pytest.raises(SystemExit):
+        cli_test.main(["--run", str(out), "--query", str(tmp_path / "query")])
+    assert "--query and --gallery go together" in capsys.readouterr().err
+
+
+def test_bad_open_set_settings_are_one_line(trained_run, tmp_path, capsys):  # noqa: F811
+    _, out = trained_run
+    assert cli_test.main(["--run", str(out), "--verification", "--output-dir", str(tmp_path),
+                          "TEST.VERIFICATION.FARS", "[0.5, 2.0]"]) == 1
+    assert "must lie in (0, 1)" in capsys.readouterr().err
+    assert cli_test.main(["--run", str(out), "--open-set", "50", "--output-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Cannot hold out 50 identities" in err and len(err.strip().splitlines()) == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli_test.main(["--run", str(out), "--query", str(empty), "--gallery", str(empty),
+                          "--output-dir", str(tmp_path / "r2")]) == 1
+    assert "no images in identity sub-folders" in capsys.readouterr().err
+
+
+def test_a_run_with_a_validation_split_calibrates_thresholds_that_search_and_export_use(tmp_path, capsys):
+    from reid.cli import export as cli_export
+    from reid.cli import extract as cli_extract
+    from reid.cli import search as cli_search
+    from reid.cli import train as cli_train
+    from tests.cli.test_cli import DEMO, tiny_opts
+
+    out = tmp_path / "run"
+    opts = tiny_opts(tmp_path / "data", out)
+    opts[opts.index("DATASETS.SYNTHETIC.NUM_TRAIN_IDS") + 1] = "8"
+    assert cli_train.main(["--config-file", DEMO] + opts + ["TEST.VAL_IDS", "3", "TEST.VERIFICATION.FARS", "[0.1, 0.01]"]) == 0
+    record = json.loads((out / "thresholds.json").read_text())
+    assert set(record["thresholds"]) == {"0.1", "0.01"} and "validation split: 3 identities" in record["source"]
+    assert "Thresholds calibrated on the validation split" in (out / "log.txt").read_text()
+    crops = sorted((tmp_path / "data" / "synthetic").rglob("*.jpg"))[:12]
+    listing = tmp_path / "crops.txt"
+    listing.write_text("\n".join(str(p) for p in crops[:-1]) + "\n")  # the last crop stays out of the gallery
+    assert cli_extract.main(["--run", str(out), "--input", str(listing), "--output", str(tmp_path / "g.npz"),
+                             "--num-workers", "0", "--quiet"]) == 0
+    capsys.readouterr()
+    assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[0]),
+                            "--far", "0.01", "--json", str(tmp_path / "m.json"), "-k", "3"]) == 0
+    result = json.loads((tmp_path / "m.json").read_text())[0]
+    assert result["threshold"] == pytest.approx(record["thresholds"]["0.01"]["similarity"])
+    assert result["answer"] == "match" and result["matches"][0]["accepted"]  # the query is in the gallery
+    assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[-1]),
+                            "--threshold", "0.9999", "--json", str(tmp_path / "none.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "-> no match (best score" in printed, printed
+    assert json.loads((tmp_path / "none.json").read_text())[0]["answer"] == "no match"
+    assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[0]),
+                            "--far", "0.001"]) == 1
+    assert "has thresholds for FAR 0.01, 0.1, not 0.001" in capsys.readouterr().err
+    assert cli_export.main(["--run", str(out), "--output", str(tmp_path / "m.pt2"), "--no-check"]) == 0
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "m.pt2") as zf:
+        meta = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("circle_reid.json"))))
+    assert meta["decision_thresholds"]["thresholds"]["0.01"] == record["thresholds"]["0.01"]
+
+
+def test_far_without_a_calibrated_run_says_what_to_do(trained_run, tmp_path, capsys):  # noqa: F811
+    _, out = trained_run
+    assert cli_search_main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(out),
+                            "--far", "0.01"]) == 1
+    err = capsys.readouterr().err
+    assert "no calibrated thresholds next to" in err and "TEST.VAL_IDS > 0" in err and "--threshold" in err
+
+
+def cli_search_main(argv):
+    from reid.cli import search as cli_search
+
+    return cli_search.main(argv)
+
+
+def test_plot_roc_from_metrics_json(trained_run, tmp_path):  # noqa: F811
+    from reid.cli import plot as cli_plot
+
+    _, out = trained_run
+    assert cli_test.main(["--run", str(out), "--verification", "--rerank", "--output-dir", str(tmp_path / "t"),
+                          "TEST.RERANK.K1", "4", "TEST.RERANK.K2", "2"]) == 0
+    png = tmp_path / "roc.png"
+    assert cli_plot.main(["roc", "--metrics", str(tmp_path / "t" / "metrics.json"), "-o", str(png)]) == 0
+    assert png.stat().st_size > 1000
+    data = json.loads(png.with_suffix(".json").read_text())
+    report = json.loads((tmp_path / "t" / "metrics.json").read_text())["verification"]["synthetic"]
+    assert set(data["curves"]) == {"plain", "rerank"}
+    assert data["curves"]["plain"]["tar"] == report["plain"]["roc"]["tar"]
+    assert cli_plot.main(["roc", "--metrics", str(out / "config.yaml"), "-o", str(png)]) == 1  # not JSON
