@@ -69,7 +69,8 @@ def run_case(name: str, args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
     from reid.inference import build_index, load_index, save_index
-    from tests.inference.synthetic_features import clustered_features, recall_at
+    from reid.inference.tuning import recall_at
+    from tests.inference.synthetic_features import clustered_features
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -64,18 +64,21 @@ def summarize(result: dict, ranks: Sequence[int] = REPORTED_RANKS) -> Dict[str, 
     return row
 
 
+def _text_table(rows: Dict[str, Sequence[str]], cols: Sequence[str], width: int, title: str = "") -> str:
+    """A fixed-width text table: one row per entry of `rows` (its cells, already formatted)."""
+    name_w = max([len("method")] + [len(k) for k in rows])
+    lines = [title] if title else []
+    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>{width}}" for c in cols) + " |"
+    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
+    for name, cells in rows.items():
+        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{c:>{width}}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def format_table(metrics: Dict[str, Dict[str, float]], title: str = "") -> str:
     """A fixed-width text table with one row per metric row (e.g. plain and re-ranked)."""
     cols = ["R-1", "R-5", "R-10", "mAP", "mINP"]
-    name_w = max([len("method")] + [len(k) for k in metrics])
-    lines = []
-    if title:
-        lines.append(title)
-    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>6}" for c in cols) + " |"
-    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
-    for name, row in metrics.items():
-        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{row[c]:6.2f}" for c in cols) + " |")
-    return "\n".join(lines)
+    return _text_table({name: [f"{row[c]:6.2f}" for c in cols] for name, row in metrics.items()}, cols, 6, title)
 
 
 def format_verification(verification: Dict[str, Dict], title: str = "") -> str:
@@ -83,16 +86,9 @@ def format_verification(verification: Dict[str, Dict], title: str = "") -> str:
     if not verification:
         return ""
     fars = list(next(iter(verification.values()))["tar"])
-    cols = [f"TAR@{f:g}" for f in fars] + ["EER"]
-    name_w = max([len("method")] + [len(k) for k in verification])
-    lines = [title] if title else []
-    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>17}" for c in cols) + " |"
-    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
-    for name, v in verification.items():
-        cells = [f"{100 * v['tar'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
-        cells.append(f"{100 * v['eer']:6.2f} (t {v['eer_threshold']:.4f})")
-        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{c:>17}" for c in cells) + " |")
-    return "\n".join(lines)
+    rows = {name: [f"{100 * v['tar'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
+            + [f"{100 * v['eer']:6.2f} (t {v['eer_threshold']:.4f})"] for name, v in verification.items()}
+    return _text_table(rows, [f"TAR@{f:g}" for f in fars] + ["EER"], 17, title)
 
 
 def format_open_set(open_set: Dict[str, Dict], title: str = "") -> str:
@@ -100,16 +96,9 @@ def format_open_set(open_set: Dict[str, Dict], title: str = "") -> str:
     if not open_set:
         return ""
     fars = list(next(iter(open_set.values()))["dir"])
-    cols = [f"DIR@{f:g}" for f in fars] + ["rank-1", "known/unknown"]
-    name_w = max([len("method")] + [len(k) for k in open_set])
-    lines = [title] if title else []
-    header = f"| {'method':<{name_w}} | " + " | ".join(f"{c:>17}" for c in cols) + " |"
-    lines += [header, "|" + "-" * (len(header) - 2) + "|"]
-    for name, v in open_set.items():
-        cells = [f"{100 * v['dir'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
-        cells += [f"{100 * v['rank1']:6.2f}", f"{v['num_known']}/{v['num_unknown']}"]
-        lines.append(f"| {name:<{name_w}} | " + " | ".join(f"{c:>17}" for c in cells) + " |")
-    return "\n".join(lines)
+    rows = {name: [f"{100 * v['dir'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
+            + [f"{100 * v['rank1']:6.2f}", f"{v['num_known']}/{v['num_unknown']}"] for name, v in open_set.items()}
+    return _text_table(rows, [f"DIR@{f:g}" for f in fars] + ["rank-1", "known/unknown"], 17, title)
 
 
 def jsonable(value):

@@ -49,13 +49,3 @@ def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 2
             feats[start:stop] = _unit(block)
         out.append(feats)
     return out[0], out[1]
-
-
-def recall_at(approx: np.ndarray, exact: np.ndarray) -> float:
-    """Mean fraction of each query's exact top-k rows (``[Q, k]``) found in its approximate top-k."""
-    k = exact.shape[1]
-    # Sort both, then count common entries row-wise without a Python loop over queries.
-    a = np.sort(approx[:, :k], axis=1)
-    e = np.sort(exact, axis=1)
-    hits = (a[:, :, None] == e[:, None, :]).any(axis=2).sum(axis=1)
-    return float(hits.mean() / k)

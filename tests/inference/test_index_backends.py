@@ -9,7 +9,8 @@ import torch
 
 from reid.inference import build_index, faiss_available, load_index, save_index, search
 from reid.inference.faiss_indexes import default_ef_search, default_nlist, default_nprobe, default_train_size
-from tests.inference.synthetic_features import clustered_features, recall_at
+from reid.inference.tuning import recall_at
+from tests.inference.synthetic_features import clustered_features
 
 FAISS_BACKENDS = ("faiss", "ivf", "hnsw")
 ALL_BACKENDS = ("exact",) + FAISS_BACKENDS
