@@ -133,8 +133,12 @@ def make_torch_step(tmp_path, indexes, **variables):
     """`make <venv>/.torch` (the Makefile's torch step) offline; (make's result, `pip list`)."""
     default, cpu = indexes
     venv = tmp_path / "venv"
-    # pip reads only these fake indexes: no configuration file, no find-links, no other host.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    # pip reads only these fake indexes: no configuration file, no find-links, no other host. And
+    # the make that runs this test (`make test TORCH_BUILD=default`, as CI does) hands its variables
+    # to every make below it through MAKEFLAGS: the step under test must not inherit them.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PIP_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TORCH_BUILD",
+                                                       "TORCH_INDEX_URL")}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=default, PIP_DISABLE_PIP_VERSION_CHECK="1",
                PIP_NO_CACHE_DIR="1", PIP_DEFAULT_TIMEOUT="5")
     settings = {"VENV": str(venv), "PYTHON": sys.executable, "TORCH_CPU_INDEX_URL": cpu, **variables}
