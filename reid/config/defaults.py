@@ -44,13 +44,13 @@ _C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
 _C.MODEL.SYNC_BN = False
 
 _C.MODEL.BACKBONE = CN()
-# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*".
+# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*", "timm/<timm model name>".
 _C.MODEL.BACKBONE.NAME = "resnet50"
 # ResNet: stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN (OSNet: always stride 16).
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
 # Start from ImageNet weights (downloaded once, or PRETRAINED_PATH when set).
 _C.MODEL.BACKBONE.PRETRAINED = True
-# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*.
+# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*; timm's (.pth/.safetensors) for timm/*.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
 # ResNet: max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
 _C.MODEL.BACKBONE.STEM_POOL = "pad"
@@ -58,6 +58,10 @@ _C.MODEL.BACKBONE.STEM_POOL = "pad"
 _C.MODEL.BACKBONE.NON_LOCAL = [0, 0, 0, 0]
 # Embedding channels of each non-local block; 0 = half its input channels (the paper), fast-reid uses 1.
 _C.MODEL.BACKBONE.NON_LOCAL_EMBED = 0
+# timm ViT-style backbones: feature from the tokens: "cls" (class token) or "patches" (patch-token grid, pooled by MODEL.HEADS.POOLING).
+_C.MODEL.BACKBONE.TOKEN_FEATURE = "cls"
+# Stochastic depth (drop path) rate of transformer backbones; 0 = off (TransReID: 0.1).
+_C.MODEL.BACKBONE.DROP_PATH = 0.0
 
 _C.MODEL.HEADS = CN()
 # Identity head: "linear", "normface", "amsoftmax", "arcface", "circle" or "curricularface".
