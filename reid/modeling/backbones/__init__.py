@@ -19,6 +19,7 @@ from .pretrained import PretrainedWeightsError
 from .resnet import RESNET_NAMES, STEM_POOLS, ResNetBackbone, set_stage_stride
 from .timm_backbone import PREFIX as TIMM_PREFIX
 from .timm_backbone import TimmBackbone, timm_name
+from .vit import VIT_SPECS, ReIDViT
 
 BACKBONE = Registry("MODEL.BACKBONE.NAME")
 logger = logging.getLogger(__name__)
@@ -70,6 +71,24 @@ def _build_timm(name: str, cfg) -> TimmBackbone:
     return backbone
 
 
+def _build_vit(name: str, cfg) -> ReIDViT:
+    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+    if list(cfg.INPUT.SIZE_TRAIN) != list(cfg.INPUT.SIZE_TEST):
+        raise ValueError(f"{name} is built for one patch grid: INPUT.SIZE_TEST {list(cfg.INPUT.SIZE_TEST)} must equal "
+                         f"INPUT.SIZE_TRAIN {list(cfg.INPUT.SIZE_TRAIN)}.")
+    cameras = int(tr.NUM_CAMERAS) if bool(tr.SIE_CAMERA) else 0
+    if bool(tr.SIE_CAMERA) and cameras < 2:
+        raise ValueError("MODEL.TRANSREID.SIE_CAMERA needs camera ids from at least 2 cameras, but "
+                         f"MODEL.TRANSREID.NUM_CAMERAS is {cameras} (tools/train.py sets it from the training data; "
+                         "data whose images all have one camera id has none): set SIE_CAMERA False, or use data "
+                         "with camera ids (list files of 'path pid camid' lines).")
+    vit = ReIDViT(name, img_size=list(cfg.INPUT.SIZE_TRAIN), stride=list(tr.STRIDE_SIZE),
+                  drop_path_rate=float(bb.DROP_PATH), num_cameras=cameras, sie_coef=float(tr.SIE_COEF))
+    if bool(bb.PRETRAINED):
+        vit.load_imagenet(str(bb.PRETRAINED_PATH))
+    return vit
+
+
 def _timm_placeholder(cfg) -> nn.Module:
     raise ValueError(f"MODEL.BACKBONE.NAME {TIMM_PREFIX}<model name> takes a timm model's name, "
                      f"e.g. {TIMM_PREFIX}vit_small_patch16_224 or {TIMM_PREFIX}resnet50.")
@@ -81,6 +100,8 @@ for _name in RESNET_NAMES:
     BACKBONE.register(_name)(partial(_build_resnet, _name))
 for _name in OSNET_NAMES:
     BACKBONE.register(_name)(partial(_build_osnet, _name))
+for _name in VIT_SPECS:
+    BACKBONE.register(_name)(partial(_build_vit, _name))
 
 
 def build_backbone(cfg) -> nn.Module:
@@ -100,9 +121,11 @@ __all__ = [
     "OSNetBackbone",
     "PretrainedWeightsError",
     "RESNET_NAMES",
+    "ReIDViT",
     "STEM_POOLS",
     "TIMM_PREFIX",
     "TimmBackbone",
+    "VIT_SPECS",
     "ResNetBackbone",
     "build_backbone",
     "osnet_name_from_state",

@@ -31,7 +31,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from .pretrained import PretrainedWeightsError, check_pretrained, read_pretrained
+from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained
 
 PREFIX = "timm/"
 TOKEN_FEATURES: Tuple[str, ...] = ("cls", "patches")
@@ -173,12 +173,7 @@ class TimmBackbone(nn.Module):
         own = self.model.state_dict()
         classifier = _classifier_prefixes(self.model)
         state = {k: v for k, v in state.items() if not (k.startswith(classifier) and k not in own)}
-        extra = [k for k in state if k not in own]
-        missing = [k for k in own if k not in state]
-        bad = [k for k in state if k in own and tuple(state[k].shape) != tuple(own[k].shape)]
-        problem = (f"{bad[0]} has shape {tuple(state[bad[0]].shape)} in the file but {tuple(own[bad[0]].shape)} "
-                   "in the model" if bad else f"{missing[0]} is missing from the file" if missing
-                   else f"{extra[0]} has no counterpart in the model" if extra else "")
+        problem = fit_problem(state, own)
         if problem:
             raise PretrainedWeightsError(f"Weights in {path} do not fit timm's {self.name}: {problem}. Use {expected}.")
         check_pretrained(state, own, path, expected)
