@@ -81,14 +81,16 @@ def format_value(value: object) -> str:
 
 
 def head_modules(model: nn.Module) -> Dict[str, nn.Module]:
-    """Our identity heads by state-dict prefix: {"head.": ...} (Baseline) or {"heads.i.": ...} (MGN)."""
+    """Our identity heads by state-dict prefix: {"head.": ...} (Baseline), {"heads.i.": ...} (MGN),
+    plus {"local_heads.i.": ...} (TransReID's JPM branches)."""
     found: Dict[str, nn.Module] = {}
     head = getattr(model, "head", None)
     if isinstance(head, nn.Module):
         found["head."] = head
-    heads = getattr(model, "heads", None)
-    if isinstance(heads, nn.ModuleList):
-        found.update({f"heads.{i}.": h for i, h in enumerate(heads)})
+    for attr in ("heads", "local_heads"):
+        heads = getattr(model, attr, None)
+        if isinstance(heads, nn.ModuleList):
+            found.update({f"{attr}.{i}.": h for i, h in enumerate(heads)})
     return found
 
 
