@@ -88,15 +88,11 @@ def synthesize_tensor(key: str, shape: Sequence[int], seed: int = WEIGHT_SEED) -
     statistics are drawn around their usual values; token, position and camera embeddings are
     large enough to change the features.
     """
+    name = key.rsplit(".", 1)[-1]
+    if name in ("num_batches_tracked", "running_mean", "running_var"):
+        return crops.synthesize_tensor(key, shape, seed)  # BatchNorm statistics as in the torchreid proof
     gen = shared._generator(seed, key)
     shape = tuple(int(s) for s in shape)
-    name = key.rsplit(".", 1)[-1]
-    if name == "num_batches_tracked":
-        return torch.tensor(int(torch.randint(1, 10_000, (1,), generator=gen)), dtype=torch.long)
-    if name == "running_mean":
-        return 0.1 * torch.randn(shape, generator=gen)
-    if name == "running_var":
-        return shared._uniform(shape, 0.5, 1.5, gen)
     if name in ("cls_token", "pos_embed", "sie_embed"):
         return 0.5 * torch.randn(shape, generator=gen)
     if name == "weight" and len(shape) == 4:
@@ -228,12 +224,7 @@ def main(argv: Sequence[str] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--transreid-python", help="python of the environment for TransReID's code (torch, yacs)")
     p.add_argument("--transreid-repo", help="a checkout of github.com/damo-cv/TransReID")
-    p.add_argument("--archs", nargs="+", default=list(ARCHS), choices=list(ARCHS))
-    p.add_argument("--out", default="", help="folder for the checkpoints and results (default: a temp folder)")
-    p.add_argument("--fixture", default="", help="also write the CI fixture (small PNG crops) to this .npz")
-    p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # TransReID's side
-    p.add_argument("--size", nargs=2, type=int, help=argparse.SUPPRESS)
-    p.add_argument("--images", help=argparse.SUPPRESS)
+    crops.add_comparison_arguments(p, ARCHS)
     args = p.parse_args(argv)
     if not args.transreid_repo:
         p.error("--transreid-repo is required (a checkout of TransReID's repository)")
