@@ -14,6 +14,7 @@ OPTIONAL_EXTRAS = {
     "tensorboard": ["tensorboard>=2.21.0"],  # TensorBoard events next to metrics.jsonl
     "faiss": ["faiss-cpu>=1.15.1"],  # faiss search backends
     "safetensors": ["safetensors>=0.8.0"],  # .safetensors galleries
+    "timm": ["timm>=1.0.31"],  # MODEL.BACKBONE.NAME "timm/<model name>": any timm model as a backbone
 }
 
 setup(

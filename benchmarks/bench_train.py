@@ -52,6 +52,8 @@ MODELS = {
     "resnet50": ("baseline", "resnet50", [256, 128]),
     "mgn": ("mgn", "resnet50", [384, 128]),
     "resnet18": ("baseline", "resnet18", [96, 48]),  # the demo (configs/Demo/resnet18_circle.yml)
+    "vit_small": ("baseline", "vit_small_transreid", [256, 128]),  # ViT-S/16, stride 16, class token
+    "vit_small_jpm": ("transreid", "vit_small_transreid", [256, 128]),  # + stride 12 and JPM (TransReID, no SIE)
 }
 
 
@@ -113,6 +115,9 @@ def _cfg(args: argparse.Namespace, name: str, out: str):
     cfg.MODEL.HEADS.NAME = "circle"
     cfg.MODEL.HEADS.NUM_CLASSES = args.num_classes
     cfg.INPUT.SIZE_TRAIN = list(args.size or size)
+    cfg.INPUT.SIZE_TEST = list(args.size or size)  # a ViT is built for one patch grid
+    if arch == "transreid":
+        cfg.MODEL.TRANSREID.STRIDE_SIZE = [12, 12]
     cfg.SOLVER.IMS_PER_BATCH = args.batch_size
     cfg.SOLVER.AMP = args.amp
     cfg.SOLVER.CHANNELS_LAST = bool(args.channels_last)

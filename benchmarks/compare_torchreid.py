@@ -222,15 +222,21 @@ def _line(name: str, label: str, r: Mapping[str, float]) -> str:
             f"(centred {r['min_centred_cosine']:.7f})")
 
 
+def add_comparison_arguments(p: argparse.ArgumentParser, archs: Sequence[str]) -> None:
+    """The options a comparison script shares: variants, output folder, fixture, and the hidden
+    ones of its reference side (the subprocess that runs the other toolkit's code)."""
+    p.add_argument("--archs", nargs="+", default=list(archs), choices=list(archs))
+    p.add_argument("--out", default="", help="folder for the checkpoints and results (default: a temp folder)")
+    p.add_argument("--fixture", default="", help="also write the CI fixture (small PNG crops) to this .npz")
+    p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # the reference side
+    p.add_argument("--size", nargs=2, type=int, help=argparse.SUPPRESS)
+    p.add_argument("--images", help=argparse.SUPPRESS)
+
+
 def main(argv: Sequence[str] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--torchreid-python", help="python of the environment that has torchreid 0.2.5 installed")
-    p.add_argument("--archs", nargs="+", default=list(ARCHS), choices=list(ARCHS))
-    p.add_argument("--out", default="", help="folder for the checkpoints and results (default: a temp folder)")
-    p.add_argument("--fixture", default="", help="also write the CI fixture (small PNG crops) to this .npz")
-    p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # torchreid's side
-    p.add_argument("--size", nargs=2, type=int, help=argparse.SUPPRESS)
-    p.add_argument("--images", help=argparse.SUPPRESS)
+    add_comparison_arguments(p, ARCHS)
     args = p.parse_args(argv)
     if args.reference:
         run_reference(args.out, args.archs, tuple(args.size), args.images)

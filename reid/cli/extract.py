@@ -88,7 +88,8 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     log(f"extracting features of {len(paths)} images (batch {predictor.batch_size}, {where}, flip {predictor.flip})")
     try:
         with progress_bar(len(paths), "extract", enabled=progress, unit="img") as bar:
-            feats = extract_sharded(predictor, paths, progress=lambda done, total: bar.update(done - bar.n))
+            feats = extract_sharded(predictor, paths, progress=lambda done, total: bar.update(done - bar.n),
+                                    camids=camids)  # a model with SIE takes them
     except CorruptImageError as e:
         raise CorruptImageError(f"{one_line(e)} (Here: --skip-corrupt does that.)") from None
     if feats is None:  # another rank of a torchrun job: rank 0 writes the gallery

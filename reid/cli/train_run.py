@@ -107,6 +107,12 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     test_sets = load_test_sets(cfg)
     cfg.defrost()
     cfg.MODEL.HEADS.NUM_CLASSES = int(data.num_classes)
+    if cfg.MODEL.TRANSREID.SIE_CAMERA:  # SIE: one embedding per camera of the training data
+        cameras = 1 + max((int(item[2]) for item in data.items), default=0)
+        if cameras > int(cfg.MODEL.TRANSREID.NUM_CAMERAS) > 0:
+            raise ValueError(f"The training data has camera ids up to {cameras - 1} but MODEL.TRANSREID.NUM_CAMERAS "
+                             f"is {cfg.MODEL.TRANSREID.NUM_CAMERAS}: set it to {cameras} (or 0 to count them).")
+        cfg.MODEL.TRANSREID.NUM_CAMERAS = int(cfg.MODEL.TRANSREID.NUM_CAMERAS) or cameras
     cfg.freeze()
     model_cfg = cfg
     if args.eval_only or resuming:

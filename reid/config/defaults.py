@@ -30,7 +30,7 @@ _C.CUDNN_DETERMINISTIC = False
 # Model
 # ---------------------------------------------------------------------------- #
 _C.MODEL = CN()
-# Meta architecture: "baseline" (global feature + BNNeck) or "mgn" (multi-granularity parts).
+# Meta architecture: "baseline" (global feature + BNNeck), "mgn" (multi-granularity parts) or "transreid" (ViT + JPM).
 _C.MODEL.META_ARCHITECTURE = "baseline"
 # Where to run: "auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N".
 _C.MODEL.DEVICE = "auto"
@@ -44,13 +44,13 @@ _C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
 _C.MODEL.SYNC_BN = False
 
 _C.MODEL.BACKBONE = CN()
-# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*".
+# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*", "vit_base_transreid", "vit_small_transreid", "timm/<timm model name>".
 _C.MODEL.BACKBONE.NAME = "resnet50"
 # ResNet: stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN (OSNet: always stride 16).
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
 # Start from ImageNet weights (downloaded once, or PRETRAINED_PATH when set).
 _C.MODEL.BACKBONE.PRETRAINED = True
-# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*.
+# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*; timm's (.pth/.safetensors) for timm/*.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
 # ResNet: max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
 _C.MODEL.BACKBONE.STEM_POOL = "pad"
@@ -58,6 +58,28 @@ _C.MODEL.BACKBONE.STEM_POOL = "pad"
 _C.MODEL.BACKBONE.NON_LOCAL = [0, 0, 0, 0]
 # Embedding channels of each non-local block; 0 = half its input channels (the paper), fast-reid uses 1.
 _C.MODEL.BACKBONE.NON_LOCAL_EMBED = 0
+# timm ViT-style backbones: feature from the tokens: "cls" (class token) or "patches" (patch-token grid, pooled by MODEL.HEADS.POOLING).
+_C.MODEL.BACKBONE.TOKEN_FEATURE = "cls"
+# Stochastic depth (drop path) rate of transformer backbones; 0 = off (TransReID: 0.1).
+_C.MODEL.BACKBONE.DROP_PATH = 0.0
+
+_C.MODEL.TRANSREID = CN()
+# vit_*_transreid: stride [y, x] of the overlapping 16x16 patch embedding; 16 = no overlap (TransReID: 12).
+_C.MODEL.TRANSREID.STRIDE_SIZE = [16, 16]
+# SIE: a learned embedding per camera added to the ViT's tokens; needs camera ids in the data.
+_C.MODEL.TRANSREID.SIE_CAMERA = False
+# SIE coefficient lambda scaling the camera embedding (TransReID: 3.0).
+_C.MODEL.TRANSREID.SIE_COEF = 3.0
+# Cameras of the SIE embedding; 0 = set by tools/train.py from the training data (largest camera id + 1).
+_C.MODEL.TRANSREID.NUM_CAMERAS = 0
+# JPM (meta architecture "transreid"): shift the patch sequence by this many patches before shuffling.
+_C.MODEL.TRANSREID.JPM_SHIFT = 5
+# JPM: number of groups of the patch shuffle.
+_C.MODEL.TRANSREID.JPM_GROUPS = 2
+# JPM: local branches k, each on 1/k of the (shuffled) patches with its own BNNeck and identity head.
+_C.MODEL.TRANSREID.JPM_PARTS = 4
+# JPM: shift and shuffle the patches before splitting (False: consecutive stripes of patches).
+_C.MODEL.TRANSREID.JPM_REARRANGE = True
 
 _C.MODEL.HEADS = CN()
 # Identity head: "linear", "normface", "amsoftmax", "arcface", "circle" or "curricularface".

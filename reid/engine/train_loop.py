@@ -220,7 +220,7 @@ class TrainLoop:
                 self.request_stop("another process was asked to stop")
         return self.stop_reason is not None
 
-    def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
         if not isinstance(batch, Mapping) or "images" not in batch or "targets" not in batch:
             raise TypeError("Training batches must be dicts with 'images' and 'targets' (see "
                             f"docs/architecture.md); got {type(batch).__name__}.")
@@ -228,7 +228,8 @@ class TrainLoop:
         targets = batch["targets"].to(self.device, non_blocking=True)
         if self.setup.channels_last and images.dim() == 4:
             images = images.contiguous(memory_format=torch.channels_last)
-        return images, targets
+        uses_camids = getattr(self.model, "uses_camids", False)  # a camera embedding (SIE) takes them
+        return images, targets, {"camids": batch["camids"].to(self.device)} if uses_camids else {}
 
     def run_step(self, batch: Any) -> Dict[str, Any]:
         """One optimisation step; returns its logged values, averaged over processes.
@@ -241,11 +242,11 @@ class TrainLoop:
         GPU work is queued without waiting: the one device-to-host copy (the loss terms and
         statistics, for the NaN check and the log) comes after the backward pass is queued.
         """
-        images, targets = self._unpack(batch)
+        images, targets, extra = self._unpack(batch)
         autocast = (torch.autocast(device_type=self.device.type, dtype=self.setup.amp_dtype)
                     if self.setup.amp_dtype is not None else nullcontext())
         with autocast:
-            losses = self.module(images, targets)
+            losses = self.module(images, targets, **extra)
         if not isinstance(losses, Mapping) or not losses:
             raise TypeError("In train mode the model must return a non-empty dict of loss tensors "
                             f"(keys 'loss_*'); got {type(losses).__name__}.")

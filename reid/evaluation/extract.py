@@ -93,16 +93,19 @@ def extract_features(
     was_training = model.training
     model.eval()
     feats, pids, camids, paths = [], [], [], []
+    uses_camids = bool(getattr(model, "uses_camids", False))
     try:
         total = len(loader) if hasattr(loader, "__len__") else None
         # A bar only when a person is watching a terminal (evaluation runs inside training logs).
         with progress_bar(total, "extract", enabled=sys.stderr.isatty(), leave=False) as bar:
             for batch in loader:
                 images = batch["images"].to(device, non_blocking=True)
+                # Models with a camera embedding (SIE) also take the camera ids.
+                extra = {"camids": torch.as_tensor(batch["camids"]).to(device)} if uses_camids else {}
                 with autocast_context(device, amp):
-                    f = model(images).float()
+                    f = model(images, **extra).float()
                     if flip:
-                        f = (f + model(torch.flip(images, dims=[3])).float()) / 2
+                        f = (f + model(torch.flip(images, dims=[3]), **extra).float()) / 2
                 check_feature_batch(f, batch["img_paths"], amp)
                 feats.append(F.normalize(f, dim=1).cpu())
                 pids.append(np.asarray(batch["targets"], dtype=np.int64))

@@ -62,6 +62,10 @@ class NormalizedFeatureModel(nn.Module):
 
 
 def _wrap(model: nn.Module) -> NormalizedFeatureModel:
+    if getattr(model, "uses_camids", False):
+        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA) and exported models take "
+                         "images only: export a model trained with SIE_CAMERA False, or extract features with "
+                         "tools/extract.py from a list file of 'path pid camid' lines.")
     # Export always takes the CPU eval-mode graph: BatchNorm must use running statistics,
     # and a CPU graph runs anywhere. A copy, so that the caller's model keeps its device and
     # train/eval mode.

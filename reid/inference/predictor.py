@@ -186,8 +186,10 @@ class Predictor:
         }
 
     @torch.inference_mode()
-    def features_of_batch(self, images: torch.Tensor, paths: Optional[Sequence[str]] = None) -> torch.Tensor:
-        """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch.
+    def features_of_batch(self, images: torch.Tensor, paths: Optional[Sequence[str]] = None,
+                          camids: Optional[Sequence[int]] = None) -> torch.Tensor:
+        """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch
+        (`camids`: the images' camera ids, which a model with SIE needs).
 
         A NaN/inf or all-zero feature raises BadFeaturesError (naming the image when `paths`
         gives the batch's files).
@@ -196,31 +198,35 @@ class Predictor:
             f = torch.from_numpy(np.asarray(self._runtime(images), dtype=np.float32))
         else:
             x = images.to(self.device, non_blocking=True)
+            extra = {"camids": torch.as_tensor(camids, device=self.device)} \
+                if camids is not None and getattr(self.model, "uses_camids", False) else {}
             with autocast_context(self.device, self.amp):
-                f = self.model(x).float()
+                f = self.model(x, **extra).float()
                 if self.flip:
                     # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
-                    f = (f + self.model(torch.flip(x, dims=[3])).float()) / 2
+                    f = (f + self.model(torch.flip(x, dims=[3]), **extra).float()) / 2
         check_feature_batch(f, paths, amp=self.amp)
         return F.normalize(f, dim=1).cpu()
 
     def _run(self, batches, total: int, progress: Optional[ProgressFn],
-             paths: Optional[Sequence[str]] = None) -> np.ndarray:
+             paths: Optional[Sequence[str]] = None, camids: Optional[Sequence[int]] = None) -> np.ndarray:
         # Filling a preallocated array keeps peak memory at one copy of the features,
         # which matters for galleries of millions of crops.
         out = np.empty((total, self.feature_dim), dtype=np.float32)
         done = 0
         for batch in batches:
             names = paths[done:done + len(batch)] if paths is not None else None
-            f = self.features_of_batch(batch, names).numpy()
+            cams = camids[done:done + len(batch)] if camids is not None else None
+            f = self.features_of_batch(batch, names, cams).numpy()
             out[done:done + len(f)] = f
             done += len(f)
             if progress is not None:
                 progress(done, total)
         return out
 
-    def extract_paths(self, paths: Sequence[PathLike], progress: Optional[ProgressFn] = None) -> np.ndarray:
-        """Features ``[N, D]`` of the image files `paths`, in order."""
+    def extract_paths(self, paths: Sequence[PathLike], progress: Optional[ProgressFn] = None,
+                      camids: Optional[Sequence[int]] = None) -> np.ndarray:
+        """Features ``[N, D]`` of the image files `paths` (camera ids `camids`, for SIE), in order."""
         paths = [os.fspath(p) for p in paths]
         if not paths:
             raise ValueError("No image paths given: nothing to extract.")
@@ -231,7 +237,7 @@ class Predictor:
             num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
         )
-        return self._run(loader, len(paths), progress, paths)
+        return self._run(loader, len(paths), progress, paths, camids)
 
     def extract_arrays(self, images: ArrayImages, progress: Optional[ProgressFn] = None) -> np.ndarray:
         """Features ``[N, D]`` of RGB uint8 arrays (``H x W x 3`` each, any size, or one batch)."""

@@ -125,7 +125,7 @@ def test_saved_config_round_trips(tmp_path):
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.yml"), recursive=True)))
 def test_every_shipped_config_loads(path):
     cfg = load_config(path)
-    assert cfg.MODEL.META_ARCHITECTURE in ("baseline", "mgn")
+    assert cfg.MODEL.META_ARCHITECTURE in ("baseline", "mgn", "transreid")
 
 
 def test_config_docs_are_current():

@@ -469,18 +469,22 @@ LOSS_KEYS = {"identity": "loss_id", "triplet": "loss_triplet", "pair_circle": "l
 def test_every_shipped_config_builds_its_model_and_runs_a_forward_pass(path, one_torch_thread_module):
     from reid.config import load_config
 
-    cfg = load_config(path, ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.HEADS.NUM_CLASSES", 4, "MODEL.DEVICE", "cpu"])
+    opts = ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.HEADS.NUM_CLASSES", 4, "MODEL.DEVICE", "cpu"]
+    h, w = load_config(path).INPUT.SIZE_TRAIN
+    # Half the configured size: the same model and code paths at a quarter of the CPU time (a ViT's
+    # patch grid is built for the input size; SIE gets the cameras that tools/train.py counts).
+    opts += ["INPUT.SIZE_TRAIN", [h // 2, w // 2], "INPUT.SIZE_TEST", [h // 2, w // 2], "MODEL.TRANSREID.NUM_CAMERAS", 6]
+    cfg = load_config(path, opts)
     torch.manual_seed(0)
     model = build_model(cfg)
-    h, w = cfg.INPUT.SIZE_TRAIN
-    # Half the configured size: the same model and code paths at a quarter of the CPU time.
     images = torch.randint(0, 256, (4, 3, h // 2, w // 2), dtype=torch.uint8)
     targets = torch.tensor([0, 0, 1, 1])  # P=2 x K=2: pair losses have positives and negatives
-    losses = model.train()(images, targets)
+    cams = {"camids": torch.tensor([0, 1, 2, 5])} if getattr(model, "uses_camids", False) else {}
+    losses = model.train()(images, targets, **cams)
     assert set(losses) == {LOSS_KEYS[n] for n in cfg.MODEL.LOSSES.NAMES}
     assert all(torch.isfinite(v) and v > 0 for v in losses.values())
     with torch.no_grad():
-        feats = model.eval()(images[:2])
+        feats = model.eval()(images[:2], **{k: v[:2] for k, v in cams.items()})
     assert feats.shape == (2, model.feature_dim) and torch.isfinite(feats).all()
 
 

@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPTIONAL_EXTRAS = ("export", "tensorboard", "faiss", "safetensors")
+OPTIONAL_EXTRAS = ("export", "tensorboard", "faiss", "safetensors", "timm")
 
 
 @pytest.fixture(scope="module")

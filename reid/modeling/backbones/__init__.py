@@ -5,6 +5,7 @@ normalised images to a feature map and which exposes ``out_channels``.
 """
 from __future__ import annotations
 
+import logging
 from functools import partial
 
 from torch import nn
@@ -16,8 +17,12 @@ from .non_local import NonLocalBlock
 from .osnet import OSNET_NAMES, OSNetBackbone, osnet_name_from_state
 from .pretrained import PretrainedWeightsError
 from .resnet import RESNET_NAMES, STEM_POOLS, ResNetBackbone, set_stage_stride
+from .timm_backbone import PREFIX as TIMM_PREFIX
+from .timm_backbone import TimmBackbone, timm_name
+from .vit import VIT_SPECS, ReIDViT
 
 BACKBONE = Registry("MODEL.BACKBONE.NAME")
+logger = logging.getLogger(__name__)
 
 
 def _build_resnet(name: str, cfg) -> ResNetBackbone:
@@ -40,14 +45,71 @@ def _build_osnet(name: str, cfg) -> OSNetBackbone:
     return OSNetBackbone(name, pretrained=bool(bb.PRETRAINED), pretrained_path=str(bb.PRETRAINED_PATH))
 
 
+def _build_timm(name: str, cfg) -> TimmBackbone:
+    bb = cfg.MODEL.BACKBONE
+    if any(int(c) for c in bb.NON_LOCAL):
+        raise ValueError(f"MODEL.BACKBONE.NON_LOCAL is for ResNet backbones; {TIMM_PREFIX}{name} has none: "
+                         "set it to [0, 0, 0, 0].")
+    size_train, size_test = list(cfg.INPUT.SIZE_TRAIN), list(cfg.INPUT.SIZE_TEST)
+    backbone = TimmBackbone(name, pretrained=bool(bb.PRETRAINED), pretrained_path=str(bb.PRETRAINED_PATH),
+                            img_size=size_train, token_feature=str(bb.TOKEN_FEATURE).lower(),
+                            drop_path=float(bb.DROP_PATH))
+    if hasattr(backbone.model, "patch_embed") and size_train != size_test:
+        raise ValueError(f"{TIMM_PREFIX}{name} is built for one patch grid: INPUT.SIZE_TEST {size_test} must equal "
+                         f"INPUT.SIZE_TRAIN {size_train}.")
+    if str(cfg.MODEL.HEADS.POOLING).lower() == "gem" and (backbone.is_tokens or backbone.output_fmt == "NHWC"):
+        raise ValueError(f"MODEL.HEADS.POOLING gem needs non-negative feature maps; {TIMM_PREFIX}{name} gives "
+                         "normalised tokens (signed): use avg or max.")
+    stats = getattr(backbone.model, "pretrained_cfg", None) or {}
+    if bb.PRETRAINED and "mean" in stats:
+        mean = [round(255 * float(m), 3) for m in stats["mean"]]
+        std = [round(255 * float(s), 3) for s in stats["std"]]
+        if any(abs(a - float(b)) > 0.01 for a, b in zip(mean + std, list(cfg.MODEL.PIXEL_MEAN) + list(cfg.MODEL.PIXEL_STD))):
+            logger.warning("%s%s was pretrained on pixels normalised with mean %s and std %s (0-255 scale), this "
+                           "config uses MODEL.PIXEL_MEAN %s and MODEL.PIXEL_STD %s; set them to match the weights.",
+                           TIMM_PREFIX, name, mean, std, list(cfg.MODEL.PIXEL_MEAN), list(cfg.MODEL.PIXEL_STD))
+    return backbone
+
+
+def _build_vit(name: str, cfg) -> ReIDViT:
+    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+    if list(cfg.INPUT.SIZE_TRAIN) != list(cfg.INPUT.SIZE_TEST):
+        raise ValueError(f"{name} is built for one patch grid: INPUT.SIZE_TEST {list(cfg.INPUT.SIZE_TEST)} must equal "
+                         f"INPUT.SIZE_TRAIN {list(cfg.INPUT.SIZE_TRAIN)}.")
+    cameras = int(tr.NUM_CAMERAS) if bool(tr.SIE_CAMERA) else 0
+    if bool(tr.SIE_CAMERA) and cameras < 2:
+        raise ValueError("MODEL.TRANSREID.SIE_CAMERA needs camera ids from at least 2 cameras, but "
+                         f"MODEL.TRANSREID.NUM_CAMERAS is {cameras} (tools/train.py sets it from the training data; "
+                         "data whose images all have one camera id has none): set SIE_CAMERA False, or use data "
+                         "with camera ids (list files of 'path pid camid' lines).")
+    vit = ReIDViT(name, img_size=list(cfg.INPUT.SIZE_TRAIN), stride=list(tr.STRIDE_SIZE),
+                  drop_path_rate=float(bb.DROP_PATH), num_cameras=cameras, sie_coef=float(tr.SIE_COEF))
+    if bool(bb.PRETRAINED):
+        vit.load_imagenet(str(bb.PRETRAINED_PATH))
+    return vit
+
+
+def _timm_placeholder(cfg) -> nn.Module:
+    raise ValueError(f"MODEL.BACKBONE.NAME {TIMM_PREFIX}<model name> takes a timm model's name, "
+                     f"e.g. {TIMM_PREFIX}vit_small_patch16_224 or {TIMM_PREFIX}resnet50.")
+
+
+# Listed among the valid names of the unknown-name error; build_backbone routes real timm names.
+BACKBONE.register(TIMM_PREFIX + "<model name>")(_timm_placeholder)
 for _name in RESNET_NAMES:
     BACKBONE.register(_name)(partial(_build_resnet, _name))
 for _name in OSNET_NAMES:
     BACKBONE.register(_name)(partial(_build_osnet, _name))
+for _name in VIT_SPECS:
+    BACKBONE.register(_name)(partial(_build_vit, _name))
 
 
 def build_backbone(cfg) -> nn.Module:
-    """Build ``cfg.MODEL.BACKBONE.NAME``; unknown names raise a KeyError listing valid ones."""
+    """Build ``cfg.MODEL.BACKBONE.NAME`` ("timm/<name>": any timm model); unknown names raise a
+    KeyError listing valid ones."""
+    name = timm_name(cfg.MODEL.BACKBONE.NAME)
+    if name is not None and name != "<model name>":
+        return _build_timm(name, cfg)
     return BACKBONE.get(cfg.MODEL.BACKBONE.NAME)(cfg)
 
 
@@ -59,9 +121,14 @@ __all__ = [
     "OSNetBackbone",
     "PretrainedWeightsError",
     "RESNET_NAMES",
+    "ReIDViT",
     "STEM_POOLS",
+    "TIMM_PREFIX",
+    "TimmBackbone",
+    "VIT_SPECS",
     "ResNetBackbone",
     "build_backbone",
     "osnet_name_from_state",
     "set_stage_stride",
+    "timm_name",
 ]

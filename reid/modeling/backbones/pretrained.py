@@ -52,4 +52,20 @@ def check_pretrained(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.
         raise PretrainedWeightsError(f"Weights in {source} cannot be used: {problem}. Use an intact copy of {expected}.")
 
 
-__all__ = ["PretrainedWeightsError", "check_pretrained", "read_pretrained", "unwrap_state_dict"]
+def fit_problem(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor], optional: tuple = ()) -> str:
+    """The first reason `state` does not fit a model whose state dict is `own` ("" when it fits):
+    a shape that differs, a model tensor the file lacks (keys starting with `optional` may be
+    absent), or a file tensor the model lacks."""
+    for key, value in state.items():
+        if key in own and tuple(value.shape) != tuple(own[key].shape):
+            return f"{key} has shape {tuple(value.shape)} in the file but {tuple(own[key].shape)} in the model"
+    for key in own:
+        if key not in state and not (optional and key.startswith(tuple(optional))):
+            return f"{key} is missing from the file"
+    for key in state:
+        if key not in own:
+            return f"{key} has no counterpart in the model"
+    return ""
+
+
+__all__ = ["PretrainedWeightsError", "check_pretrained", "fit_problem", "read_pretrained", "unwrap_state_dict"]

@@ -14,7 +14,7 @@ from torch import nn
 
 from reid.utils.registry import Registry
 
-from . import fastreid, torchreid
+from . import fastreid, torchreid, transreid
 from .base import ConvertedWeights, ForeignWeightsError, State, WeightsFormat, mapping_table
 
 logger = logging.getLogger(__name__)
@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 FORMATS = Registry("checkpoint format")
 FORMATS.register("fastreid")(fastreid.FORMAT)
 FORMATS.register("torchreid")(torchreid.FORMAT)
+FORMATS.register("transreid")(transreid.FORMAT)
 
 
 def detect_format(state: Mapping[str, object]) -> Optional[WeightsFormat]:

@@ -81,14 +81,16 @@ def format_value(value: object) -> str:
 
 
 def head_modules(model: nn.Module) -> Dict[str, nn.Module]:
-    """Our identity heads by state-dict prefix: {"head.": ...} (Baseline) or {"heads.i.": ...} (MGN)."""
+    """Our identity heads by state-dict prefix: {"head.": ...} (Baseline), {"heads.i.": ...} (MGN),
+    plus {"local_heads.i.": ...} (TransReID's JPM branches)."""
     found: Dict[str, nn.Module] = {}
     head = getattr(model, "head", None)
     if isinstance(head, nn.Module):
         found["head."] = head
-    heads = getattr(model, "heads", None)
-    if isinstance(heads, nn.ModuleList):
-        found.update({f"heads.{i}.": h for i, h in enumerate(heads)})
+    for attr in ("heads", "local_heads"):
+        heads = getattr(model, attr, None)
+        if isinstance(heads, nn.ModuleList):
+            found.update({f"{attr}.{i}.": h for i, h in enumerate(heads)})
     return found
 
 
@@ -137,6 +139,16 @@ def place_classifier(model: nn.Module, classifier: Dict[str, Tuple[str, torch.Te
         result.mapping.append((theirs, ours))
 
 
+def misfit(key: str, value: torch.Tensor, target: str, own: Mapping[str, torch.Tensor]) -> str:
+    """Why the file's tensor `key` cannot become the model's `target` ("" when it can)."""
+    if target not in own:
+        return f"{key} has no counterpart in this model (no {target})"
+    if value.shape != own[target].shape:
+        return (f"{key} has shape {tuple(value.shape)} in the checkpoint but {target} has "
+                f"{tuple(own[target].shape)} in this model")
+    return ""
+
+
 def mapping_table(mapping: Sequence[Tuple[str, str]]) -> str:
     """The key mapping as aligned text, one ``foreign key -> our key`` per line."""
     width = max((len(a) for a, _ in mapping), default=0)
@@ -151,5 +163,6 @@ __all__ = [
     "format_value",
     "head_modules",
     "mapping_table",
+    "misfit",
     "place_classifier",
 ]

@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from ..backbones import OSNET_NAMES, osnet_name_from_state
-from .base import ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, place_classifier
+from .base import (ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, misfit,
+                   place_classifier)
 
 LABEL = "torchreid"
 
@@ -130,11 +131,9 @@ def convert_torchreid_state(state: Mapping[str, torch.Tensor], model: nn.Module,
             classifier["head." + key[len("classifier."):]] = (key, value)
             continue
         target = _target(key)
-        if target not in own:
-            raise _fail(state, source, f"{key} has no counterpart in this model (no {target})")
-        if value.shape != own[target].shape:
-            raise _fail(state, source, f"{key} has shape {tuple(value.shape)} in the checkpoint but {target} has "
-                                       f"{tuple(own[target].shape)} in this model")
+        problem = misfit(key, value, target, own)
+        if problem:
+            raise _fail(state, source, problem)
         result.state[target] = value
         result.mapping.append((key, target))
     head_prefixes = tuple(head_modules(model))

@@ -8,9 +8,11 @@ from reid.utils.registry import Registry
 
 from .baseline import Baseline
 from .mgn import MGN
+from .transreid import TransReID
 
 META_ARCH = Registry("MODEL.META_ARCHITECTURE")
 META_ARCH.register("baseline")(Baseline)
 META_ARCH.register("mgn")(MGN)
+META_ARCH.register("transreid")(TransReID)
 
-__all__ = ["META_ARCH", "Baseline", "MGN"]
+__all__ = ["META_ARCH", "Baseline", "MGN", "TransReID"]

@@ -23,7 +23,8 @@ class Baseline(nn.Module):
     ``MODEL.LOSSES``; ``last_stats`` then holds the head's mean ``s_p`` / ``s_n``.
     Eval mode: ``model(images)`` -> ``[B, feature_dim]``, the feature after the neck
     (``MODEL.HEADS.NECK_FEAT`` "after") or the pooled one before it ("before").
-    Images are raw RGB pixels (uint8 or float, 0-255) ``[B, 3, H, W]``.
+    Images are raw RGB pixels (uint8 or float, 0-255) ``[B, 3, H, W]``. A backbone with SIE
+    (``uses_camids``) also takes the camera ids ``camids`` ``[B]``.
     """
 
     def __init__(self, cfg) -> None:
@@ -46,10 +47,17 @@ class Baseline(nn.Module):
         )
         self.last_stats: Dict[str, torch.Tensor] = {}
 
+    @property
+    def uses_camids(self) -> bool:
+        """Whether the model needs camera ids (a ViT with SIE)."""
+        return bool(getattr(self.backbone, "uses_camids", False))
+
     def forward(
-        self, images: torch.Tensor, targets: Optional[torch.Tensor] = None
+        self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
-        before = self.embedding(self.pool(self.backbone(self.preprocess(images))))
+        x = self.preprocess(images)
+        fmap = self.backbone(x, camids) if self.uses_camids else self.backbone(x)
+        before = self.embedding(self.pool(fmap))
         after = self.neck(before)
         if not self.training:
             return after if self.neck_feat == "after" else before

@@ -1,0 +1,193 @@
+"""TransReID checkpoints onto this toolkit's TransReID models: recognition, key mapping, strict checks.
+
+TransReID (github.com/damo-cv/TransReID) saves ``model.state_dict()`` bare. Its models:
+
+* without JPM (``build_transformer``): the ViT under ``base.`` (``cls_token``, ``pos_embed``,
+  ``sie_embed`` with SIE, ``patch_embed.proj``, ``blocks.<i>``, ``norm``, and an unused
+  ImageNet-sized ``fc``), a BNNeck ``bottleneck`` and a bias-free ``classifier``: here a Baseline
+  with a ``vit_*_transreid`` backbone, ``NECK bnneck``, a ``linear`` head without bias;
+* with JPM (``build_transformer_local``): the same plus the branches ``b1`` / ``b2`` (a block and a
+  norm each) and ``bottleneck_<i>`` / ``classifier_<i>`` for the k local features: here the
+  ``transreid`` meta architecture.
+
+``base.<key>`` -> ``backbone.<key>``, ``b1.*``/``b2.*`` as they are, ``bottleneck.*`` -> ``neck.*``,
+``bottleneck_<i>.*`` -> ``local_necks.<i-1>.*``, ``classifier.*`` -> ``head.*``,
+``classifier_<i>.*`` -> ``local_heads.<i-1>.*``. ``base.fc`` (TransReID builds its ViT with a
+1000-class classifier that no forward uses) is dropped with a note. Every other tensor of the file
+must fit, and every tensor of the model must come from the file; the identity heads load when the
+model has linear heads of the file's class count, and are otherwise dropped with a note.
+"""
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Dict, Mapping, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ..backbones import VIT_SPECS
+from .base import (ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, misfit,
+                   place_classifier)
+
+LABEL = "TransReID"
+#: Input sizes TransReID trains people at, tried in order to explain a position-embedding length.
+_SIZES = ((256, 128), (384, 128), (128, 64))
+_MSMT17_CLASSES = (1041,)
+
+
+class TransReIDWeightsError(ForeignWeightsError):
+    """A TransReID checkpoint does not fit the model it is loaded into (one-line message)."""
+
+
+def is_transreid_state(state: Mapping[str, object]) -> bool:
+    """Whether a state dict (no ``module.`` prefix) was written by TransReID, by its key names."""
+    return "base.patch_embed.proj.weight" in state and "bottleneck.weight" in state
+
+
+def _parts(state: Mapping[str, torch.Tensor]) -> int:
+    return len({m.group(1) for k in state for m in [re.match(r"^bottleneck_(\d+)\.", k)] if m})
+
+
+def _grid(num_patches: int) -> Optional[Tuple[Tuple[int, int], int]]:
+    """``(input size, stride)`` whose overlapping-patch grid has `num_patches` patches."""
+    for size in _SIZES:
+        for stride in range(16, 7, -1):
+            if ((size[0] - 16) // stride + 1) * ((size[1] - 16) // stride + 1) == num_patches:
+                return size, stride
+    return None
+
+
+def transreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str, object]":
+    """The config settings under which our model has exactly the file's tensors."""
+    settings: "OrderedDict[str, object]" = OrderedDict()
+    parts = _parts(state)
+    settings["MODEL.META_ARCHITECTURE"] = "transreid" if parts else "baseline"
+    width = int(state["base.cls_token"].shape[-1]) if "base.cls_token" in state else 0
+    names = {spec.embed_dim: name for name, spec in VIT_SPECS.items()}  # the families differ in width
+    settings["MODEL.BACKBONE.NAME"] = names.get(width, f"(a ViT of width {width} this toolkit lacks)")
+    pos = state.get("base.pos_embed")
+    found = _grid(int(pos.shape[1]) - 1) if pos is not None else None
+    if found:
+        size, stride = found
+        settings["INPUT.SIZE_TRAIN"] = list(size)
+        settings["INPUT.SIZE_TEST"] = list(size)
+        settings["MODEL.TRANSREID.STRIDE_SIZE"] = [stride, stride]
+    sie = state.get("base.sie_embed")
+    settings["MODEL.TRANSREID.SIE_CAMERA"] = sie is not None
+    if sie is not None:
+        settings["MODEL.TRANSREID.NUM_CAMERAS"] = int(sie.shape[0])
+    if parts:
+        settings["MODEL.TRANSREID.JPM_PARTS"] = parts
+    settings["MODEL.HEADS.NECK"] = "bnneck"
+    return settings
+
+
+def classifier_classes(state: Mapping[str, torch.Tensor]) -> int:
+    """Classes of the file's identity classifier (0 when it has none)."""
+    weight = state.get("classifier.weight")
+    return int(weight.shape[0]) if weight is not None else 0
+
+
+def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
+    """"KEY VALUE ..." settings the file needs, and the shipped config for TransReID's full model."""
+    settings = transreid_architecture(state)
+    text = " ".join(f"{k} {format_value(v)}" for k, v in settings.items())
+    dataset = "MSMT17" if classifier_classes(state) in _MSMT17_CLASSES else "Market1501"
+    name = str(settings["MODEL.BACKBONE.NAME"])
+    if name in VIT_SPECS:
+        return f"{text} (e.g. --config-file configs/{dataset}/{name}.yml with these overrides)"
+    return text
+
+
+def _describe(state: Mapping[str, torch.Tensor]) -> str:
+    settings = transreid_architecture(state)
+    what = [str(settings["MODEL.BACKBONE.NAME"])]
+    if "MODEL.TRANSREID.STRIDE_SIZE" in settings:
+        what.append(f"stride {settings['MODEL.TRANSREID.STRIDE_SIZE'][0]}")
+    if settings["MODEL.TRANSREID.SIE_CAMERA"]:
+        what.append(f"SIE {settings['MODEL.TRANSREID.NUM_CAMERAS']} cameras")
+    if settings.get("MODEL.TRANSREID.JPM_PARTS"):
+        what.append("JPM")
+    return ", ".join(what)
+
+
+def _fail(state: Mapping[str, torch.Tensor], source: str, what: str) -> TransReIDWeightsError:
+    where = f"TransReID checkpoint {source}" if source else "TransReID checkpoint"
+    return TransReIDWeightsError(f"{where} ({_describe(state)}) does not fit this model: {what}. "
+                                 f"It needs {suggest_config(state)}.")
+
+
+def _target(key: str) -> str:
+    """Our name for TransReID's key (identity heads excluded)."""
+    if key.startswith("base."):
+        return "backbone." + key[len("base."):]
+    m = re.match(r"^bottleneck_(\d+)\.(.*)$", key)
+    if m:
+        return f"local_necks.{int(m.group(1)) - 1}.{m.group(2)}"
+    if key.startswith("bottleneck."):
+        return "neck." + key[len("bottleneck."):]
+    return key  # b1.*, b2.*
+
+
+def _head_target(key: str) -> Optional[str]:
+    m = re.match(r"^classifier_(\d+)\.(.*)$", key)
+    if m:
+        return f"local_heads.{int(m.group(1)) - 1}.{m.group(2)}"
+    return "head." + key[len("classifier."):] if key.startswith("classifier.") else None
+
+
+def convert_transreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, source: str = "") -> ConvertedWeights:
+    """Map TransReID state dict `state` onto `model` (a Baseline with a TransReID ViT, or a TransReID model).
+
+    Raises :class:`TransReIDWeightsError` (one line: the first key that does not fit, and the
+    settings the file needs) when the architectures differ in any way.
+    """
+    own = model.state_dict()
+    result = ConvertedWeights(state={}, architecture=_describe(state), label=LABEL)
+    classifier: Dict[str, Tuple[str, torch.Tensor]] = {}
+    dropped_fc = False
+    for key, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise _fail(state, source, f"{key} is not a tensor")
+        if key.startswith("base.fc."):
+            dropped_fc = True
+            continue
+        head_key = _head_target(key)
+        if head_key is not None:
+            classifier[head_key] = (key, value)
+            continue
+        target = _target(key)
+        problem = misfit(key, value, target, own)
+        if problem:
+            raise _fail(state, source, problem)
+        result.state[target] = value
+        result.mapping.append((key, target))
+    head_prefixes = tuple(head_modules(model))
+    for key, value in own.items():
+        if key in result.state or (head_prefixes and key.startswith(head_prefixes)):
+            continue
+        if key.endswith("num_batches_tracked"):
+            result.state[key] = value
+            continue
+        raise _fail(state, source, f"this model's {key} has no counterpart in the checkpoint")
+    if dropped_fc:
+        result.notes.append("base.fc (an ImageNet-sized classifier that TransReID's forward never uses) not loaded")
+    place_classifier(model, classifier, own, result, LABEL)
+    return result
+
+
+FORMAT = WeightsFormat(label=LABEL, detect=is_transreid_state, convert=convert_transreid_state,
+                       suggest_config=suggest_config, classifier_classes=classifier_classes,
+                       markers="base.patch_embed.proj.weight, base.pos_embed, bottleneck.weight")
+
+
+__all__ = [
+    "FORMAT",
+    "TransReIDWeightsError",
+    "classifier_classes",
+    "convert_transreid_state",
+    "is_transreid_state",
+    "suggest_config",
+    "transreid_architecture",
+]
