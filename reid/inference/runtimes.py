@@ -29,9 +29,6 @@ Runtime = Callable[[torch.Tensor], np.ndarray]  # uint8/float pixels [B, 3, H, W
 def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str]) -> Tuple[str, Optional[str]]:
     """The ONNX file to run, and a temporary folder to remove afterwards (None for a given file)."""
     if exported:
-        if not str(exported).lower().endswith(".onnx"):
-            raise ValueError(f"--exported {exported} is not an .onnx file; these backends run ONNX "
-                             "(write one with tools/export.py --output model.onnx).")
         if not os.path.isfile(exported):
             raise FileNotFoundError(f"Exported model {exported} does not exist; write it with tools/export.py.")
         return str(exported), None
@@ -95,6 +92,10 @@ def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], export
     """A non-PyTorch backend for `model`; an unknown name lists the valid ones (torch included)."""
     if str(name).lower() not in RUNTIMES:
         raise ValueError(f"Unknown inference backend {name!r}. Valid names: torch, {', '.join(RUNTIMES.names())}.")
+    # Checked before the backend's package is imported: a wrong file is the mistake to report first.
+    if exported and not str(exported).lower().endswith(".onnx"):
+        raise ValueError(f"--exported {exported} is not an .onnx file; these backends run ONNX "
+                         "(write one with tools/export.py --output model.onnx).")
     return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported)
 
 
