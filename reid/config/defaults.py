@@ -208,6 +208,14 @@ _C.DATASETS.CUSTOM.QUERY_LIST = ""
 # Custom dataset: list file of gallery images.
 _C.DATASETS.CUSTOM.GALLERY_LIST = ""
 
+_C.DATASETS.UNLABELLED = CN()
+# Unlabelled crops (dataset "unlabelled", learning without labels): a folder of images, searched recursively.
+_C.DATASETS.UNLABELLED.DIR = ""
+# Unlabelled crops: a list file instead, one image per line, "path" or "path camid" (relative to the list's folder).
+_C.DATASETS.UNLABELLED.LIST = ""
+# Unlabelled crops: regular expression whose one group captures the camera in a file name, e.g. "_c(\d+)"; "" = none.
+_C.DATASETS.UNLABELLED.CAMERA_REGEX = ""
+
 _C.DATASETS.SYNTHETIC = CN()
 # Synthetic dataset: number of training identities.
 _C.DATASETS.SYNTHETIC.NUM_TRAIN_IDS = 100
@@ -352,4 +360,6 @@ FILE_KEYS = (
     "DATASETS.CUSTOM.TRAIN_LIST",
     "DATASETS.CUSTOM.QUERY_LIST",
     "DATASETS.CUSTOM.GALLERY_LIST",
+    "DATASETS.UNLABELLED.DIR",
+    "DATASETS.UNLABELLED.LIST",
 )

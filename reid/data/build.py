@@ -38,6 +38,8 @@ class TrainData:
     val_query: List[Item] = field(default_factory=list)
     val_gallery: List[Item] = field(default_factory=list)
     datasets: List[ReIDDataset] = field(default_factory=list)
+    #: False when a dataset has no identities (``unlabelled``): every pid is then -1 and num_classes 0.
+    labelled: bool = True
 
 
 def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
@@ -52,6 +54,9 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     if name == "custom":
         c = d.CUSTOM
         return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
+    if name == "unlabelled":
+        u = d.UNLABELLED
+        return {"folder": u.DIR, "list_file": u.LIST, "camera_regex": u.CAMERA_REGEX}
     if name == "synthetic":
         s = d.SYNTHETIC
         return {
@@ -139,8 +144,12 @@ def _require_readable(items: List[Item], what: str, root: str) -> None:
         )
 
 
-def build_train_data(cfg) -> TrainData:
+def build_train_data(cfg, labels_required: bool = True) -> TrainData:
     """Combine the train splits of DATASETS.NAMES, hold out TEST.VAL_IDS identities, relabel.
+
+    With `labels_required` (supervised training) a dataset without identities (``unlabelled``)
+    raises ValueError; without it (learning without labels) such data gives pids -1 and
+    ``labelled=False``, and TEST.VAL_IDS must be 0 (holding out identities needs labels).
 
     Pids are offset per dataset so identities never collide; camera ids stay as each dataset
     numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported, once)
@@ -169,6 +178,22 @@ def build_train_data(cfg) -> TrainData:
         offset += max((it[1] for it in train), default=-1) + 1
     if not items:
         raise ValueError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has no training images.")
+    unlabelled = [ds.name for ds in datasets if not ds.has_labels]
+    if unlabelled and labels_required:
+        raise ValueError(
+            f"DATASETS.NAMES includes {', '.join(map(repr, unlabelled))}, whose images have no identity labels: "
+            "supervised training needs them. Set UDA.ENABLED True to learn from them without labels "
+            "(docs/training.md, 'No labels?'), or train on a labelled dataset."
+        )
+    if not labels_required and int(cfg.TEST.VAL_IDS) > 0:
+        raise ValueError(
+            f"TEST.VAL_IDS {cfg.TEST.VAL_IDS} holds out labelled identities to choose a model, but learning without "
+            "labels (UDA.ENABLED) uses no labels: set TEST.VAL_IDS 0 (the last checkpoint is the result)."
+        )
+    if unlabelled:
+        # Labels of the other datasets would cover only part of the images: none are kept.
+        items = [(p, -1, cam) for p, _, cam in items]
+        return TrainData(items, 0, datasets=datasets, labelled=False)
     val_query: List[Item] = []
     val_gallery: List[Item] = []
     if cfg.TEST.VAL_IDS > 0:
