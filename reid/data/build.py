@@ -17,7 +17,7 @@ from .dataset_wrappers import ImageDataset, collate_batch
 from .datasets import build_dataset
 from .datasets.base import Item, ReIDDataset, combine_all, relabel_pids
 from .image_io import filter_readable
-from .samplers import IdentitySampler, ShuffleSampler
+from .samplers import IdentitySampler, PseudoLabelSampler, ShuffleSampler
 from .transforms import build_transforms
 
 logger = logging.getLogger(__name__)
@@ -255,10 +255,7 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     resumed anywhere, even mid-epoch, draws the same augmentations as an uninterrupted one.
     """
     rank, world = get_rank(), get_world_size()
-    total = int(cfg.SOLVER.IMS_PER_BATCH)
-    if total % world:
-        raise ValueError(f"SOLVER.IMS_PER_BATCH={total} is not divisible by the {world} processes.")
-    batch = total // world
+    batch = _process_batch(cfg)
     kind = str(cfg.DATALOADER.SAMPLER).lower()
     if kind == "identity":
         sampler = IdentitySampler(
@@ -268,6 +265,18 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
         sampler = ShuffleSampler(len(items), batch, cfg.SEED, rank, world, sample_seeds=True)
     else:
         raise ValueError(f"Unknown DATALOADER.SAMPLER {cfg.DATALOADER.SAMPLER!r}. Valid: {', '.join(SAMPLERS)}.")
+    return _train_loader(cfg, items, sampler, batch)
+
+
+def _process_batch(cfg) -> int:
+    """SOLVER.IMS_PER_BATCH divided over the processes (an error when it does not divide)."""
+    total, world = int(cfg.SOLVER.IMS_PER_BATCH), get_world_size()
+    if total % world:
+        raise ValueError(f"SOLVER.IMS_PER_BATCH={total} is not divisible by the {world} processes.")
+    return total // world
+
+
+def _train_loader(cfg, items: List[Item], sampler: Any, batch: int) -> DataLoader:
     dataset = ImageDataset(items, build_transforms(cfg, is_train=True), bool(cfg.DATASETS.SKIP_CORRUPT))
     kw = _loader_kwargs(cfg)
     # Each iter(loader) draws a base seed for its workers; from its own generator it leaves the
@@ -275,6 +284,16 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     generator = torch.Generator().manual_seed(int(cfg.SEED))
     return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, generator=generator,
                       persistent_workers=kw["num_workers"] > 0, **kw)
+
+
+def build_pseudo_label_loader(cfg, items: List[Item]) -> DataLoader:
+    """Train loader of learning without labels: UDA.ITERS_PER_EPOCH P x K batches per epoch over
+    pseudo-labels that ``loader.sampler.set_labels(labels)`` sets before each epoch
+    (:class:`PseudoLabelSampler`); the items' own pids are never the targets."""
+    batch = _process_batch(cfg)
+    sampler = PseudoLabelSampler(batch, int(cfg.DATALOADER.NUM_INSTANCE), int(cfg.UDA.ITERS_PER_EPOCH), int(cfg.SEED),
+                                 get_rank(), get_world_size())
+    return _train_loader(cfg, items, sampler, batch)
 
 
 def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader:

@@ -87,7 +87,7 @@ class TrainLoop:
 
     Attributes hooks read: ``epoch``, ``iter`` (steps completed), ``max_iter``,
     ``iters_per_epoch``, ``last_metrics``, ``eval_model`` (what evaluation and checkpoints use;
-    a hook may point it at other weights, e.g. an average), ``eval_records``, ``error``.
+    a hook may point it elsewhere), ``eval_records``, ``log_records`` (for metrics.jsonl), ``error``.
     """
 
     def __init__(self, model: nn.Module, module: nn.Module, optimizer: torch.optim.Optimizer,
@@ -104,6 +104,7 @@ class TrainLoop:
         self.iter = 0
         self.last_metrics: Dict[str, Any] = {}
         self.eval_records: List[Dict[str, Any]] = []
+        self.log_records: List[Dict[str, Any]] = []
         self.hooks: List[HookBase] = []
         self.error: Optional[BaseException] = None
         self.stop_reason: Optional[str] = None

@@ -46,6 +46,11 @@ class Baseline(nn.Module):
         )
         self.last_stats: Dict[str, torch.Tensor] = {}
 
+    def set_identity_head(self, head: nn.Module) -> None:
+        """Train with `head` as the identity head from now on (learning without labels puts its
+        cluster memory here; the optimizer is not told, so `head` should have no parameters)."""
+        self.head = head
+
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
