@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -15,6 +16,7 @@ from reid.utils.process import get_world_size
 
 from .clustering import ClusterSettings
 from .hooks import uda_hooks
+from .scores import pseudo_label_scores
 
 
 def check_uda_settings(cfg, num_images: int) -> None:
@@ -48,7 +50,8 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     """The train loader and the hooks of a UDA run on ``data.items``; installs the memory in `model`.
 
     The images' own pids (ground truth, when the data happens to have it) never reach training:
-    the loader's items carry pid -1 and its targets are the pseudo-labels.
+    the loader's items carry pid -1 and its targets are the pseudo-labels. With ground truth,
+    each epoch's clustering is scored against it (:func:`pseudo_label_scores`) for the log.
     """
     check_uda_settings(cfg, len(data.items))
     items = [(path, -1, cam) for path, _, cam in data.items]
@@ -62,8 +65,12 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
         device = next(m.parameters()).device
         return extract_features(m, extract_loader, device, flip=bool(cfg.TEST.FLIP), amp=str(cfg.TEST.AMP)).feats
 
+    score = None
+    if data.labelled:  # e.g. a labelled dataset adapted to as if it had none: measure, never train on it
+        truth = np.array([pid for _, pid, _ in data.items], dtype=np.int64)
+        score = lambda labels: pseudo_label_scores(labels, truth)  # noqa: E731
     per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
-    return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch)
+    return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score)
 
 
 __all__ = ["build_uda_training", "check_uda_settings", "set_identity_head"]

@@ -36,7 +36,11 @@ def test_adaptation_resumes_exactly_mid_epoch_with_its_labels_and_memory(data, t
     clusters = _records(tmp_path / "a", "cluster")
     assert [r["epoch"] for r in clusters] == [1, 2, 3]
     assert all(r["clusters"] >= 4 and 0 < r["images_kept"] <= r["images"] == 60 for r in clusters)
-    assert "Clustering before epoch 2: " in (tmp_path / "a" / "log.txt").read_text()
+    # The synthetic images have identities: each clustering is scored (measurement only).
+    assert all(-1 <= r["ari"] <= 1 and 0 <= r["pair_precision"] <= 1 and 0 <= r["pair_recall"] <= 1
+               and r["true_ids"] == 10 for r in clusters)
+    log = (tmp_path / "a" / "log.txt").read_text()
+    assert "Clustering before epoch 2: " in log and "; ARI " in log and "pair precision" in log
 
     # Stopped in the middle of epoch 2 (step 5 of 9), then resumed in a new process state.
     assert cli_train.main(argv(data, tmp_path / "b"), hooks=[StopAt(at=5)]) == 0
@@ -70,3 +74,23 @@ def test_what_cannot_train_is_one_line_naming_what_to_do(data, tmp_path, capsys,
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "run" / "model_final.pth").exists()  # never a silent epoch without training
+
+
+@pytest.mark.slow
+def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path):
+    import shutil
+
+    from reid.cli import train as cli_train
+    from reid.data import build_dataset
+
+    ds = build_dataset("synthetic", str(data), num_train_ids=10, num_test_ids=3, num_cameras=2, images_per_camera=3,
+                       num_distractors=0, image_size=(64, 32))
+    crops = tmp_path / "crops"
+    crops.mkdir()
+    for i, (path, _, cam) in enumerate(ds.train):  # names without identities, camera in the name
+        shutil.copy(path, crops / f"frame{i:04d}_cam{cam + 1}.jpg")
+    extra = ["DATASETS.NAMES", "[unlabelled]", "DATASETS.UNLABELLED.DIR", str(crops),
+             "DATASETS.UNLABELLED.CAMERA_REGEX", r"_cam(\d+)", "SOLVER.MAX_EPOCH", "1"]
+    assert cli_train.main(argv(data, tmp_path / "run", *extra)) == 0
+    (record,) = _records(tmp_path / "run", "cluster")
+    assert record["images"] == 60 and "ari" not in record and "true_ids" not in record
