@@ -94,3 +94,17 @@ def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path):
     assert cli_train.main(argv(data, tmp_path / "run", *extra)) == 0
     (record,) = _records(tmp_path / "run", "cluster")
     assert record["images"] == 60 and "ari" not in record and "true_ids" not in record
+
+
+@pytest.mark.slow
+def test_adaptation_starts_from_a_supervised_run_with_another_head(data, tmp_path):
+    from reid.cli import train as cli_train
+
+    source = tmp_path / "source"
+    assert cli_train.main(["--config-file", DEMO] + tiny_opts(data, source) + ["TEST.EVAL_PERIOD", "0"]) == 0
+    weights = str(source / "model_final.pth")
+    assert "head.weight" in torch.load(weights, weights_only=True)["model"]  # 5 training identities
+    out = tmp_path / "adapted"
+    assert cli_train.main(argv(data, out, "--weights", weights, "SOLVER.MAX_EPOCH", "1")) == 0
+    log = (out / "log.txt").read_text()
+    assert f"Loaded weights from {weights}" in log and "Clustering before epoch 1" in log
