@@ -231,6 +231,8 @@ _C.DATASETS.SYNTHETIC.NUM_DISTRACTORS = -1
 _C.DATASETS.SYNTHETIC.SEED = 0
 # Synthetic dataset: drawn image size [height, width].
 _C.DATASETS.SYNTHETIC.IMAGE_SIZE = [128, 64]
+# Synthetic dataset: rendering style, "demo" or "shift" (another domain: colours, backgrounds, cameras; datasets/README.md).
+_C.DATASETS.SYNTHETIC.STYLE = "demo"
 
 # ---------------------------------------------------------------------------- #
 # Data loading

@@ -67,6 +67,7 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
             "num_distractors": s.NUM_DISTRACTORS,
             "seed": s.SEED,
             "image_size": tuple(s.IMAGE_SIZE),
+            "style": s.STYLE,
         }
     return {}
 
