@@ -125,15 +125,15 @@ def test_shift_style_renders_another_domain(tmp_path):
     def brightness(ds):
         return np.mean([cv2.cvtColor(cv2.imread(p), cv2.COLOR_BGR2HSV)[..., 2].mean() for p, _, _ in ds.train])
 
-    assert brightness(build(tmp_path, seed=1, style="shift")) < 0.75 * brightness(build(tmp_path, seed=1))
-    # Same draws, other garment colours: a saturated hue turns by 1/24 of the circle, 0.6 x as saturated.
+    assert brightness(build(tmp_path, seed=1, style="shift")) < 0.85 * brightness(build(tmp_path, seed=1))
+    # Same draws, other garment colours: a saturated hue turns by 1/24 of the circle, 0.8 x as saturated.
     turned = 0
     for seed in range(40):
         demo, shift = (colorsys.rgb_to_hsv(*[c / 255 for c in sample_identity(np.random.default_rng(seed), STYLES[k]).upper])
                        for k in ("demo", "shift"))
         if demo[1] > 0.3:
             assert (shift[0] - demo[0]) % 1.0 == pytest.approx(1 / 24, abs=0.01)
-            assert shift[1] == pytest.approx(0.6 * demo[1], abs=0.01)
+            assert shift[1] == pytest.approx(0.8 * demo[1], abs=0.01)
             turned += 1
     assert turned > 20
     with pytest.raises(ValueError, match="unknown style 'night'.*valid: demo, shift"):

@@ -75,6 +75,8 @@ class SyntheticParams:
         params = asdict(self)
         if self.style == "demo":  # the demo's folders keep the names they had before styles existed
             del params["style"]
+        else:  # a retuned style must not reuse images drawn with its old settings
+            params["style"] = [self.style, asdict(STYLES[self.style])]
         blob = json.dumps({**params, "render_version": RENDER_VERSION}, sort_keys=True)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
         h, w = self.image_size

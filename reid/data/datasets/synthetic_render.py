@@ -45,8 +45,8 @@ class RenderStyle:
 
     "demo" is the demo's dataset. "shift" is a second domain for learning without labels
     (docs/benchmarks.md): garment hues turned by half a hue step (15 degrees, between the demo's
-    12 hues) and paler (saturation x 0.6); only dim textured and tiled backgrounds (value
-    0.1-0.45 instead of 0.25-0.9); darker, more colour-cast, blurrier and noisier cameras.
+    12 hues) and paler (saturation x 0.8); only dim textured and tiled backgrounds (value
+    0.15-0.55 instead of 0.25-0.9); darker, more colour-cast, blurrier and noisier cameras.
     """
 
     hue_offset: float = 0.0  # added to every saturated garment hue, as a fraction of the circle
@@ -62,8 +62,8 @@ class RenderStyle:
 #: name -> style (DATASETS.SYNTHETIC.STYLE); "demo" draws exactly what RENDER_VERSION 4 drew.
 STYLES: Dict[str, RenderStyle] = {
     "demo": RenderStyle(),
-    "shift": RenderStyle(hue_offset=1 / 24, saturation=0.6, backgrounds=("noise", "tiles"), bg_value=(0.1, 0.45),
-                         gain=(0.55, 0.95), cast=(0.82, 1.18), blur=(0.5, 1.4), noise=(3.0, 9.0)),
+    "shift": RenderStyle(hue_offset=1 / 24, saturation=0.8, backgrounds=("noise", "tiles"), bg_value=(0.15, 0.55),
+                         gain=(0.65, 1.05), cast=(0.86, 1.14), blur=(0.3, 1.1), noise=(2.0, 7.0)),
 }
 _DEMO = STYLES["demo"]
 
