@@ -41,6 +41,9 @@ setup(
         "tqdm>=4.64.1",  # progress bars; tqdm.contrib.logging routes log lines around them
         "PyYAML>=6.0",
         "h5py>=3.8",
+        # DBSCAN on a precomputed sparse distance for learning without labels (UDA.ENABLED); core, not
+        # an extra: a config must not train for hours and then fail on a missing package (docs/training.md).
+        "scikit-learn>=1.2.2",
     ],
     extras_require={
         "dev": ["pytest>=9.1.0"],  # 9.1: caplog also sees non-propagating loggers ("reid")

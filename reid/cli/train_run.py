@@ -102,11 +102,12 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     check_dataset_names(cfg.DATASETS.NAMES, "DATASETS.NAMES")
     check_test_settings(cfg)
     check_batch_identities(cfg, dist_info.world_size)
-    data = build_train_data(cfg)  # logs each dataset's table and the validation split
+    uda = bool(cfg.UDA.ENABLED)  # learning without labels: the training images' pids are never used
+    data = build_train_data(cfg, labels_required=not uda)  # logs each dataset's table and the validation split
     # Every rank checks (the lists are cheap to read), so all stop alike before any training.
     test_sets = load_test_sets(cfg)
     cfg.defrost()
-    cfg.MODEL.HEADS.NUM_CLASSES = int(data.num_classes)
+    cfg.MODEL.HEADS.NUM_CLASSES = 0 if uda else int(data.num_classes)  # UDA: a cluster memory instead
     if cfg.MODEL.TRANSREID.SIE_CAMERA:  # SIE: one embedding per camera of the training data
         cameras = 1 + max((int(item[2]) for item in data.items), default=0)
         if cameras > int(cfg.MODEL.TRANSREID.NUM_CAMERAS) > 0:
@@ -143,7 +144,13 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
         eval_fn(model, epoch or 0, when=f"with {weights}" + (f" (after epoch {epoch})" if epoch is not None else ""))
         return 0
 
-    loader = build_train_loader(cfg, data.items)
+    if uda:
+        from reid.uda import build_uda_training
+
+        loader, uda_hooks = build_uda_training(cfg, data, model)
+        hooks = uda_hooks + list(hooks)
+    else:
+        loader = build_train_loader(cfg, data.items)
     trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger, hooks=hooks)
     trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head)
     try:

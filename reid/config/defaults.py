@@ -235,6 +235,13 @@ _C.DATASETS.FOLDERS = CN()
 _C.DATASETS.FOLDERS.QUERY_PATH = ""
 # Test set "folders": gallery folder of identity sub-folders, or list file "path identity [camid]" (tools/test.py --gallery).
 _C.DATASETS.FOLDERS.GALLERY_PATH = ""
+_C.DATASETS.UNLABELLED = CN()
+# Unlabelled crops (dataset "unlabelled", learning without labels): a folder of images, searched recursively.
+_C.DATASETS.UNLABELLED.DIR = ""
+# Unlabelled crops: a list file instead, one image per line, "path" or "path camid" (relative to the list's folder).
+_C.DATASETS.UNLABELLED.LIST = ""
+# Unlabelled crops: regular expression whose one group captures the camera in a file name, e.g. "_c(\d+)"; "" = none.
+_C.DATASETS.UNLABELLED.CAMERA_REGEX = ""
 
 _C.DATASETS.SYNTHETIC = CN()
 # Synthetic dataset: number of training identities.
@@ -251,6 +258,8 @@ _C.DATASETS.SYNTHETIC.NUM_DISTRACTORS = -1
 _C.DATASETS.SYNTHETIC.SEED = 0
 # Synthetic dataset: drawn image size [height, width].
 _C.DATASETS.SYNTHETIC.IMAGE_SIZE = [128, 64]
+# Synthetic dataset: rendering style, "demo" or "shift" (another domain: colours, backgrounds, cameras; datasets/README.md).
+_C.DATASETS.SYNTHETIC.STYLE = "demo"
 
 # ---------------------------------------------------------------------------- #
 # Data loading
@@ -369,6 +378,29 @@ _C.TEST.AQE.QE_K = 5
 # AQE: exponent alpha of the similarity weights.
 _C.TEST.AQE.ALPHA = 3.0
 
+# ---------------------------------------------------------------------------- #
+# Learning without labels (docs/training.md, "No labels?")
+# ---------------------------------------------------------------------------- #
+_C.UDA = CN()
+# Train without identity labels: before each epoch, cluster the training images into pseudo-identities.
+_C.UDA.ENABLED = False
+# Iterations per epoch (P x K batches over the current pseudo-labels); fixed, so the LR schedule is too.
+_C.UDA.ITERS_PER_EPOCH = 200
+# k1 of the k-reciprocal Jaccard distance the images are clustered on (its neighbourhood size).
+_C.UDA.K1 = 30
+# k2 of that distance (local query expansion; 1 = none).
+_C.UDA.K2 = 6
+# DBSCAN radius: the largest Jaccard distance at which two images are neighbours, in (0, 1).
+_C.UDA.EPS = 0.6
+# DBSCAN: neighbours within EPS (the image itself included) that make an image the core of a cluster.
+_C.UDA.MIN_SAMPLES = 4
+# Temperature tau of the cluster-memory contrastive loss (the identity loss in UDA runs).
+_C.UDA.TEMPERATURE = 0.05
+# Momentum m of the per-step memory update c <- normalise(m c + (1 - m) q).
+_C.UDA.MOMENTUM = 0.1
+# Memory update from a batch: "mean" (mean feature of each cluster) or "hard" (its least similar feature).
+_C.UDA.MEMORY_UPDATE = "mean"
+
 # Keys whose values name files or folders. A config stored inside a checkpoint (someone else's,
 # perhaps) never sets them: reid.config.merge_from_text leaves them at their defaults, so a
 # downloaded file cannot make a tool read or write a path the user did not name.
@@ -382,4 +414,6 @@ FILE_KEYS = (
     "DATASETS.CUSTOM.GALLERY_LIST",
     "DATASETS.FOLDERS.QUERY_PATH",
     "DATASETS.FOLDERS.GALLERY_PATH",
+    "DATASETS.UNLABELLED.DIR",
+    "DATASETS.UNLABELLED.LIST",
 )

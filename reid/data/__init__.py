@@ -1,5 +1,6 @@
 """Data: datasets, transforms, samplers and loaders (imports nothing above reid.config)."""
 from .build import (
+    build_pseudo_label_loader,
     TrainData,
     build_test_data,
     build_test_loader,
@@ -9,7 +10,7 @@ from .build import (
 )
 from .datasets import DATASET_REGISTRY, ReIDDataset, build_dataset
 from .image_io import CorruptImageError, read_image
-from .samplers import IdentitySampler, ShuffleSampler
+from .samplers import IdentitySampler, PseudoLabelSampler, ShuffleSampler
 from .transforms import build_transforms
 
 __all__ = [
@@ -17,9 +18,11 @@ __all__ = [
     "CorruptImageError",
     "IdentitySampler",
     "ReIDDataset",
+    "PseudoLabelSampler",
     "ShuffleSampler",
     "TrainData",
     "build_dataset",
+    "build_pseudo_label_loader",
     "build_test_data",
     "build_test_loader",
     "build_train_data",

@@ -17,7 +17,7 @@ from .dataset_wrappers import ImageDataset, collate_batch
 from .datasets import build_dataset
 from .datasets.base import Item, ReIDDataset, combine_all, relabel_pids
 from .image_io import filter_readable
-from .samplers import IdentitySampler, ShuffleSampler
+from .samplers import IdentitySampler, PseudoLabelSampler, ShuffleSampler
 from .transforms import build_transforms
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ class TrainData:
     val_query: List[Item] = field(default_factory=list)
     val_gallery: List[Item] = field(default_factory=list)
     datasets: List[ReIDDataset] = field(default_factory=list)
+    #: False when a dataset has no identities (``unlabelled``): every pid is then -1 and num_classes 0.
+    labelled: bool = True
 
 
 def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
@@ -54,6 +56,9 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
         return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
     if name == "folders":
         return {"query_path": d.FOLDERS.QUERY_PATH, "gallery_path": d.FOLDERS.GALLERY_PATH}
+    if name == "unlabelled":
+        u = d.UNLABELLED
+        return {"folder": u.DIR, "list_file": u.LIST, "camera_regex": u.CAMERA_REGEX}
     if name == "synthetic":
         s = d.SYNTHETIC
         return {
@@ -64,6 +69,7 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
             "num_distractors": s.NUM_DISTRACTORS,
             "seed": s.SEED,
             "image_size": tuple(s.IMAGE_SIZE),
+            "style": s.STYLE,
         }
     return {}
 
@@ -141,8 +147,12 @@ def _require_readable(items: List[Item], what: str, root: str) -> None:
         )
 
 
-def build_train_data(cfg) -> TrainData:
+def build_train_data(cfg, labels_required: bool = True) -> TrainData:
     """Combine the train splits of DATASETS.NAMES, hold out TEST.VAL_IDS identities, relabel.
+
+    With `labels_required` (supervised training) a dataset without identities (``unlabelled``)
+    raises ValueError; without it (learning without labels) such data gives pids -1 and
+    ``labelled=False``, and TEST.VAL_IDS must be 0 (holding out identities needs labels).
 
     Pids are offset per dataset so identities never collide; camera ids stay as each dataset
     numbers them. With DATASETS.SKIP_CORRUPT, unreadable images are dropped (and reported, once)
@@ -171,6 +181,22 @@ def build_train_data(cfg) -> TrainData:
         offset += max((it[1] for it in train), default=-1) + 1
     if not items:
         raise ValueError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has no training images.")
+    unlabelled = [ds.name for ds in datasets if not ds.has_labels]
+    if unlabelled and labels_required:
+        raise ValueError(
+            f"DATASETS.NAMES includes {', '.join(map(repr, unlabelled))}, whose images have no identity labels: "
+            "supervised training needs them. Set UDA.ENABLED True to learn from them without labels "
+            "(docs/training.md, 'No labels?'), or train on a labelled dataset."
+        )
+    if not labels_required and int(cfg.TEST.VAL_IDS) > 0:
+        raise ValueError(
+            f"TEST.VAL_IDS {cfg.TEST.VAL_IDS} holds out labelled identities to choose a model, but learning without "
+            "labels (UDA.ENABLED) uses no labels: set TEST.VAL_IDS 0 (the last checkpoint is the result)."
+        )
+    if unlabelled:
+        # Labels of the other datasets would cover only part of the images: none are kept.
+        items = [(p, -1, cam) for p, _, cam in items]
+        return TrainData(items, 0, datasets=datasets, labelled=False)
     val_query: List[Item] = []
     val_gallery: List[Item] = []
     if cfg.TEST.VAL_IDS > 0:
@@ -232,10 +258,7 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     resumed anywhere, even mid-epoch, draws the same augmentations as an uninterrupted one.
     """
     rank, world = get_rank(), get_world_size()
-    total = int(cfg.SOLVER.IMS_PER_BATCH)
-    if total % world:
-        raise ValueError(f"SOLVER.IMS_PER_BATCH={total} is not divisible by the {world} processes.")
-    batch = total // world
+    batch = _process_batch(cfg)
     kind = str(cfg.DATALOADER.SAMPLER).lower()
     if kind == "identity":
         sampler = IdentitySampler(
@@ -245,6 +268,18 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
         sampler = ShuffleSampler(len(items), batch, cfg.SEED, rank, world, sample_seeds=True)
     else:
         raise ValueError(f"Unknown DATALOADER.SAMPLER {cfg.DATALOADER.SAMPLER!r}. Valid: {', '.join(SAMPLERS)}.")
+    return _train_loader(cfg, items, sampler, batch)
+
+
+def _process_batch(cfg) -> int:
+    """SOLVER.IMS_PER_BATCH divided over the processes (an error when it does not divide)."""
+    total, world = int(cfg.SOLVER.IMS_PER_BATCH), get_world_size()
+    if total % world:
+        raise ValueError(f"SOLVER.IMS_PER_BATCH={total} is not divisible by the {world} processes.")
+    return total // world
+
+
+def _train_loader(cfg, items: List[Item], sampler: Any, batch: int) -> DataLoader:
     dataset = ImageDataset(items, build_transforms(cfg, is_train=True), bool(cfg.DATASETS.SKIP_CORRUPT))
     kw = _loader_kwargs(cfg)
     # Each iter(loader) draws a base seed for its workers; from its own generator it leaves the
@@ -252,6 +287,16 @@ def build_train_loader(cfg, items: List[Item]) -> DataLoader:
     generator = torch.Generator().manual_seed(int(cfg.SEED))
     return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, generator=generator,
                       persistent_workers=kw["num_workers"] > 0, **kw)
+
+
+def build_pseudo_label_loader(cfg, items: List[Item]) -> DataLoader:
+    """Train loader of learning without labels: UDA.ITERS_PER_EPOCH P x K batches per epoch over
+    pseudo-labels that ``loader.sampler.set_labels(labels)`` sets before each epoch
+    (:class:`PseudoLabelSampler`); the items' own pids are never the targets."""
+    batch = _process_batch(cfg)
+    sampler = PseudoLabelSampler(batch, int(cfg.DATALOADER.NUM_INSTANCE), int(cfg.UDA.ITERS_PER_EPOCH), int(cfg.SEED),
+                                 get_rank(), get_world_size())
+    return _train_loader(cfg, items, sampler, batch)
 
 
 def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader:

@@ -22,7 +22,8 @@ class ImageDataset(Dataset):
     Sample: ``{"images": uint8 [3, H, W], "targets": pid, "camids": camid, "img_paths": path}``;
     without a transform the image is only converted to a CHW tensor. The key is an index, or
     ``(index, seed)`` from a sampler with ``sample_seeds=True``: the random generators are then
-    seeded with `seed` before the image is augmented.
+    seeded with `seed` before the image is augmented; or ``(index, seed, target)`` (learning
+    without labels): the sample's target is then `target`, not the item's pid.
 
     With ``skip_corrupt`` an image that cannot be read is replaced by the next readable image of
     the same identity (so a P x K batch keeps its structure), with a warning naming both;
@@ -58,19 +59,22 @@ class ImageDataset(Dataset):
         n = len(self.items)
         return same_order + [(index + k) % n for k in range(1, n)]
 
-    def __getitem__(self, key: Union[int, Tuple[int, int]]) -> dict:
+    def __getitem__(self, key: Union[int, Tuple[int, ...]]) -> dict:
         # The train sampler sends (index, seed): the sample's augmentation stream is seeded
         # from its position in the epoch, whichever worker process loads it.
-        index, seed = key if isinstance(key, tuple) else (key, None)
+        index, seed, target = (tuple(key) + (None, None))[:3] if isinstance(key, tuple) else (key, None, None)
         if seed is not None:
             seed_sample(seed)
         path, pid, camid = self.items[index]
+        if target is not None:
+            pid = target
         try:
             img = read_image(path)
         except CorruptImageError:
             if not self.skip_corrupt:
                 raise
-            img, path, pid, camid = self._replacement(index)
+            img, path, replaced_pid, camid = self._replacement(index)
+            pid = replaced_pid if target is None else target
         img = self.transform(img) if self.transform is not None else to_chw_tensor(img)
         return {"images": img, "targets": pid, "camids": camid, "img_paths": path}
 

@@ -1,4 +1,5 @@
-"""Training samplers: P identities x K images (``IdentitySampler``) and a plain shuffle.
+"""Training samplers: P identities x K images (``IdentitySampler``), a plain shuffle, and P x K
+over pseudo-labels that change every epoch (``PseudoLabelSampler``, learning without labels).
 
 Both yield dataset indices (or, with ``sample_seeds=True``, ``(index, seed)`` pairs that give
 every sample its own augmentation seed, see ``reid.utils.process``), take ``batch_size`` as the
@@ -262,3 +263,47 @@ class ShuffleSampler(_EpochSampler):
         perm = self._rng(epoch).permutation(self.num_items)
         mine = perm[self.rank : self.num_samples * self.world_size : self.world_size]
         return mine[: self.num_batches * self.batch_size]
+
+
+class PseudoLabelSampler(_EpochSampler):
+    """P x K batches over pseudo-labels that change every epoch, in a fixed number of batches.
+
+    Learning without labels re-clusters before each epoch: :meth:`set_labels` gives the label
+    of every dataset item (-1 = an outlier, left out). An epoch is always `num_batches` batches
+    (so the loop's length and LR schedule stay fixed whatever the clustering finds): passes of
+    an :class:`IdentitySampler` over the labelled items, each from its own seed, cut at
+    `num_batches`. Yields ``(index, seed, label)``: the dataset trains on `label`, never on an
+    item's own pid (which holds the withheld ground truth when there is one).
+    """
+
+    def __init__(self, batch_size: int, num_instances: int, num_batches: int, seed: int = 0, rank: int = 0,
+                 world_size: int = 1) -> None:
+        super().__init__(seed, rank, world_size, sample_seeds=True)
+        if int(num_batches) < 1:
+            raise ValueError(f"PseudoLabelSampler: num_batches (UDA.ITERS_PER_EPOCH) must be >= 1, got {num_batches}.")
+        self.batch_size, self.num_instances, self.num_batches = int(batch_size), int(num_instances), int(num_batches)
+        self.labels: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._kept = np.zeros(0, dtype=np.int64)
+        self._inner = None
+
+    def set_labels(self, labels: Sequence[int]) -> None:
+        """Pseudo-label of every item (-1 = left out) for the epochs from now on."""
+        labels = np.asarray(labels, dtype=np.int64)
+        kept = np.flatnonzero(labels >= 0)
+        self._inner = IdentitySampler(labels[kept], self.batch_size, self.num_instances, self.seed, self.rank,
+                                      self.world_size)
+        self.labels, self._kept = labels, kept
+
+    def _epoch_indices(self, epoch: int) -> np.ndarray:
+        if self._inner is None:
+            raise RuntimeError("PseudoLabelSampler: set_labels() must be called before the first epoch.")
+        need, parts, have, j = self.num_batches * self.batch_size, [], 0, 0
+        while have < need:
+            part = self._kept[self._inner.epoch_indices(derive_seed(self.seed, epoch, j))]
+            parts.append(part)
+            have, j = have + len(part), j + 1
+        return np.concatenate(parts)[:need]
+
+    def __iter__(self) -> Iterator[Tuple[int, int, int]]:
+        for index, seed in super().__iter__():
+            yield index, seed, int(self.labels[index])

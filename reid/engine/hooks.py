@@ -257,7 +257,8 @@ class MetricsLogger(HookBase):
     means over the window of the step values (loss terms, head statistics, lr, grad norm),
     images/s and the ETA. The ETA averages over everything this process has trained so far:
     one window is too short a sample (a slow first batch or an evaluation make it swing).
-    Evaluation records (``trainer.eval_records``) are written after each epoch.
+    Evaluation records (``trainer.eval_records``) and other hooks' records
+    (``trainer.log_records``) are written after each epoch.
     """
 
     def __init__(self, output_dir: str, period: int, enabled: bool, progress: bool) -> None:
@@ -266,7 +267,7 @@ class MetricsLogger(HookBase):
         self.metrics: Optional[MetricsWriter] = None
         self._bars = contextlib.ExitStack()
         self._bar: Any = None
-        self._written = 0
+        self._written = self._written_other = 0
         self._reset_window()
 
     def _reset_window(self) -> None:
@@ -278,6 +279,7 @@ class MetricsLogger(HookBase):
         self.metrics = MetricsWriter(self.output_dir, enabled=self.enabled)
         self._t0, self._iter0 = time.perf_counter(), self.trainer.iter
         self._written = len(self.trainer.eval_records)
+        self._written_other = len(getattr(self.trainer, "log_records", ()))
 
     def before_epoch(self) -> None:
         t = self.trainer
@@ -332,10 +334,11 @@ class MetricsLogger(HookBase):
         logger.info("  ".join(parts))
 
     def _write_eval_records(self) -> None:
-        records = self.trainer.eval_records
-        for rec in records[self._written:]:
+        t = self.trainer
+        others = list(getattr(t, "log_records", ()))  # a loop of another make may not have them
+        for rec in others[self._written_other:] + t.eval_records[self._written:]:
             self.metrics.write(rec)
-        self._written = len(records)
+        self._written, self._written_other = len(t.eval_records), len(others)
 
     def after_epoch(self) -> None:
         self._bars.close()

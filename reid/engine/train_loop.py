@@ -87,7 +87,7 @@ class TrainLoop:
 
     Attributes hooks read: ``epoch``, ``iter`` (steps completed), ``max_iter``,
     ``iters_per_epoch``, ``last_metrics``, ``eval_model`` (what evaluation and checkpoints use;
-    a hook may point it at other weights, e.g. an average), ``eval_records``, ``error``.
+    a hook may point it elsewhere), ``eval_records``, ``log_records`` (for metrics.jsonl), ``error``.
     """
 
     def __init__(self, model: nn.Module, module: nn.Module, optimizer: torch.optim.Optimizer,
@@ -99,11 +99,11 @@ class TrainLoop:
         self.iters_per_epoch, self.max_epoch = len(loader), int(max_epoch)
         self.max_iter = self.max_epoch * self.iters_per_epoch
         self.rank, self.world_size = get_rank(), get_world_size()
-        self.epoch = 0  # index of the current epoch (completed epochs between epochs)
-        self.start_batch = 0  # batches of the current epoch already done
-        self.iter = 0
+        # index of the current epoch (completed epochs between epochs), its batches done, steps done
+        self.epoch, self.start_batch, self.iter = 0, 0, 0
         self.last_metrics: Dict[str, Any] = {}
         self.eval_records: List[Dict[str, Any]] = []
+        self.log_records: List[Dict[str, Any]] = []
         self.hooks: List[HookBase] = []
         self.error: Optional[BaseException] = None
         self.stop_reason: Optional[str] = None

@@ -40,7 +40,8 @@ arbitrary), so exact equality holds for inputs without tied distances.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import Iterator, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -244,55 +245,130 @@ def _member_distances(
     return out
 
 
+def shared_mass_chunks(
+    v_rows: sp.csr_matrix, v_cols: sp.csr_matrix, out_elements: int = _OUT_ELEMENTS
+) -> Iterator[Tuple[int, int, np.ndarray]]:
+    """S6's shared mass s(a, b) = sum_k min(V_ak, V_bk) of every row a of `v_rows` with every
+    row b of `v_cols`, one chunk of rows at a time: yields ``(r0, r1, s)`` with s a dense
+    float64 ``[r1 - r0, B]`` array (B = rows of `v_cols`).
+
+    s is non-zero only where a and b share a non-zero column of V, so it is accumulated from
+    the inverted index (the `v_cols` rows of each column) over (a entry, b entry) triples
+    sharing a column; a chunk holds as many rows as fit both `out_elements` output entries and
+    the triple budget (at least one row). Both re-ranking (query x gallery) and the Jaccard
+    graph of clustering (all x all) read V through this one function.
+    """
+    num_b = v_cols.shape[0]
+    cols_t = v_cols.T.tocsr()
+    col_ptr, col_rows, col_vals = cols_t.indptr, cols_t.indices, cols_t.data
+    per_entry = np.diff(col_ptr)[v_rows.indices].astype(np.int64)
+    cum_entry = np.concatenate([[0], np.cumsum(per_entry)])
+    cum_row = cum_entry[v_rows.indptr]
+    num_a = v_rows.shape[0]
+    rows_cap = max(1, out_elements // max(1, num_b))
+    r0 = 0
+    while r0 < num_a:
+        r1 = min(num_a, r0 + rows_cap, int(np.searchsorted(cum_row, cum_row[r0] + _TRIPLES, side="right")) - 1)
+        r1 = max(r1, r0 + 1)
+        e0, e1 = v_rows.indptr[r0], v_rows.indptr[r1]
+        cnt = per_entry[e0:e1]
+        total = int(cnt.sum())
+        if not total:
+            yield r0, r1, np.zeros((r1 - r0, num_b))
+            r0 = r1
+            continue
+        k, a = v_rows.indices[e0:e1], v_rows.data[e0:e1]
+        row = np.repeat(np.arange(r1 - r0), np.diff(v_rows.indptr[r0 : r1 + 1]))
+        # Ragged gather: entry e expands to positions col_ptr[k_e] ... col_ptr[k_e + 1] - 1.
+        offs = np.repeat(col_ptr[k] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
+        mins = np.minimum(np.repeat(a, cnt), col_vals[offs])
+        flat = np.repeat(row, cnt) * num_b + col_rows[offs]
+        del offs
+        yield r0, r1, np.bincount(flat, weights=mins, minlength=(r1 - r0) * num_b).reshape(r1 - r0, num_b)
+        r0 = r1
+
+
 def _jaccard_into(
     out: np.ndarray, v: sp.csr_matrix, num_q: int, lam: float, row_max: np.ndarray, power: int
 ) -> None:
     """S6, in place on `out` (which holds the plain q x g distances D):
     out = (1 - lam) * (1 - s / (2 - s)) + lam * E / max E, s = sum_k min(V_qk, V_gk), with
-    E = D^`power` (2 for euclidean, 1 for cosine; `row_max` is max D).
-
-    s is non-zero only where a query and a gallery item share a non-zero column of V, so
-    the dense part (s = 0, Jaccard distance 1) is written with float32 array operations
-    and s is accumulated from the inverted index (gallery rows of each column of V) over
-    (query entry, gallery entry) triples sharing a column.
+    E = D^`power` (2 for euclidean, 1 for cosine; `row_max` is max D). The dense part
+    (s = 0, Jaccard distance 1) is written with float32 array operations, s comes from
+    :func:`shared_mass_chunks`.
     """
-    num_g = out.shape[1]
-    vq = v[:num_q]
-    vg_t = v[num_q:].T.tocsr()
-    col_ptr, col_rows, col_vals = vg_t.indptr, vg_t.indices, vg_t.data
-    per_entry = np.diff(col_ptr)[vq.indices].astype(np.int64)
-    cum_entry = np.concatenate([[0], np.cumsum(per_entry)])
-    cum_row = cum_entry[vq.indptr]
     scale = (lam / row_max[:num_q].astype(np.float64) ** power).astype(np.float32)
-    rows_cap = max(1, _OUT_ELEMENTS // max(1, num_g))
-    r0 = 0
-    while r0 < num_q:
-        # As many query rows as fit both the output and the triple budget (at least one).
-        r1 = min(num_q, r0 + rows_cap, int(np.searchsorted(cum_row, cum_row[r0] + _TRIPLES, side="right")) - 1)
-        r1 = max(r1, r0 + 1)
+    for r0, r1, ssum in shared_mass_chunks(v[:num_q], v[num_q:]):
         blk = out[r0:r1]
         if power == 2:
             blk *= blk
         blk *= scale[r0:r1, None]
         blk += np.float32(1.0 - lam)
-        e0, e1 = vq.indptr[r0], vq.indptr[r1]
-        cnt = per_entry[e0:e1]
-        total = int(cnt.sum())
-        if total:
-            k, a = vq.indices[e0:e1], vq.data[e0:e1]
-            row = np.repeat(np.arange(r1 - r0), np.diff(vq.indptr[r0 : r1 + 1]))
-            # Ragged gather: entry e expands to positions col_ptr[k_e] ... col_ptr[k_e + 1] - 1.
-            offs = np.repeat(col_ptr[k] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
-            mins = np.minimum(np.repeat(a, cnt), col_vals[offs])
-            flat = np.repeat(row, cnt) * num_g + col_rows[offs]
-            ssum = np.bincount(flat, weights=mins, minlength=blk.size).reshape(blk.shape)
-            del offs, mins, flat
-            # (1 - lam) * jaccard = (1 - lam) * (1 - s / (2 - s)); the 1 is already added.
-            # In place: this chunk's float64 buffers are the largest temporaries here.
-            ssum /= 2.0 - ssum
-            ssum *= 1.0 - lam
-            blk -= ssum
-        r0 = r1
+        # (1 - lam) * jaccard = (1 - lam) * (1 - s / (2 - s)); the 1 is already added.
+        # In place: this chunk's float64 buffers are the largest temporaries here.
+        ssum /= 2.0 - ssum
+        ssum *= 1.0 - lam
+        blk -= ssum
+
+
+@dataclass
+class KReciprocalVectors:
+    """S1-S5 of all N items: V (sparse CSR ``[N, N]``, rows sum to 1), the maximum plain
+    distance of every row (S1's normaliser), the exponent of S1 (2 euclidean, 1 cosine) and the
+    plain query x gallery distances of the neighbour pass (``[Q, N - Q]``; empty for Q = 0)."""
+
+    v: sp.csr_matrix
+    row_max: np.ndarray
+    power: int
+    qg: np.ndarray
+
+
+def k_reciprocal_vectors(
+    x: torch.Tensor, num_q: int, k1: int, k2: int, metric: str, block_size: Optional[int] = None
+) -> KReciprocalVectors:
+    """S1-S5 for checked features `x` ``[N, D]`` (queries first, `num_q` of them): the
+    k-reciprocal encoding V that re-ranking and the clustering Jaccard distance share.
+
+    `x` is consumed (normalised or centred in place). Memory O(N * k1 + nnz(V) + Q * G).
+    """
+    n = x.shape[0]
+    x, x_sq = prepare_features(x, metric, feature_center(x) if metric == "euclidean" else None, inplace=True)
+    # The algorithm reads the first k1 + 1 (and k2) neighbours; keeping twice that many
+    # costs little and holds almost every expanded-set member, whose distance is then
+    # looked up instead of recomputed from gathered features (slow: random row reads).
+    k = min(max(2 * (k1 + 1), k2), n)
+    block = int(block_size) if block_size is not None else _BLOCK
+    if block < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}.")
+
+    nbr_i, nbr_d, row_max, qg = _neighbour_pass(x, x_sq, num_q, metric, k, block)
+    # A row whose items are all identical has maximum 0; its normalised distances are 0/0
+    # in the original. Dividing by 1 instead keeps them 0 (and the output finite).
+    row_max = np.where(row_max > 0, row_max, 1.0).astype(np.float32)
+
+    rows, cols = _expanded_sets(nbr_i, k1)  # S2, S3
+    dist = _member_distances(rows, cols, nbr_i, nbr_d, x, x_sq, metric).astype(np.float64)
+    # S1's squared Euclidean distance from the plain one: D^2 for euclidean; for cosine the
+    # plain 1 - cos is already (half) the squared Euclidean distance of unit vectors.
+    power = 2 if metric == "euclidean" else 1
+    # S4 with S1's normalised distance.
+    weight = np.exp(-(dist**power) / row_max[rows].astype(np.float64) ** power)
+    weight /= np.bincount(rows, weights=weight, minlength=n)[rows]
+    v = sp.csr_matrix((weight.astype(np.float32), (rows, cols)), shape=(n, n))
+    del rows, cols, dist, weight
+
+    kq = min(k2, n)
+    if k2 != 1:
+        # S5: V_i <- mean of V over i's k2 nearest items (itself first), as a sparse product.
+        avg = sp.csr_matrix(
+            (np.full(n * kq, 1.0 / kq, dtype=np.float32),
+             nbr_i[:, :kq].ravel(),
+             np.arange(0, n * kq + 1, kq)),
+            shape=(n, n),
+        )
+        v = (avg @ v).tocsr()
+    v.sort_indices()
+    return KReciprocalVectors(v, row_max, power, qg)
 
 
 def re_ranking(
@@ -337,44 +413,8 @@ def re_ranking(
     num_q = q.shape[0]
     x = torch.cat([q, g], dim=0)
     del q, g
-    n = x.shape[0]
-    x, x_sq = prepare_features(x, metric, feature_center(x) if metric == "euclidean" else None, inplace=True)
-    # The algorithm reads the first k1 + 1 (and k2) neighbours; keeping twice that many
-    # costs little and holds almost every expanded-set member, whose distance is then
-    # looked up instead of recomputed from gathered features (slow: random row reads).
-    k = min(max(2 * (k1 + 1), k2), n)
-    block = int(block_size) if block_size is not None else _BLOCK
-    if block < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}.")
-
-    nbr_i, nbr_d, row_max, out = _neighbour_pass(x, x_sq, num_q, metric, k, block)
-    # A row whose items are all identical has maximum 0; its normalised distances are 0/0
-    # in the original. Dividing by 1 instead keeps them 0 (and the output finite).
-    row_max = np.where(row_max > 0, row_max, 1.0).astype(np.float32)
-
-    rows, cols = _expanded_sets(nbr_i, k1)  # S2, S3
-    dist = _member_distances(rows, cols, nbr_i, nbr_d, x, x_sq, metric).astype(np.float64)
-    # S1's squared Euclidean distance from the plain one: D^2 for euclidean; for cosine the
-    # plain 1 - cos is already (half) the squared Euclidean distance of unit vectors.
-    power = 2 if metric == "euclidean" else 1
-    # S4 with S1's normalised distance.
-    weight = np.exp(-(dist**power) / row_max[rows].astype(np.float64) ** power)
-    weight /= np.bincount(rows, weights=weight, minlength=n)[rows]
-    v = sp.csr_matrix((weight.astype(np.float32), (rows, cols)), shape=(n, n))
-    del rows, cols, dist, weight
-
-    kq = min(k2, n)
-    if k2 != 1:
-        # S5: V_i <- mean of V over i's k2 nearest items (itself first), as a sparse product.
-        avg = sp.csr_matrix(
-            (np.full(n * kq, 1.0 / kq, dtype=np.float32),
-             nbr_i[:, :kq].ravel(),
-             np.arange(0, n * kq + 1, kq)),
-            shape=(n, n),
-        )
-        v = (avg @ v).tocsr()
-    v.sort_indices()
-    del nbr_i, nbr_d, x, x_sq
-
-    _jaccard_into(out, v, num_q, lam, row_max, power)  # S6
+    enc = k_reciprocal_vectors(x, num_q, k1, k2, metric, block_size)
+    del x
+    out = enc.qg
+    _jaccard_into(out, enc.v, num_q, lam, enc.row_max, enc.power)  # S6
     return out

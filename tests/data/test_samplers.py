@@ -179,3 +179,35 @@ def test_one_identity_per_batch_is_warned_about(reid_log):
     with reid_log.at_level(logging.WARNING, logger="reid"):
         IdentitySampler(pids, batch_size=4, num_instances=4)
     assert "one identity per batch" in reid_log.text and "NUM_INSTANCE" in reid_log.text
+
+
+def test_pseudo_label_sampler_fixed_length_pk_batches_without_outliers():
+    from reid.data import PseudoLabelSampler
+
+    labels = np.array([0, 0, 0, -1, 1, 1, 2, 2, 2, 2, -1, 3, 3, 1])
+    sampler = PseudoLabelSampler(batch_size=4, num_instances=2, num_batches=7, seed=5)
+    sampler.set_labels(labels)
+    sampler.set_epoch(3)
+    out = list(sampler)
+    assert len(out) == len(sampler) == 28
+    idx = np.array([o[0] for o in out])
+    assert all(o[2] == labels[o[0]] for o in out)  # the pseudo-label travels with the index
+    assert (labels[idx] >= 0).all()  # outliers are never drawn
+    for batch in labels[idx].reshape(7, 2, 2):  # P=2 distinct pseudo-identities x K=2
+        assert (batch[:, 0] == batch[:, 1]).all() and batch[0, 0] != batch[1, 0]
+    assert set(labels[idx]) == {0, 1, 2, 3}
+    # A resume at batch 4 yields exactly the tail of the same epoch, seeds included.
+    sampler.set_epoch(3, start_batch=4)
+    assert list(sampler) == out[16:]
+    sampler.set_epoch(4)
+    assert [o[0] for o in sampler] != idx.tolist()
+
+
+def test_pseudo_label_sampler_needs_labels_and_enough_clusters():
+    from reid.data import PseudoLabelSampler
+
+    sampler = PseudoLabelSampler(batch_size=4, num_instances=2, num_batches=2)
+    with pytest.raises(RuntimeError, match="set_labels"):
+        list(sampler)
+    with pytest.raises(ValueError, match="1 identities cannot fill batches of P=2"):
+        sampler.set_labels([0, 0, -1, -1])

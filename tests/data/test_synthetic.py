@@ -107,8 +107,37 @@ def test_key_depends_on_every_parameter():
                 SyntheticParams(3, 3, 4, 2, 2, 0, (64, 32)), SyntheticParams(3, 3, 3, 3, 2, 0, (64, 32)),
                 SyntheticParams(3, 3, 3, 2, 3, 0, (64, 32)), SyntheticParams(3, 3, 3, 2, 2, 1, (64, 32)),
                 SyntheticParams(3, 3, 3, 2, 2, 0, (64, 48))]
+    variants.append(SyntheticParams(3, 3, 3, 2, 2, 0, (64, 32), "shift"))
     keys = {base.key()} | {v.key() for v in variants}
-    assert len(keys) == 8
+    assert len(keys) == 9
+    assert "_shift_" in variants[-1].key() and "demo" not in base.key()  # the demo's folders keep their names
+
+
+def test_shift_style_renders_another_domain(tmp_path):
+    """The second domain: darker, paler images; an unknown style is refused by name."""
+    import cv2
+    import numpy as np
+
+    import colorsys
+
+    from reid.data.datasets.synthetic_render import STYLES, sample_identity
+
+    def brightness(ds):
+        return np.mean([cv2.cvtColor(cv2.imread(p), cv2.COLOR_BGR2HSV)[..., 2].mean() for p, _, _ in ds.train])
+
+    assert brightness(build(tmp_path, seed=1, style="shift")) < 0.85 * brightness(build(tmp_path, seed=1))
+    # Same draws, other garment colours: a saturated hue turns by 1/24 of the circle, 0.8 x as saturated.
+    turned = 0
+    for seed in range(40):
+        demo, shift = (colorsys.rgb_to_hsv(*[c / 255 for c in sample_identity(np.random.default_rng(seed), STYLES[k]).upper])
+                       for k in ("demo", "shift"))
+        if demo[1] > 0.3:
+            assert (shift[0] - demo[0]) % 1.0 == pytest.approx(1 / 24, abs=0.01)
+            assert shift[1] == pytest.approx(0.8 * demo[1], abs=0.01)
+            turned += 1
+    assert turned > 20
+    with pytest.raises(ValueError, match="unknown style 'night'.*valid: demo, shift"):
+        build(tmp_path, style="night")
 
 
 def test_folder_without_metadata_is_not_trusted(tmp_path):

@@ -16,7 +16,16 @@ def dense_re_ranking(q, g, k1, k2, lambda_value, metric, dtype=np.float64):
     benchmarks/bench_evaluation.py runs this with dtype=float32 (as the published code)
     as the dense baseline."""
     x = np.concatenate([q, g]).astype(dtype)
-    n, nq = len(x), len(q)
+    nq = len(q)
+    v, dist, grown = dense_k_reciprocal(x, k1, k2, metric, dtype)
+    jaccard = dense_jaccard(v, nq, dtype)
+    final = (1.0 - lambda_value) * jaccard + lambda_value * dist[:nq]
+    return final[:, nq:], grown
+
+
+def dense_k_reciprocal(x, k1, k2, metric, dtype=np.float64):
+    """S1-S5 of the published code, dense: (V [N, N], normalised distances [N, N], grown)."""
+    n = len(x)
     if metric == "cosine":
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
     # The published code's base distance: squared Euclidean distance of the features (of the
@@ -48,16 +57,20 @@ def dense_re_ranking(q, g, k1, k2, lambda_value, metric, dtype=np.float64):
         for i in range(n):
             v_qe[i] = v[rank[i, :k2]].mean(axis=0)
         v = v_qe
-    # Jaccard through the inverted index (items with a non-zero in each column).
+    return v, dist, grown
+
+
+def dense_jaccard(v, num_rows, dtype=np.float64):
+    """S6's Jaccard distance of the first `num_rows` items to all, through the inverted index."""
+    n = len(v)
     inv = [np.nonzero(v[:, c])[0] for c in range(n)]
-    jaccard = np.zeros((nq, n), dtype)
-    for i in range(nq):
+    jaccard = np.zeros((num_rows, n), dtype)
+    for i in range(num_rows):
         s = np.zeros(n, dtype)
         for c in np.nonzero(v[i])[0]:
             s[inv[c]] += np.minimum(v[i, c], v[inv[c], c])
         jaccard[i] = 1.0 - s / (2.0 - s)
-    final = (1.0 - lambda_value) * jaccard + lambda_value * dist[:nq]
-    return final[:, nq:], grown
+    return jaccard
 
 
 def test_cosine_equals_euclidean_on_normalised_features():

@@ -17,6 +17,7 @@ from .folders import FoldersDataset
 from .market1501 import Market1501
 from .msmt17 import MSMT17
 from .synthetic import SyntheticDataset
+from .unlabelled import UnlabelledDataset
 
 
 def build_dataset(name: str, root: str = "datasets", **kwargs) -> ReIDDataset:
@@ -41,6 +42,7 @@ __all__ = [
     "Market1501",
     "ReIDDataset",
     "SyntheticDataset",
+    "UnlabelledDataset",
     "build_dataset",
     "combine_all",
     "relabel_pids",

@@ -78,6 +78,8 @@ class ReIDDataset:
     #: Query/gallery pids that label many different people (Market-1501's ``0000`` distractors),
     #: so ``combine_all`` cannot make them a class; subclasses override.
     distractor_pids: Tuple[int, ...] = ()
+    #: False for crops without identities (pid -1 = unknown): only learning without labels uses them.
+    has_labels: bool = True
 
     def __init__(
         self,
@@ -116,7 +118,8 @@ class ReIDDataset:
         ]
         for label, items in rows:
             ids, imgs, cams = _split_stats(items)
-            lines.append(f"  {label:<8} | {ids:>6} | {imgs:>8} | {cams:>7}")
+            shown = ids if self.has_labels or label != "train" else "-"  # no identities to count
+            lines.append(f"  {label:<8} | {shown:>6} | {imgs:>8} | {cams:>7}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -31,7 +31,7 @@ from reid.utils.file_io import build_folder_atomically
 
 from .base import DATASET_REGISTRY, DatasetNotFoundError, ReIDDataset
 from .market_style import load_market_folder
-from .synthetic_render import RENDER_VERSION, render_image, sample_cameras, sample_identity
+from .synthetic_render import RENDER_VERSION, STYLES, render_image, sample_cameras, sample_identity
 
 SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
 META_FILE = "meta.json"
@@ -49,8 +49,12 @@ class SyntheticParams:
     num_distractors: int = 100
     seed: int = 0
     image_size: Tuple[int, int] = (128, 64)
+    style: str = "demo"
 
     def validate(self) -> None:
+        if self.style not in STYLES:
+            raise ValueError(f"Synthetic dataset: unknown style {self.style!r} (DATASETS.SYNTHETIC.STYLE); "
+                             f"valid: {', '.join(STYLES)}.")
         checks = [
             (self.num_train_ids >= 1, "num_train_ids (DATASETS.SYNTHETIC.NUM_TRAIN_IDS) must be >= 1"),
             (self.num_test_ids >= 1, "num_test_ids (DATASETS.SYNTHETIC.NUM_TEST_IDS) must be >= 1"),
@@ -68,10 +72,16 @@ class SyntheticParams:
 
     def key(self) -> str:
         """Folder name: readable parameters plus a hash of all of them and the renderer version."""
-        blob = json.dumps({**asdict(self), "render_version": RENDER_VERSION}, sort_keys=True)
+        params = asdict(self)
+        if self.style == "demo":  # the demo's folders keep the names they had before styles existed
+            del params["style"]
+        else:  # a retuned style must not reuse images drawn with its old settings
+            params["style"] = [self.style, asdict(STYLES[self.style])]
+        blob = json.dumps({**params, "render_version": RENDER_VERSION}, sort_keys=True)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
         h, w = self.image_size
-        return (f"s{self.seed}_ids{self.num_train_ids}+{self.num_test_ids}_cam{self.num_cameras}"
+        style = "" if self.style == "demo" else f"_{self.style}"
+        return (f"s{self.seed}{style}_ids{self.num_train_ids}+{self.num_test_ids}_cam{self.num_cameras}"
                 f"_k{self.images_per_camera}_d{self.num_distractors}_{h}x{w}_v{RENDER_VERSION}_{digest}")
 
 
@@ -123,7 +133,8 @@ def _log(msg: str, verbose: bool) -> None:
 def generate(folder: str, p: SyntheticParams, verbose: bool = True) -> Dict[str, int]:
     """Render the dataset described by `p` into `folder` (which must not exist); returns counts."""
     jobs = plan_images(p)
-    cams = sample_cameras(p.seed, p.num_cameras)
+    style = STYLES[p.style]
+    cams = sample_cameras(p.seed, p.num_cameras, style)
     identities: Dict[Tuple[int, ...], object] = {}
     for sub in SUBDIRS:
         os.makedirs(os.path.join(folder, sub))
@@ -134,7 +145,7 @@ def generate(folder: str, p: SyntheticParams, verbose: bool = True) -> Dict[str,
         ident_key = (p.seed, 1, job.pid) if job.pid > 0 else (p.seed, 7) + job.seed[2:]
         ident = identities.get(ident_key)
         if ident is None:
-            ident = identities[ident_key] = sample_identity(np.random.default_rng(list(ident_key)))
+            ident = identities[ident_key] = sample_identity(np.random.default_rng(list(ident_key)), style)
         img = render_image(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size)
         _write_jpeg(os.path.join(folder, job.subdir, job.fname), img)
         if (i + 1) % step == 0 or i + 1 == len(jobs):
@@ -176,6 +187,8 @@ class SyntheticDataset(ReIDDataset):
             DATASETS.SYNTHETIC.*; ``image_size`` is ``(height, width)``.
         num_distractors: pid-0 gallery images; None or a negative value = ``num_test_ids``.
         verbose: print generation progress to stderr.
+        style: DATASETS.SYNTHETIC.STYLE, "demo" or "shift" (a second domain, see
+            ``synthetic_render.RenderStyle``).
     """
 
     name = "synthetic"
@@ -193,12 +206,13 @@ class SyntheticDataset(ReIDDataset):
         seed: int = 0,
         image_size: Sequence[int] = (128, 64),
         verbose: bool = True,
+        style: str = "demo",
     ) -> None:
         if num_distractors is None or num_distractors < 0:
             num_distractors = num_test_ids
         self.params = SyntheticParams(int(num_train_ids), int(num_test_ids), int(num_cameras),
                                       int(images_per_camera), int(num_distractors), int(seed),
-                                      (int(image_size[0]), int(image_size[1])))
+                                      (int(image_size[0]), int(image_size[1])), str(style))
         self.dataset_dir = ensure_generated(root, self.params, verbose)
         train, query, gallery = (
             load_market_folder(os.path.join(self.dataset_dir, sub), self.params.num_cameras) for sub in SUBDIRS

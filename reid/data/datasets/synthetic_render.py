@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import colorsys
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import cv2
 import numpy as np
@@ -39,12 +39,41 @@ _HAIR = ((20, 15, 10), (60, 40, 25), (110, 75, 40), (200, 170, 110), (150, 150, 
 _NEUTRAL_LOWER = ((35, 45, 80), (25, 25, 28), (90, 90, 95), (170, 150, 110), (60, 70, 110), (230, 230, 225))
 
 
+@dataclass(frozen=True)
+class RenderStyle:
+    """What a domain's rendering draws from: garment colours and the cameras' look.
+
+    "demo" is the demo's dataset. "shift" is a second domain for learning without labels
+    (docs/benchmarks.md): garment hues turned by half a hue step (15 degrees, between the demo's
+    12 hues) and paler (saturation x 0.8); only dim textured and tiled backgrounds (value
+    0.15-0.55 instead of 0.25-0.9); darker, more colour-cast, blurrier and noisier cameras.
+    """
+
+    hue_offset: float = 0.0  # added to every saturated garment hue, as a fraction of the circle
+    saturation: float = 1.0  # multiplies the saturation of saturated garment colours
+    backgrounds: Tuple[str, ...] = ("gradient", "noise", "tiles", "stripes")
+    bg_value: Tuple[float, float] = (0.25, 0.9)  # brightness range of backgrounds, floor, clutter
+    gain: Tuple[float, float] = (0.72, 1.22)
+    cast: Tuple[float, float] = (0.92, 1.08)
+    blur: Tuple[float, float] = (0.0, 0.9)
+    noise: Tuple[float, float] = (1.0, 6.0)
+
+
+#: name -> style (DATASETS.SYNTHETIC.STYLE); "demo" draws exactly what RENDER_VERSION 4 drew.
+STYLES: Dict[str, RenderStyle] = {
+    "demo": RenderStyle(),
+    "shift": RenderStyle(hue_offset=1 / 24, saturation=0.8, backgrounds=("noise", "tiles"), bg_value=(0.15, 0.55),
+                         gain=(0.65, 1.05), cast=(0.86, 1.14), blur=(0.3, 1.1), noise=(2.0, 7.0)),
+}
+_DEMO = STYLES["demo"]
+
+
 def _hsv(h: float, s: float, v: float) -> Colour:
     r, g, b = colorsys.hsv_to_rgb(h % 1.0, s, v)
     return (int(r * 255), int(g * 255), int(b * 255))
 
 
-def _garment_colour(rng: np.random.Generator, neutral_p: float) -> Colour:
+def _garment_colour(rng: np.random.Generator, neutral_p: float, style: RenderStyle = _DEMO) -> Colour:
     """A clothing colour: a saturated hue most of the time, black/white/grey otherwise.
 
     Hue, saturation and value come from a few well-separated levels (12 hues 30 degrees apart)
@@ -54,16 +83,16 @@ def _garment_colour(rng: np.random.Generator, neutral_p: float) -> Colour:
     if rng.random() < neutral_p:
         v = rng.choice([0.1, 0.3, 0.55, 0.8, 0.95]) + rng.uniform(-0.03, 0.03)
         return _hsv(rng.random(), rng.uniform(0, 0.1), float(np.clip(v, 0, 1)))
-    hue = rng.integers(12) / 12 + rng.normal(0, 0.012)
-    sat = rng.choice([0.55, 0.8, 1.0]) + rng.uniform(-0.05, 0.0)
+    hue = rng.integers(12) / 12 + rng.normal(0, 0.012) + style.hue_offset
+    sat = (rng.choice([0.55, 0.8, 1.0]) + rng.uniform(-0.05, 0.0)) * style.saturation
     val = rng.choice([0.5, 0.7, 0.92]) + rng.uniform(-0.04, 0.04)
     return _hsv(hue, sat, val)
 
 
-def _contrast_colour(rng: np.random.Generator, base: Colour) -> Colour:
+def _contrast_colour(rng: np.random.Generator, base: Colour, style: RenderStyle = _DEMO) -> Colour:
     """A second colour far enough from `base` to make a visible pattern."""
     for _ in range(20):
-        c = _garment_colour(rng, 0.3)
+        c = _garment_colour(rng, 0.3, style)
         if np.abs(np.subtract(c, base)).sum() > 180:
             return c
     return tuple(255 - x for x in base)  # type: ignore[return-value]
@@ -118,21 +147,22 @@ class CameraSpec:
     occluder: Colour
 
 
-def sample_identity(rng: np.random.Generator) -> IdentitySpec:
+def sample_identity(rng: np.random.Generator, style: RenderStyle = _DEMO) -> IdentitySpec:
     """Draw a random person."""
-    upper = _garment_colour(rng, 0.15)
-    lower = _NEUTRAL_LOWER[rng.integers(len(_NEUTRAL_LOWER))] if rng.random() < 0.5 else _garment_colour(rng, 0.2)
-    opt = lambda p: _garment_colour(rng, 0.3) if rng.random() < p else None  # noqa: E731
+    upper = _garment_colour(rng, 0.15, style)
+    lower = (_NEUTRAL_LOWER[rng.integers(len(_NEUTRAL_LOWER))] if rng.random() < 0.5
+             else _garment_colour(rng, 0.2, style))
+    opt = lambda p: _garment_colour(rng, 0.3, style) if rng.random() < p else None  # noqa: E731
     return IdentitySpec(
         upper=upper,
-        upper2=_contrast_colour(rng, upper),
+        upper2=_contrast_colour(rng, upper, style),
         pattern=PATTERNS[rng.choice(len(PATTERNS), p=[0.36, 0.16, 0.12, 0.14, 0.22])],
         period=float(rng.uniform(0.05, 0.09)),
         logo_shape=int(rng.integers(3)),
         short_sleeves=bool(rng.random() < 0.35),
         lower=tuple(int(x) for x in lower),  # type: ignore[arg-type]
         lower_style=LOWER_STYLES[rng.integers(len(LOWER_STYLES))],
-        shoes=_garment_colour(rng, 0.6),
+        shoes=_garment_colour(rng, 0.6, style),
         skin=_SKIN[rng.integers(len(_SKIN))],
         hair=_HAIR[rng.integers(len(_HAIR))],
         long_hair=bool(rng.random() < 0.3),
@@ -148,9 +178,9 @@ def sample_identity(rng: np.random.Generator) -> IdentitySpec:
     )
 
 
-def sample_camera(rng: np.random.Generator) -> CameraSpec:
+def sample_camera(rng: np.random.Generator, style: RenderStyle = _DEMO) -> CameraSpec:
     """Draw a random camera."""
-    bright = lambda: _hsv(rng.random(), rng.uniform(0.1, 0.7), rng.uniform(0.25, 0.9))  # noqa: E731
+    bright = lambda: _hsv(rng.random(), rng.uniform(0.1, 0.7), rng.uniform(*style.bg_value))  # noqa: E731
     clutter = tuple(
         (float(rng.uniform(-0.2, 0.9)), float(rng.uniform(0.0, 0.7)), float(rng.uniform(0.15, 0.6)),
          float(rng.uniform(0.1, 0.5)), bright())
@@ -160,18 +190,18 @@ def sample_camera(rng: np.random.Generator) -> CameraSpec:
     view_p = np.full(3, 0.15)
     view_p[dominant] = 0.7
     return CameraSpec(
-        background=BACKGROUNDS[rng.integers(len(BACKGROUNDS))],
+        background=style.backgrounds[rng.integers(len(style.backgrounds))],
         bg1=bright(),
         bg2=bright(),
         floor=bright(),
         floor_y=float(rng.uniform(0.55, 0.85)),
         bg_period=float(rng.uniform(0.12, 0.4)),
         clutter=clutter,
-        gain=float(rng.uniform(0.72, 1.22)),
-        cast=tuple(float(x) for x in rng.uniform(0.92, 1.08, 3)),  # type: ignore[arg-type]
+        gain=float(rng.uniform(*style.gain)),
+        cast=tuple(float(x) for x in rng.uniform(*style.cast, 3)),  # type: ignore[arg-type]
         light_slope=float(rng.uniform(-0.4, 0.4)),
-        blur=float(rng.uniform(0.0, 0.9)),
-        noise=float(rng.uniform(1.0, 6.0)),
+        blur=float(rng.uniform(*style.blur)),
+        noise=float(rng.uniform(*style.noise)),
         view_p=tuple(float(x) for x in view_p),  # type: ignore[arg-type]
         scale=float(rng.uniform(0.8, 0.95)),
         occluder_p=float(rng.uniform(0.0, 0.25)),
@@ -418,6 +448,6 @@ def render_image(ident: IdentitySpec, cam: CameraSpec, rng: np.random.Generator,
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def sample_cameras(seed: int, num_cameras: int) -> List[CameraSpec]:
+def sample_cameras(seed: int, num_cameras: int, style: RenderStyle = _DEMO) -> List[CameraSpec]:
     """The cameras of a dataset with generator seed `seed`."""
-    return [sample_camera(np.random.default_rng([seed, 2, c])) for c in range(num_cameras)]
+    return [sample_camera(np.random.default_rng([seed, 2, c]), style) for c in range(num_cameras)]

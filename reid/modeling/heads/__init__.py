@@ -1,6 +1,8 @@
 """Identity heads: features + targets -> logits for softmax cross-entropy.
 
 Names: linear, normface, amsoftmax (alias cosface), arcface, circle, curricularface.
+Learning without labels uses :class:`ClusterMemory` (a non-learned memory of cluster
+centroids, installed with the model's ``set_identity_head``) in the same place.
 The formulas live in :mod:`reid.modeling.heads.functional`; docs/losses.md explains them.
 """
 from .amsoftmax import AMSoftmaxHead
@@ -15,6 +17,7 @@ from .build import (
     build_head,
 )
 from .circle import CircleHead
+from .cluster_memory import ClusterMemory
 from .curricular import CurricularFaceHead
 from .linear import LinearHead
 from .normface import NormFaceHead
@@ -24,6 +27,7 @@ __all__ = [
     "ArcFaceHead",
     "COSINE_HEADS",
     "CircleHead",
+    "ClusterMemory",
     "CosineHead",
     "CurricularFaceHead",
     "HEAD_DEFAULTS",

@@ -52,6 +52,11 @@ class Baseline(nn.Module):
         """Whether the model needs camera ids (a ViT with SIE)."""
         return bool(getattr(self.backbone, "uses_camids", False))
 
+    def set_identity_head(self, head: nn.Module) -> None:
+        """Train with `head` as the identity head from now on (learning without labels puts its
+        cluster memory here; the optimizer is not told, so `head` should have no parameters)."""
+        self.head = head
+
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:

@@ -196,6 +196,14 @@ class MGN(nn.Module):
         set_stage_stride(conv5, stride)
         return nn.Sequential(copy.deepcopy(layer3_rest), conv5)
 
+    def set_identity_head(self, head: nn.Module) -> None:
+        """Train with `head` as the one identity head of the "concat" layout (learning without
+        labels puts its cluster memory here; it should have no parameters)."""
+        if self.layout != "concat":
+            raise ValueError(f"MGN with MODEL.MGN.LOSS_LAYOUT {self.layout!r} has one identity head per feature and "
+                             "cannot take a single cluster memory: use MODEL.MGN.LOSS_LAYOUT concat.")
+        self.heads = nn.ModuleList([head])
+
     def backbone_parameters(self) -> List[nn.Parameter]:
         """The ImageNet-initialised parts (trunk and the three branches), which
         ``SOLVER.FREEZE_ITERS`` freezes; the reductions, neck and heads keep training."""

@@ -1,0 +1,76 @@
+"""Learning without labels from a config: the pseudo-label loader, the cluster memory, the hooks."""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from reid.data import TrainData, build_pseudo_label_loader, build_test_loader
+from reid.engine import HookBase
+from reid.evaluation.extract import extract_features
+from reid.modeling.heads import ClusterMemory
+from reid.utils.process import get_world_size
+
+from .clustering import ClusterSettings
+from .hooks import uda_hooks
+from .scores import pseudo_label_scores
+
+
+def check_uda_settings(cfg, num_images: int) -> None:
+    """Refuse, naming the key, what cannot train without labels (before anything is built)."""
+    if get_world_size() > 1:
+        raise ValueError("UDA.ENABLED runs in one process: clustering and the cluster memory are not shared "
+                         "between processes yet. Start tools/train.py without torchrun.")
+    if "identity" not in [str(n).lower() for n in cfg.MODEL.LOSSES.NAMES]:
+        raise ValueError(f"UDA.ENABLED trains through the cluster memory, which takes the identity loss's place, but "
+                         f"MODEL.LOSSES.NAMES {list(cfg.MODEL.LOSSES.NAMES)} lacks 'identity': add it.")
+    batch, k = int(cfg.SOLVER.IMS_PER_BATCH), int(cfg.DATALOADER.NUM_INSTANCE)
+    if num_images < batch:
+        raise ValueError(
+            f"The training set has {num_images} images, fewer than one batch (SOLVER.IMS_PER_BATCH {batch}): "
+            f"learning without labels needs at least a batch of P x K images. Add images or lower "
+            f"SOLVER.IMS_PER_BATCH (a multiple of DATALOADER.NUM_INSTANCE {k})."
+        )
+    ClusterSettings.from_cfg(cfg)  # EPS, MIN_SAMPLES, K1, K2
+
+
+def set_identity_head(model: nn.Module, head: nn.Module) -> None:
+    """Give `model` the cluster memory as its identity head (an error for a model that cannot)."""
+    setter = getattr(model, "set_identity_head", None)
+    if not callable(setter):
+        raise ValueError(f"UDA.ENABLED: the model {type(model).__name__} has no set_identity_head(), so it cannot "
+                         "train with a cluster memory; use MODEL.META_ARCHITECTURE baseline or mgn.")
+    setter(head)
+
+
+def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoader, List[HookBase]]:
+    """The train loader and the hooks of a UDA run on ``data.items``; installs the memory in `model`.
+
+    The images' own pids (ground truth, when the data happens to have it) never reach training:
+    the loader's items carry pid -1 and its targets are the pseudo-labels. With ground truth,
+    each epoch's clustering is scored against it (:func:`pseudo_label_scores`) for the log.
+    """
+    check_uda_settings(cfg, len(data.items))
+    items = [(path, -1, cam) for path, _, cam in data.items]
+    loader = build_pseudo_label_loader(cfg, items)
+    u = cfg.UDA
+    memory = ClusterMemory(int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM), str(u.MEMORY_UPDATE))
+    set_identity_head(model, memory)
+    extract_loader = build_test_loader(cfg, items, [])
+
+    def extract(m: nn.Module) -> torch.Tensor:
+        device = next(m.parameters()).device
+        return extract_features(m, extract_loader, device, flip=bool(cfg.TEST.FLIP), amp=str(cfg.TEST.AMP)).feats
+
+    score = None
+    if data.labelled:  # e.g. a labelled dataset adapted to as if it had none: measure, never train on it
+        truth = np.array([pid for _, pid, _ in data.items], dtype=np.int64)
+        score = lambda labels: pseudo_label_scores(labels, truth)  # noqa: E731
+    per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
+    return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score)
+
+
+__all__ = ["build_uda_training", "check_uda_settings", "set_identity_head"]

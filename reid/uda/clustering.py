@@ -1,0 +1,92 @@
+"""Pseudo-identities for unlabelled images: DBSCAN on the sparse k-reciprocal Jaccard distance.
+
+SpCL (Ge et al., NeurIPS 2020) and Cluster Contrast (Dai et al., ACCV 2022) cluster the
+training images before every epoch: DBSCAN (Ester et al., KDD 1996) with radius eps on the
+Jaccard distance of their k-reciprocal encodings. Images in no cluster (DBSCAN's noise) are
+left out of that epoch. The distance comes from :func:`reid.evaluation.jaccard.jaccard_graph`,
+which holds exactly the pairs within eps, so the clusters equal those of DBSCAN on the dense
+N x N matrix at a fraction of its memory.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from reid.evaluation.jaccard import jaccard_graph
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """UDA.K1, K2, EPS, MIN_SAMPLES and the base distance (TEST.METRIC)."""
+
+    k1: int = 30
+    k2: int = 6
+    eps: float = 0.6
+    min_samples: int = 4
+    metric: str = "cosine"
+
+    @classmethod
+    def from_cfg(cls, cfg) -> "ClusterSettings":
+        u = cfg.UDA
+        settings = cls(int(u.K1), int(u.K2), float(u.EPS), int(u.MIN_SAMPLES), str(cfg.TEST.METRIC))
+        if not 0.0 < settings.eps < 1.0:
+            raise ValueError(f"UDA.EPS must lie in (0, 1) (a Jaccard distance; 0.5-0.7 usually), got {u.EPS}.")
+        if settings.min_samples < 1:
+            raise ValueError(f"UDA.MIN_SAMPLES must be >= 1, got {u.MIN_SAMPLES}.")
+        if settings.k1 < 1 or settings.k2 < 1:
+            raise ValueError(f"UDA.K1 and UDA.K2 must be >= 1, got {u.K1} and {u.K2}.")
+        return settings
+
+
+@dataclass
+class Clusters:
+    """One clustering: ``labels`` int64 ``[N]`` (0..num_clusters-1, -1 = outlier) and timings."""
+
+    labels: np.ndarray
+    num_clusters: int
+    seconds_distance: float
+    seconds_dbscan: float
+
+    @property
+    def kept(self) -> int:
+        """Images in a cluster."""
+        return int((self.labels >= 0).sum())
+
+
+def dbscan(graph: sp.csr_matrix, eps: float, min_samples: int) -> np.ndarray:
+    """scikit-learn's DBSCAN on a precomputed sparse distance graph (absent pairs: not
+    neighbours); labels int64, -1 for noise."""
+    try:
+        from sklearn.cluster import DBSCAN
+        from sklearn.neighbors import sort_graph_by_row_values
+    except ImportError as e:  # a dependency of the package; only a broken install lacks it
+        raise ImportError("Learning without labels clusters with scikit-learn's DBSCAN, which is not installed: "
+                          "pip install scikit-learn (or reinstall circle-reid, which requires it).") from e
+    graph = sort_graph_by_row_values(graph.copy(), copy=False, warn_when_not_sorted=False)
+    return DBSCAN(eps=eps, min_samples=min_samples, metric="precomputed").fit_predict(graph).astype(np.int64)
+
+
+def cluster_features(feats: torch.Tensor, settings: ClusterSettings) -> Clusters:
+    """Cluster features ``[N, D]`` into pseudo-identities (see the module docstring)."""
+    t0 = time.perf_counter()
+    graph = jaccard_graph(feats, settings.k1, settings.k2, settings.eps, settings.metric)
+    t1 = time.perf_counter()
+    labels = dbscan(graph, settings.eps, settings.min_samples)
+    t2 = time.perf_counter()
+    return Clusters(labels, int(labels.max()) + 1 if labels.size else 0, t1 - t0, t2 - t1)
+
+
+def cluster_centroids(feats: torch.Tensor, labels: np.ndarray, num_clusters: int) -> torch.Tensor:
+    """Mean feature of every cluster, ``[num_clusters, D]`` (outliers ignored)."""
+    keep = torch.from_numpy(np.flatnonzero(labels >= 0))
+    y = torch.from_numpy(labels)[keep]
+    sums = torch.zeros(num_clusters, feats.shape[1], dtype=torch.float64).index_add_(0, y, feats[keep].double())
+    counts = torch.bincount(y, minlength=num_clusters).clamp_min(1)
+    return (sums / counts[:, None]).float()
+
+
+__all__ = ["ClusterSettings", "Clusters", "cluster_centroids", "cluster_features", "dbscan"]

@@ -1,0 +1,159 @@
+"""The clustering loop of learning without labels, as two hooks on the ordinary trainer.
+
+* :class:`ClusterEachEpoch` (``before_epoch``): extract the features of every training image
+  with the current weights, cluster them (:mod:`reid.uda.clustering`), drop the outliers,
+  point the P x K sampler at the new pseudo-labels and restart the cluster memory at the
+  cluster centroids. One line and one ``metrics.jsonl`` record per epoch say what it found.
+* :class:`MemoryUpdate` (``after_step``): the memory's momentum update with the step's features.
+
+Exact resume: a checkpoint holds the epoch's pseudo-labels (ClusterEachEpoch) and the memory as
+the last step left it (MemoryUpdate). A run resumed mid-epoch continues with both, without
+clustering again; one resumed at an epoch's start clusters with the same weights the
+uninterrupted run had, so it gets the same labels. Clustering draws no random numbers from the
+training streams: their states are put back afterwards.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from reid.engine import HookBase
+from reid.modeling.heads import ClusterMemory
+from reid.utils.process import get_rng_state, set_rng_state
+
+from .clustering import ClusterSettings, Clusters, cluster_centroids, cluster_features
+
+logger = logging.getLogger(__name__)
+
+#: ``extract(model) -> features [N, D]`` (L2-normalised, CPU) of the training images, in order.
+ExtractFn = Callable[[nn.Module], torch.Tensor]
+
+
+class NoClustersError(ValueError):
+    """Clustering left too few pseudo-identities to train on; the message says what to change."""
+
+
+def check_clusters(clusters: Clusters, num_images: int, per_batch: int, settings: ClusterSettings) -> None:
+    """Refuse an epoch that could not train: fewer clusters than one batch's P identities."""
+    if clusters.num_clusters >= per_batch:
+        return
+    found = ("no cluster: every image is an outlier" if clusters.num_clusters == 0 else
+             f"{clusters.num_clusters} cluster(s) ({clusters.kept} images)")
+    raise NoClustersError(
+        f"Clustering {num_images} images found {found} at UDA.EPS {settings.eps} and UDA.MIN_SAMPLES "
+        f"{settings.min_samples}, but a batch needs {per_batch} pseudo-identities (SOLVER.IMS_PER_BATCH / "
+        f"DATALOADER.NUM_INSTANCE). Raise UDA.EPS (0.5-0.7 is usual) or lower UDA.MIN_SAMPLES, or use smaller "
+        "batches; a model that has not learned these images yet (e.g. random weights) also finds few clusters."
+    )
+
+
+class ClusterEachEpoch(HookBase):
+    """Before each epoch: features -> clusters -> pseudo-labels for the sampler and the memory.
+
+    Args:
+        extract: the features of all training images (see :data:`ExtractFn`).
+        settings: clustering parameters.
+        sampler: has ``set_labels(labels)`` (:class:`reid.data.PseudoLabelSampler`).
+        memory: the cluster memory, restarted at the centroids.
+        per_batch: pseudo-identities one batch needs (P).
+        score: optional ``score(labels) -> dict`` of purity figures (only when the images happen
+            to have ground truth, which training never sees).
+    """
+
+    def __init__(self, extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory,
+                 per_batch: int, score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None) -> None:
+        self.extract, self.settings, self.sampler, self.memory = extract, settings, sampler, memory
+        self.per_batch, self.score = int(per_batch), score
+        self.labels: Optional[np.ndarray] = None
+        self.epoch: Optional[int] = None  # the epoch self.labels belong to
+        self._restored = False
+
+    def state_dict(self) -> Dict[str, Any]:
+        if self.labels is None:
+            return {}
+        return {"epoch": int(self.epoch), "labels": torch.from_numpy(self.labels.copy())}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.epoch, self.labels = int(state["epoch"]), state["labels"].numpy().astype(np.int64)
+        self._restored = True
+
+    def before_epoch(self) -> None:
+        t = self.trainer
+        restored, self._restored = self._restored, False
+        if t.start_batch > 0 and restored and self.epoch == t.epoch:
+            self.sampler.set_labels(self.labels)  # mid-epoch resume: the memory comes from MemoryUpdate
+            logger.info("Epoch %d resumes with its pseudo-labels from the checkpoint (%d clusters).", t.epoch + 1,
+                        int(self.labels.max()) + 1)
+            return
+        if t.start_batch > 0:
+            logger.warning("Resuming epoch %d mid-way without its pseudo-labels in the checkpoint: clustering "
+                           "again, so this epoch is not exactly the uninterrupted run's.", t.epoch + 1)
+        self._cluster()
+
+    def _cluster(self) -> None:
+        t = self.trainer
+        start = time.perf_counter()
+        rng = get_rng_state()  # extraction (loader seeds) must not shift the training streams
+        try:
+            feats = self.extract(t.model)
+            clusters = cluster_features(feats, self.settings)
+        finally:
+            set_rng_state(rng)
+        check_clusters(clusters, len(feats), self.per_batch, self.settings)
+        self.memory.reset(cluster_centroids(feats, clusters.labels, clusters.num_clusters))
+        self.sampler.set_labels(clusters.labels)
+        self.labels, self.epoch = clusters.labels, t.epoch
+        record: Dict[str, Any] = {
+            "type": "cluster", "epoch": t.epoch + 1, "iter": t.iter, "clusters": clusters.num_clusters,
+            "images": int(len(feats)), "images_kept": clusters.kept,
+            "seconds": time.perf_counter() - start, "seconds_distance": clusters.seconds_distance,
+            "seconds_dbscan": clusters.seconds_dbscan,
+        }
+        if self.score is not None:
+            record.update(self.score(clusters.labels))
+        t.log_records.append(record)
+        logger.info(format_cluster_record(record))
+
+
+def format_cluster_record(record: Mapping[str, Any]) -> str:
+    """The log line of a clustering record."""
+    kept, n = record["images_kept"], record["images"]
+    parts = [f"Clustering before epoch {record['epoch']}: {record['clusters']} clusters, {kept}/{n} images kept "
+             f"({100.0 * kept / max(n, 1):.1f}%)"]
+    shown = [("ARI", "ari"), ("pair precision", "pair_precision"), ("pair recall", "pair_recall"),
+             ("true ids", "true_ids")]
+    parts += [f"{label} {record[key]:.3f}" if isinstance(record[key], float) else f"{label} {record[key]}"
+              for label, key in shown if key in record]
+    parts.append(f"{record['seconds']:.1f} s")
+    return "; ".join(parts)
+
+
+class MemoryUpdate(HookBase):
+    """After each step: the cluster memory's momentum update. State: the memory's vectors."""
+
+    def __init__(self, memory: ClusterMemory) -> None:
+        self.memory = memory
+
+    def after_step(self) -> None:
+        self.memory.update()
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"memory": self.memory.weight.detach().cpu().clone()} if self.memory.num_classes else {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.memory.load_vectors(state["memory"])
+
+
+def uda_hooks(extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory, per_batch: int,
+              score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None) -> List[HookBase]:
+    """The two hooks, in the order they must run."""
+    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score), MemoryUpdate(memory)]
+
+
+__all__ = ["ClusterEachEpoch", "ExtractFn", "MemoryUpdate", "NoClustersError", "check_clusters",
+           "format_cluster_record", "uda_hooks"]

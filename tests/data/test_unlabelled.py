@@ -1,0 +1,115 @@
+"""The unlabelled dataset source: folders and list files of crops without identities."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from reid.config import get_cfg
+from reid.data import build_dataset, build_train_data
+from reid.data.datasets import DatasetFormatError, DatasetNotFoundError
+from reid.data.datasets.unlabelled import number_cameras
+
+
+def _crops(root, write_jpeg, names):
+    return [write_jpeg(os.path.join(root, n)) for n in names]
+
+
+def test_folder_is_scanned_recursively_with_cameras_from_names(tmp_path, write_jpeg):
+    _crops(str(tmp_path / "crops"), write_jpeg,
+           ["cam10/x_c10_1.jpg", "cam2/y_c2_5.png", "cam2/z_c2_7.JPG", ".hidden/h_c1_1.jpg"])
+    (tmp_path / "crops" / "notes.txt").write_text("not an image")
+    ds = build_dataset("unlabelled", str(tmp_path), folder="crops", camera_regex=r"_c(\d+)_")
+    names = {os.path.basename(p): (pid, cam) for p, pid, cam in ds.train}
+    # Numeric order of the camera values: c2 -> 0, c10 -> 1 (not the string order "10" < "2").
+    assert names == {"x_c10_1.jpg": (-1, 1), "y_c2_5.png": (-1, 0), "z_c2_7.JPG": (-1, 0)}
+    assert ds.query == [] and ds.gallery == [] and not ds.has_labels
+    assert ds.summary().splitlines()[3].split("|")[1].strip() == "-"  # no identity count for unlabelled crops
+
+
+def test_folder_without_regex_is_one_camera(tmp_path, write_jpeg):
+    _crops(str(tmp_path), write_jpeg, ["a.jpg", "b.jpg"])
+    ds = build_dataset("unlabelled", "unused-root", folder=str(tmp_path))
+    assert [cam for _, _, cam in ds.train] == [0, 0]
+
+
+def test_list_file_with_and_without_cameras(tmp_path, write_jpeg):
+    _crops(str(tmp_path / "imgs"), write_jpeg, ["a.jpg", "b c.jpg", "d.jpg"])
+    (tmp_path / "with.txt").write_text("# my crops\npath camid\nimgs/a.jpg 4\nimgs/b c.jpg,1\n\nimgs/d.jpg 4 # again\n")
+    ds = build_dataset("unlabelled", str(tmp_path), list_file="with.txt")
+    assert [(os.path.basename(p), pid, cam) for p, pid, cam in ds.train] == [
+        ("a.jpg", -1, 1), ("b c.jpg", -1, 0), ("d.jpg", -1, 1)]
+    (tmp_path / "without.txt").write_text("imgs/a.jpg\nimgs/b c.jpg\n")
+    ds = build_dataset("unlabelled", str(tmp_path), list_file="without.txt")
+    assert [cam for _, _, cam in ds.train] == [0, 0]
+
+
+def test_number_cameras_orders_numbers_numerically_then_names():
+    assert number_cameras(["10", "2", "2", "front"]) == [1, 0, 0, 2]
+    assert number_cameras([None, None]) == [0, 0]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({}, "set exactly one of DATASETS.UNLABELLED.DIR"),
+    ({"folder": "a", "list_file": "b"}, "set exactly one of DATASETS.UNLABELLED.DIR"),
+    ({"folder": "missing"}, "DATASETS.UNLABELLED.DIR 'missing' was not found"),
+    ({"list_file": "missing.txt"}, "DATASETS.UNLABELLED.LIST 'missing.txt' was not found"),
+])
+def test_missing_sources_name_the_key(tmp_path, kwargs, match):
+    with pytest.raises(DatasetNotFoundError, match=match):
+        build_dataset("unlabelled", str(tmp_path), **kwargs)
+
+
+def test_empty_folder_is_one_line_naming_it(tmp_path):
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    (tmp_path / "empty" / "readme.txt").write_text("x")
+    with pytest.raises(DatasetNotFoundError) as e:
+        build_dataset("unlabelled", str(tmp_path), folder="empty")
+    assert "names no images" in str(e.value) and "searched recursively" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_camera_regex_and_unmatched_names(tmp_path, write_jpeg):
+    _crops(str(tmp_path), write_jpeg, ["p_c1.jpg", "nocam.jpg"])
+    with pytest.raises(ValueError, match="is not a regular expression"):
+        build_dataset("unlabelled", ".", folder=str(tmp_path), camera_regex="_c(")
+    with pytest.raises(ValueError, match="has 0 groups; it needs exactly one"):
+        build_dataset("unlabelled", ".", folder=str(tmp_path), camera_regex=r"_c\d")
+    with pytest.raises(DatasetFormatError, match=r"nocam.jpg'?: its file name does not match .*CAMERA_REGEX"):
+        build_dataset("unlabelled", ".", folder=str(tmp_path), camera_regex=r"_c(\d+)")
+
+
+def test_list_errors_name_file_and_line(tmp_path, write_jpeg):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "mixed.txt").write_text("a.jpg 1\na.jpg\n")
+    with pytest.raises(DatasetFormatError, match=r"mixed.txt, line 2: no camera id, unlike the lines before it"):
+        build_dataset("unlabelled", str(tmp_path), list_file="mixed.txt")
+    (tmp_path / "gone.txt").write_text("a.jpg\nb.jpg\n")
+    with pytest.raises(DatasetNotFoundError, match=r"gone.txt, line 2: image .*b.jpg' does not exist"):
+        build_dataset("unlabelled", str(tmp_path), list_file="gone.txt")
+    (tmp_path / "blank.txt").write_text("# nothing\n")
+    with pytest.raises(DatasetNotFoundError, match="names no images"):
+        build_dataset("unlabelled", str(tmp_path), list_file="blank.txt")
+
+
+def _cfg(tmp_path, **unlabelled):
+    cfg = get_cfg()
+    cfg.DATASETS.ROOT = str(tmp_path)
+    cfg.DATASETS.NAMES = ["unlabelled"]
+    cfg.DATASETS.TESTS = []
+    for key, value in unlabelled.items():
+        setattr(cfg.DATASETS.UNLABELLED, key, value)
+    return cfg
+
+
+def test_supervised_training_refuses_unlabelled_crops(tmp_path, write_jpeg):
+    _crops(str(tmp_path / "crops"), write_jpeg, ["a.jpg", "b.jpg"])
+    cfg = _cfg(tmp_path, DIR="crops")
+    with pytest.raises(ValueError, match="'unlabelled', whose images have no identity labels.*UDA.ENABLED True"):
+        build_train_data(cfg)
+    data = build_train_data(cfg, labels_required=False)
+    assert not data.labelled and data.num_classes == 0
+    assert [pid for _, pid, _ in data.items] == [-1, -1]
+    cfg.TEST.VAL_IDS = 2
+    with pytest.raises(ValueError, match="TEST.VAL_IDS 2 holds out labelled identities.*set TEST.VAL_IDS 0"):
+        build_train_data(cfg, labels_required=False)
