@@ -3,7 +3,8 @@
 The exported model takes raw RGB pixels, float32 0-255, shaped [batch, 3, H, W] (batch is
 free; H x W is INPUT.SIZE_TEST unless --input-size says otherwise, and any other size is
 refused) and returns L2-normalised features [batch, D]: no mean/std preprocessing or
-normalisation is needed around it. The format follows the extension: .pt2 for a
+normalisation is needed around it. A model with SIE (camera embedding) also takes each image's
+camera id: a second input camids, int64 [batch]. The format follows the extension: .pt2 for a
 torch.export program (needs only torch), .onnx for ONNX (torch.onnx.export with
 dynamo=True; needs onnx and onnxscript, and the check needs onnxruntime).
 
@@ -23,7 +24,8 @@ Examples:
     python tools/export.py --run output/market_osnet --output osnet_x0_25_market.onnx --for boxmot
 
 Load the results with onnxruntime.InferenceSession("r50.onnx") (input "images", output
-"features"), torch.export.load("r50.pt2").module(), or reid.inference.load_exported(path).
+"features"), torch.export.load("r50.pt2").module(), or reid.inference.load_exported(path);
+a model with SIE takes (images, camids). --for boxmot refuses it (BoxMOT gives crops only).
 See docs/inference.md.
 """
 from __future__ import annotations
@@ -59,7 +61,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     file's metadata as ``decision_thresholds``.
 
     Each check runs the exported file and PyTorch on the same random inputs (batch sizes 1
-    and 7) and logs the largest absolute difference; an ONNX check without onnxruntime is
+    and 7; valid random camera ids for a model with SIE) and logs the largest absolute difference; an ONNX check without onnxruntime is
     skipped with a note (None in the result). Raises ExportMismatchError when a difference
     exceeds `tol`, after every file has been written and checked.
     """
@@ -70,7 +72,8 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         export_format,
         export_model,
     )
-    from reid.inference.trackers import BoxMOTInput, check_tracker_export, export_for_boxmot
+    from reid.inference.camera_ids import model_cameras
+    from reid.inference.trackers import BoxMOTInput, check_tracker_export, check_tracker_model, export_for_boxmot
 
     if not outputs:
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
@@ -80,7 +83,10 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     model, pixels = predictor.model, "RGB 0-255"
     if tracker:
         size = list(check_tracker_export(tracker, outputs, size))
+        check_tracker_model(tracker, predictor.model)
         model, pixels = BoxMOTInput(predictor.model), "RGB/255 with ImageNet mean/std (BoxMOT)"
+    cameras = model_cameras(predictor.model)
+    cameras = f" and camids int64 [batch] (camera ids 0..{cameras - 1}, SIE)" if cameras else ""
     metadata = None
     if thresholds:
         from reid.evaluation.thresholds import load_thresholds
@@ -94,7 +100,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         else:
             export_model(model, out, size, opset=opset, metadata=metadata)
         log(f"wrote {export_format(out)} model {out} (input float32 [batch, 3, {size[0]}, {size[1]}] "
-            f"{pixels}, output L2-normalised [batch, {predictor.feature_dim}])")
+            f"{pixels}{cameras}, output L2-normalised [batch, {predictor.feature_dim}])")
         if not check:
             checks.append(None)
             continue

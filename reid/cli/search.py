@@ -156,10 +156,8 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     if not queries:
         return []
     from reid.inference.draw import save_matches_picture
-    from reid.inference.sources import collect_images
 
-    q_paths = collect_images(queries)
-    q_feats = predictor.extract_paths(q_paths)
+    q_feats, q_paths = predictor.extract(queries)  # with camera ids from 'path pid camid' lines (SIE)
     result = index.search(q_feats, k)
     paths = index.paths
     records: List[Dict[str, Any]] = []

@@ -3,7 +3,9 @@
 The exported graph takes raw RGB pixels, float32 0-255, ``[B, 3, H, W]`` (B free, H and W
 fixed to the size it was exported at) and returns L2-normalised features ``[B, D]``: the
 pixel normalisation is inside the model and the L2 normalisation is added here, so a
-deployment needs neither mean/std constants nor a post-processing step.
+deployment needs neither mean/std constants nor a post-processing step. A model with SIE
+(camera embedding) gets a second input, ``camids``: int64 ``[B]``, each image's camera id, on
+the same free batch axis (see :mod:`reid.inference.camera_ids`); other models keep one input.
 
 Both formats come from one ``torch.export`` program (the eval-mode graph, batch axis
 declared dynamic):
@@ -33,6 +35,18 @@ from torch import nn
 
 from reid.utils.file_io import atomic_write
 
+from .camera_ids import CAMIDS_NAME, model_cameras
+from .exported import (  # noqa: F401  (the reading side, also importable from here as before)
+    METADATA_KEY,
+    ONNX_EXTRA_HINT,
+    ExportedModel,
+    program_feature_dim,
+    export_format,
+    load_exported,
+    onnx_feeds,
+    run_exported,
+)
+
 
 class ExportMismatchError(RuntimeError):
     """An exported model's outputs differ from the PyTorch model's by more than the tolerance."""
@@ -44,10 +58,7 @@ OUTPUT_NAME = "features"
 BATCH_AXIS = "batch"
 DEFAULT_OPSET = 18  # the lowest opset torch's torch.export-based ONNX exporter writes
 CHECK_BATCH_SIZES = (1, 7)
-EXTENSIONS: Dict[str, str] = {".pt2": "pt2", ".onnx": "onnx"}
-TORCHSCRIPT_EXTENSIONS = (".ts", ".pt", ".torchscript", ".jit")
-ONNX_EXTRA_HINT = "pip install onnx onnxscript onnxruntime (or pip install 'circle-reid[export]')"
-METADATA_KEY = "circle_reid"  # ONNX metadata_props key / .pt2 extra file: what the model expects
+MAX_BATCH = 2**31 - 1  # the batch axis' upper bound where torch needs one (torch 2.6, see export_program)
 
 
 class NormalizedFeatureModel(nn.Module):
@@ -61,22 +72,29 @@ class NormalizedFeatureModel(nn.Module):
         return F.normalize(self.model(images), dim=1)
 
 
+class CameraFeatureModel(NormalizedFeatureModel):
+    """The same for a model with SIE: ``(images [B, 3, H, W], camids int64 [B]) -> [B, D]``."""
+
+    def forward(self, images: torch.Tensor, camids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return F.normalize(self.model(images, camids=camids), dim=1)
+
+
 def _wrap(model: nn.Module) -> NormalizedFeatureModel:
-    if getattr(model, "uses_camids", False):
-        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA) and exported models take "
-                         "images only: export a model trained with SIE_CAMERA False, or extract features with "
-                         "tools/extract.py from a list file of 'path pid camid' lines.")
+    wrapper = CameraFeatureModel if model_cameras(model) else NormalizedFeatureModel
     # Export always takes the CPU eval-mode graph: BatchNorm must use running statistics,
     # and a CPU graph runs anywhere. A copy, so that the caller's model keeps its device and
     # train/eval mode.
-    return NormalizedFeatureModel(copy.deepcopy(model)).to("cpu").eval()
+    return wrapper(copy.deepcopy(model)).to("cpu").eval()
 
 
-def _example_input(input_size: Sequence[int], batch: int, seed: int = 0) -> torch.Tensor:
+def _example_inputs(input_size: Sequence[int], batch: int, cameras: int = 0,
+                    seed: int = 0) -> Tuple[torch.Tensor, ...]:
+    """Random inputs of a batch: pixels, and camera ids ``0..cameras-1`` for a model with SIE."""
     h, w = int(input_size[0]), int(input_size[1])
     gen = torch.Generator().manual_seed(seed)
     # Integer-valued pixels, as real images give.
-    return torch.randint(0, 256, (batch, 3, h, w), generator=gen).float()
+    pixels = torch.randint(0, 256, (batch, 3, h, w), generator=gen).float()
+    return (pixels, torch.randint(0, cameras, (batch,), generator=gen)) if cameras else (pixels,)
 
 
 def _check_size(input_size: Sequence[int]) -> Tuple[int, int]:
@@ -91,27 +109,47 @@ def _check_size(input_size: Sequence[int]) -> Tuple[int, int]:
 RAW_PIXELS = "RGB pixels 0-255 (no mean/std to apply)"
 
 
+def _input_names(cameras: int) -> List[str]:
+    return [INPUT_NAME, CAMIDS_NAME] if cameras else [INPUT_NAME]
+
+
 def _metadata(input_size: Tuple[int, int], feature_dim: int, pixels: str = RAW_PIXELS,
-              extra: Optional[Dict[str, Any]] = None) -> str:
+              extra: Optional[Dict[str, Any]] = None, cameras: int = 0) -> str:
     h, w = input_size
-    return json.dumps({
-        "input": f"{INPUT_NAME}: float32 [batch, 3, {h}, {w}], {pixels}",
-        "input_size": [h, w],
-        "output": f"{OUTPUT_NAME}: float32 [batch, {feature_dim}], L2-normalised",
-        **(extra or {}),
-    })
+    record: Dict[str, Any] = {"input": f"{INPUT_NAME}: float32 [batch, 3, {h}, {w}], {pixels}"}
+    if cameras:  # models without SIE keep the record they always had
+        record.update({"camids": f"{CAMIDS_NAME}: int64 [batch], each image's camera id 0..{cameras - 1} (SIE)",
+                       "input_names": _input_names(cameras), "num_cameras": cameras})
+    record.update({"input_size": [h, w], "output": f"{OUTPUT_NAME}: float32 [batch, {feature_dim}], L2-normalised"})
+    return json.dumps({**record, **(extra or {})})
 
 
 def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.ExportedProgram:
     """The ``torch.export`` program of `model` wrapped with L2 normalisation (CPU, eval mode).
 
-    Input ``[batch, 3, H, W]`` with the batch axis dynamic and ``H, W = input_size``.
+    Input ``[batch, 3, H, W]`` with the batch axis dynamic and ``H, W = input_size``; a model
+    with SIE also takes ``camids`` ``[batch]`` on the same axis.
     """
+    from torch._dynamo.exc import UserError, UserErrorType
+
     size = _check_size(input_size)
-    example = _example_input(size, batch=2)
-    # A size-2 example with a declared range: export must not specialise the batch to 2 (or 1).
-    batch = torch.export.Dim(BATCH_AXIS, min=1)
-    return torch.export.export(_wrap(model), (example,), dynamic_shapes=({0: batch},), strict=False)
+    wrapped = _wrap(model)
+    example = _example_inputs(size, batch=2, cameras=model_cameras(model))
+
+    def export(**bounds: int) -> torch.export.ExportedProgram:
+        # A size-2 example with a declared range: export must not specialise the batch to 2 (or 1).
+        batch = torch.export.Dim(BATCH_AXIS, min=1, **bounds)
+        return torch.export.export(wrapped, example, dynamic_shapes=tuple({0: batch} for _ in example), strict=False)
+
+    try:
+        return export()
+    except UserError as e:
+        # torch 2.6 guards token slices (ViTs) against the open axis' end value and then finds
+        # that guard violated (pytorch/pytorch#146315); an upper bound avoids it. Newer torch
+        # exports the open axis, and the file is the same as ever.
+        if e.error_type != UserErrorType.CONSTRAINT_VIOLATION:
+            raise
+        return export(max=MAX_BATCH)
 
 
 def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
@@ -124,8 +162,9 @@ def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
     """
     path = os.fspath(path)
     program = export_program(model, input_size)
-    feature_dim = _feature_dim(program)
-    extra = {f"{METADATA_KEY}.json": _metadata(_check_size(input_size), feature_dim, extra=metadata)}
+    feature_dim = program_feature_dim(program)
+    extra = {f"{METADATA_KEY}.json": _metadata(_check_size(input_size), feature_dim, extra=metadata,
+                                               cameras=model_cameras(model))}
     atomic_write(path, lambda f: torch.export.save(program, f, extra_files=extra))
     return path
 
@@ -180,8 +219,8 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
                 opset: int = DEFAULT_OPSET, pixels: str = RAW_PIXELS, metadata: Optional[Dict[str, Any]] = None) -> str:
     """Export `model` (wrapped with L2 normalisation) to ONNX at `path`; returns `path`.
 
-    Input ``images`` float32 ``[batch, 3, H, W]`` 0-255, output ``features`` float32
-    ``[batch, D]``, batch axis dynamic. Uses ``torch.onnx.export(..., dynamo=True)``, which
+    Input ``images`` float32 ``[batch, 3, H, W]`` 0-255 (and ``camids`` int64 ``[batch]`` for a
+    model with SIE), output ``features`` float32 ``[batch, D]``, batch axis dynamic. Uses ``torch.onnx.export(..., dynamo=True)``, which
     needs the ``onnx`` and ``onnxscript`` packages. `pixels` describes the input's pixel
     convention in the file's metadata (for models that take other inputs than raw pixels);
     `metadata` (JSON-able) joins it.
@@ -191,44 +230,24 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
         raise ValueError(f"ONNX opset {opset} is too old for torch's exporter; use --opset {DEFAULT_OPSET} or newer.")
     path = os.fspath(path)
     size = _check_size(input_size)
+    cameras = model_cameras(model)
     program = export_program(model, size)
-    feature_dim = _feature_dim(program)
+    feature_dim = program_feature_dim(program)
     program = program.run_decompositions({torch.ops.aten.adaptive_max_pool2d.default: adaptive_max_pool2d_by_bins})
     onnx_program = torch.onnx.export(
         program,
-        (_example_input(size, batch=2),),
+        _example_inputs(size, batch=2, cameras=cameras),
         dynamo=True,
-        input_names=[INPUT_NAME],
+        input_names=_input_names(cameras),
         output_names=[OUTPUT_NAME],
         opset_version=int(opset),
         verbose=False,
     )
     _name_batch_axis(onnx_program.model)
-    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels, metadata)
+    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels, metadata, cameras)
     data = onnx_program.model_proto.SerializeToString()
     atomic_write(path, lambda f: f.write(data))
     return path
-
-
-def _legacy_torchscript_error(path: str) -> ValueError:
-    return ValueError(
-        f"{path!r}: TorchScript (.ts/.pt) is no longer written or read (torch deprecates it); "
-        f"export to .pt2 instead (a torch.export program: tools/export.py --output model.pt2)."
-    )
-
-
-def export_format(path: PathLike) -> str:
-    """"pt2" or "onnx" from the file extension of `path`."""
-    p = os.fspath(path)
-    ext = os.path.splitext(p)[1].lower()
-    if ext in EXTENSIONS:
-        return EXTENSIONS[ext]
-    if ext in TORCHSCRIPT_EXTENSIONS:
-        raise _legacy_torchscript_error(p)
-    raise ValueError(
-        f"Cannot tell the export format of {p!r} from its extension; use .pt2 for a torch.export "
-        "program or .onnx for ONNX."
-    )
 
 
 def export_model(model: nn.Module, path: PathLike, input_size: Sequence[int],
@@ -240,127 +259,6 @@ def export_model(model: nn.Module, path: PathLike, input_size: Sequence[int],
     return export_pt2(model, path, input_size, metadata=metadata)
 
 
-def _feature_dim(program: torch.export.ExportedProgram) -> int:
-    """D of the program's output ``[batch, D]`` (the output node lists the user outputs)."""
-    features = next(n for n in program.graph.nodes if n.op == "output").args[0][0]
-    return int(features.meta["val"].shape[1])
-
-
-ImageBatch = Union[torch.Tensor, np.ndarray]
-
-
-def _as_pixel_batch(images: ImageBatch) -> torch.Tensor:
-    """`images` (torch tensor or numpy array, uint8 or float) as a float32 CPU tensor ``[B, 3, H, W]``."""
-    if isinstance(images, np.ndarray):
-        if images.dtype == np.uint8 or np.issubdtype(images.dtype, np.floating):
-            arr = np.ascontiguousarray(images, dtype=np.float32)
-            if not arr.flags.writeable:  # torch.from_numpy warns about read-only arrays (np.load mmap)
-                arr = arr.copy()
-            images = torch.from_numpy(arr)
-        else:
-            raise TypeError(
-                f"Exported model input is a numpy array of dtype {images.dtype}; pass uint8 or float "
-                "pixels (0-255), shape [B, 3, H, W]."
-            )
-    elif not isinstance(images, torch.Tensor):
-        raise TypeError(
-            f"Exported model input must be a torch tensor or a numpy array [B, 3, H, W], got "
-            f"{type(images).__name__}."
-        )
-    if images.ndim != 4 or images.shape[1] != 3:
-        hint = ""
-        if images.ndim == 4 and images.shape[-1] == 3:
-            hint = " It looks like [B, H, W, 3] (channels last): transpose it with x.transpose(0, 3, 1, 2)."
-        elif images.ndim == 3:
-            hint = " For one image add a batch axis (x[None])."
-        raise ValueError(
-            f"Exported model input must have shape [B, 3, H, W] (RGB pixels 0-255), got "
-            f"{tuple(images.shape)}.{hint}"
-        )
-    return images.detach().to("cpu", torch.float32).contiguous()
-
-
-class ExportedModel:
-    """An exported model file, loaded once: ``model(images) -> [B, D]`` numpy features.
-
-    `images` are RGB pixels 0-255, ``[B, 3, H, W]`` with H x W = :attr:`input_size` (the
-    export size): a torch tensor or a numpy array, uint8 or float (converted to float32).
-    Another size is refused with a ValueError that names both sizes. ``.pt2`` files run with
-    torch, ``.onnx`` files with onnxruntime, both on the CPU.
-    """
-
-    def __init__(self, path: PathLike) -> None:
-        self.path = os.fspath(path)
-        self.format = export_format(self.path)
-        if not os.path.isfile(self.path):
-            raise FileNotFoundError(f"Exported model {self.path!r} does not exist; run tools/export.py first.")
-        if self.format == "onnx":
-            self._load_onnx()
-        else:
-            self._load_pt2()
-
-    def _load_onnx(self) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            raise ImportError(f"Running an ONNX model needs onnxruntime: {ONNX_EXTRA_HINT}.") from e
-        try:
-            session = ort.InferenceSession(self.path, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises its own exception types for unreadable files
-            raise ValueError(f"{self.path!r} is not a readable ONNX model ({str(e).strip()}); export it again.") from e
-        inp = session.get_inputs()[0]
-        self.input_size = (int(inp.shape[2]), int(inp.shape[3]))
-        self.feature_dim = int(session.get_outputs()[0].shape[1])
-        self._input_name = inp.name
-        self._run = lambda x: session.run(None, {self._input_name: x.numpy()})[0]
-
-    def _load_pt2(self) -> None:
-        try:
-            program = torch.export.load(self.path)
-        except Exception as e:  # a truncated or foreign file fails deep inside the loader
-            raise ValueError(f"{self.path!r} is not a readable .pt2 program ({str(e).strip()}); export it again.") from e
-        name = program.graph_signature.user_inputs[0]
-        shape = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == name).meta["val"].shape
-        self.input_size = (int(shape[2]), int(shape[3]))
-        self.feature_dim = _feature_dim(program)
-        module = program.module()
-
-        def run(x: torch.Tensor) -> np.ndarray:
-            with torch.no_grad():
-                return module(x).numpy()
-
-        self._run = run
-
-    def check_input(self, images: ImageBatch) -> torch.Tensor:
-        """`images` as float32 ``[B, 3, H, W]``; a ValueError when H x W is not the export size."""
-        x = _as_pixel_batch(images)
-        h, w = int(x.shape[2]), int(x.shape[3])
-        if (h, w) != self.input_size:
-            eh, ew = self.input_size
-            raise ValueError(
-                f"{self.path} expects images of {eh}x{ew} (height x width, [B, 3, {eh}, {ew}]), got "
-                f"{h}x{w}; resize the crops to {eh}x{ew}, or export again with --input-size {h} {w}."
-            )
-        return x
-
-    def __call__(self, images: ImageBatch) -> np.ndarray:
-        return self._run(self.check_input(images))
-
-
-def load_exported(path: PathLike) -> ExportedModel:
-    """Load an exported model file once; returns an :class:`ExportedModel` (``run(images) -> [B, D]``).
-
-    ``.onnx`` needs onnxruntime (an ImportError says how to install it); ``.pt2`` needs only torch.
-    """
-    return ExportedModel(path)
-
-
-def run_exported(path: PathLike, images: ImageBatch) -> np.ndarray:
-    """Run an exported model file on RGB pixels ``[B, 3, H, W]``; returns ``[B, D]`` numpy.
-
-    `images` may be a torch tensor or a numpy array, uint8 or float (see :class:`ExportedModel`).
-    """
-    return load_exported(path)(images)
 
 
 @dataclass(frozen=True)
@@ -371,6 +269,7 @@ class ExportCheck:
     format: str
     batch_sizes: Tuple[int, ...]
     max_abs_diff: float
+    camids: bool = False  # whether the inputs included camera ids (a model with SIE)
 
     def passed(self, tol: float = 1e-4) -> bool:
         """Whether the largest difference is within `tol` (features are unit vectors)."""
@@ -378,38 +277,40 @@ class ExportCheck:
 
     def __str__(self) -> str:
         sizes = ", ".join(str(b) for b in self.batch_sizes)
-        return (
-            f"{self.format} {self.path}: max abs difference to PyTorch {self.max_abs_diff:.2e} "
-            f"(random inputs, batch sizes {sizes})"
-        )
+        inputs = "random inputs and camera ids" if self.camids else "random inputs"
+        return (f"{self.format} {self.path}: max abs difference to PyTorch {self.max_abs_diff:.2e} "
+                f"({inputs}, batch sizes {sizes})")
 
 
 def compare_with_export(model: nn.Module, path: PathLike, input_size: Sequence[int],
                         batch_sizes: Sequence[int] = CHECK_BATCH_SIZES, seed: int = 0) -> ExportCheck:
-    """Feed the same random pixel batches to `model` (PyTorch, CPU) and to the exported file.
+    """Feed the same random pixel batches (and, for a model with SIE, random valid camera ids)
+    to `model` (PyTorch, CPU) and to the exported file.
 
     Batch sizes other than the example's (2) check that the batch axis really is dynamic.
     """
     wrapped = _wrap(model)
     size = _check_size(input_size)
+    cameras = model_cameras(model)
     run = load_exported(path)
     worst = 0.0
     for i, b in enumerate(batch_sizes):
-        x = _example_input(size, batch=int(b), seed=seed + 1 + i)
+        inputs = _example_inputs(size, batch=int(b), cameras=cameras, seed=seed + 1 + i)
         with torch.no_grad():
-            expected = wrapped(x).numpy()
-        got = run(x)
+            expected = wrapped(*inputs).numpy()
+        got = run(*inputs)
         if got.shape != expected.shape:
             raise ValueError(
                 f"Exported model {os.fspath(path)!r} returned shape {got.shape} for a batch of {b}, "
                 f"PyTorch {expected.shape}; re-export it from this model."
             )
         worst = max(worst, float(np.abs(got - expected).max()))
-    return ExportCheck(os.fspath(path), export_format(path), tuple(int(b) for b in batch_sizes), worst)
+    return ExportCheck(os.fspath(path), export_format(path), tuple(int(b) for b in batch_sizes), worst, bool(cameras))
 
 
 __all__ = [
     "CHECK_BATCH_SIZES",
+    "CameraFeatureModel",
     "ExportCheck",
     "ExportMismatchError",
     "ExportedModel",
@@ -422,5 +323,6 @@ __all__ = [
     "export_program",
     "export_pt2",
     "load_exported",
+    "onnx_feeds",
     "run_exported",
 ]

@@ -5,6 +5,9 @@
     feats, paths = predictor.extract("crops/")          # folder, list file or image paths
     feats = predictor.extract_arrays([rgb_uint8_image])  # H x W x 3 RGB arrays
 
+A model with SIE (``predictor.uses_camids``) also needs each image's camera id: ``camids=`` of
+``extract_paths`` / ``extract_arrays``, or ``path pid camid`` lines of a list file for ``extract``.
+
 Features are float32 numpy arrays ``[N, D]``, L2-normalised (cosine similarity is a dot
 product), computed exactly as the evaluator computes them: test transform (resize to
 ``INPUT.SIZE_TEST``), raw pixels into the model, optional flip averaging (``TEST.FLIP``).
@@ -26,6 +29,7 @@ from reid.data.transforms import build_transforms
 from reid.evaluation.extract import autocast_context, check_feature_batch
 from reid.utils.device import resolve_device
 
+from .camera_ids import NO_CAMIDS, check_camids, model_cameras
 from .loading import (
     build_inference_model,
     config_from_checkpoint,
@@ -34,7 +38,7 @@ from .loading import (
     resolve_model,
 )
 from .runtimes import BACKEND_NAMES, build_runtime
-from .sources import collect_images
+from .sources import collect_entries
 
 PathLike = Union[str, "os.PathLike[str]"]
 # Called after every batch with (images done, images in total), e.g. to draw a progress bar.
@@ -167,6 +171,16 @@ class Predictor:
         return int(self.model.feature_dim)
 
     @property
+    def uses_camids(self) -> bool:
+        """Whether the model's features need each image's camera id (SIE)."""
+        return self.num_cameras > 0
+
+    @property
+    def num_cameras(self) -> int:
+        """How many camera ids the model knows (0 without SIE)."""
+        return model_cameras(self.model)
+
+    @property
     def input_size(self) -> Tuple[int, int]:
         """(height, width) images are resized to (``INPUT.SIZE_TEST``)."""
         h, w = self.cfg.INPUT.SIZE_TEST
@@ -189,17 +203,21 @@ class Predictor:
     def features_of_batch(self, images: torch.Tensor, paths: Optional[Sequence[str]] = None,
                           camids: Optional[Sequence[int]] = None) -> torch.Tensor:
         """L2-normalised float32 CPU features of a preprocessed ``[B, 3, H, W]`` pixel batch
-        (`camids`: the images' camera ids, which a model with SIE needs).
+        (`camids`: the images' camera ids, which a model with SIE needs; others ignore them).
 
         A NaN/inf or all-zero feature raises BadFeaturesError (naming the image when `paths`
         gives the batch's files).
         """
+        cams = None
+        if self.uses_camids:
+            if camids is None:
+                raise ValueError(NO_CAMIDS)
+            cams = check_camids(camids, len(images), self.num_cameras, "This model")
         if self._runtime is not None:
-            f = torch.from_numpy(np.asarray(self._runtime(images), dtype=np.float32))
+            f = torch.from_numpy(np.asarray(self._runtime(images, cams), dtype=np.float32))
         else:
             x = images.to(self.device, non_blocking=True)
-            extra = {"camids": torch.as_tensor(camids, device=self.device)} \
-                if camids is not None and getattr(self.model, "uses_camids", False) else {}
+            extra = {"camids": cams.to(self.device)} if cams is not None else {}
             with autocast_context(self.device, self.amp):
                 f = self.model(x, **extra).float()
                 if self.flip:
@@ -210,6 +228,8 @@ class Predictor:
 
     def _run(self, batches, total: int, progress: Optional[ProgressFn],
              paths: Optional[Sequence[str]] = None, camids: Optional[Sequence[int]] = None) -> np.ndarray:
+        if self.uses_camids and camids is None:  # before any image is read
+            raise ValueError(NO_CAMIDS)
         # Filling a preallocated array keeps peak memory at one copy of the features,
         # which matters for galleries of millions of crops.
         out = np.empty((total, self.feature_dim), dtype=np.float32)
@@ -239,25 +259,29 @@ class Predictor:
         )
         return self._run(loader, len(paths), progress, paths, camids)
 
-    def extract_arrays(self, images: ArrayImages, progress: Optional[ProgressFn] = None) -> np.ndarray:
-        """Features ``[N, D]`` of RGB uint8 arrays (``H x W x 3`` each, any size, or one batch)."""
+    def extract_arrays(self, images: ArrayImages, progress: Optional[ProgressFn] = None,
+                       camids: Optional[Sequence[int]] = None) -> np.ndarray:
+        """Features ``[N, D]`` of RGB uint8 arrays (``H x W x 3`` each, any size, or one batch;
+        camera ids `camids`, for SIE)."""
         images = _as_image_list(images)
         total = len(images)
         batches = (
             torch.stack([self.transform(img) for img in images[i:i + self.batch_size]])
             for i in range(0, total, self.batch_size)
         )
-        return self._run(batches, total, progress)
+        return self._run(batches, total, progress, camids=camids)
 
     def extract(self, sources: Union[PathLike, Sequence[PathLike]],
                 progress: Optional[ProgressFn] = None) -> Tuple[np.ndarray, List[str]]:
         """Features of every image in `sources` and the image paths, row for row.
 
         A source is an image file, a folder (searched recursively for image files) or a list
-        file with one path per line; see :func:`reid.inference.sources.collect_images`.
+        file with one path per line; see :func:`reid.inference.sources.collect_entries`. A model
+        with SIE takes the camera ids of ``path pid camid`` lines (every image needs one).
         """
-        paths = collect_images(sources)
-        return self.extract_paths(paths, progress), paths
+        entries = collect_entries(sources)
+        camids = entries.label_arrays()[1] if self.uses_camids else None
+        return self.extract_paths(entries.paths, progress, camids), entries.paths
 
 
 def load_predictor(

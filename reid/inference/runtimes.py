@@ -2,8 +2,8 @@
 ONNX Runtime or OpenVINO (``Predictor(backend=...)``, ``tools/extract.py --backend``).
 
 The non-PyTorch backends run the file ``tools/export.py`` writes (raw 0-255 pixels in,
-L2-normalised features out): a given ``exported`` file, or one exported into a temporary
-folder when the predictor is built. Trackers and CPU-only servers use them because a
+L2-normalised features out; a model with SIE also takes each image's camera id, ``camids``):
+a given ``exported`` file, or one exported into a temporary folder when the predictor is built. Trackers and CPU-only servers use them because a
 compiled graph with fused operators is faster on CPUs than eager PyTorch; the features agree
 with PyTorch fp32 to about 1e-6 (``benchmarks/bench_extract.py`` measures both).
 """
@@ -20,10 +20,13 @@ from torch import nn
 
 from reid.utils.registry import Registry
 
-from .export import ONNX_EXTRA_HINT, export_onnx
+from .camera_ids import model_cameras
+from .export import ONNX_EXTRA_HINT, export_onnx, onnx_feeds
 
 RUNTIMES = Registry("inference backend")
-Runtime = Callable[[torch.Tensor], np.ndarray]  # uint8/float pixels [B, 3, H, W] -> features [B, D]
+# (uint8/float pixels [B, 3, H, W], camera ids int64 [B] or None) -> features [B, D]; the caller
+# checks the ids (reid.inference.camera_ids.check_camids) and gives them only to a model with SIE.
+Runtime = Callable[[torch.Tensor, Optional[torch.Tensor]], np.ndarray]
 
 
 def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str]) -> Tuple[str, Optional[str]]:
@@ -41,6 +44,16 @@ def _check_size(path: str, shape: Sequence[object], input_size: Tuple[int, int])
     if size != tuple(input_size):
         raise ValueError(f"{path} was exported for {size[0]}x{size[1]} images, the model's config resizes to "
                          f"{input_size[0]}x{input_size[1]} (INPUT.SIZE_TEST); export it again at this size.")
+
+
+def _check_inputs(path: str, names: Sequence[str], model: nn.Module) -> None:
+    """The file must take camera ids exactly when the model does (SIE)."""
+    if model_cameras(model) and len(names) < 2:
+        raise ValueError(f"{path} takes images only, but this model uses camera ids (SIE): export it again with "
+                         "tools/export.py (a model with SIE gets a second input, camids).")
+    if not model_cameras(model) and len(names) > 1:
+        raise ValueError(f"{path} takes camera ids ({names[1]}) and this model does not: the file comes from "
+                         "another model; export this one with tools/export.py.")
 
 
 def _threads() -> int:
@@ -61,11 +74,12 @@ def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported:
         options.intra_op_num_threads = _threads()
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         _check_size(path, session.get_inputs()[0].shape, input_size)
+        names = [i.name for i in session.get_inputs()]
+        _check_inputs(path, names, model)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
-    name = session.get_inputs()[0].name
-    return lambda x: session.run(None, {name: x.to(torch.float32).numpy()})[0]
+    return lambda x, camids=None: session.run(None, onnx_feeds(names, x, camids))[0]
 
 
 @RUNTIMES.register("openvino")
@@ -81,11 +95,13 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
         compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": _threads(),
                                                          "INFERENCE_PRECISION_HINT": "f32"})
         _check_size(path, compiled.input(0).get_partial_shape(), input_size)
+        names = [i.get_any_name() for i in compiled.inputs]
+        _check_inputs(path, names, model)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
     request = compiled.create_infer_request()
-    return lambda x: np.asarray(request.infer({0: x.to(torch.float32).numpy()})[0])
+    return lambda x, camids=None: np.asarray(request.infer(onnx_feeds(names, x, camids))[0])
 
 
 def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None) -> Runtime:

@@ -8,6 +8,7 @@ first output ``[N, D]`` and L2-normalise it. This toolkit's models take raw 0-25
 normalise inside, so the tracker export prepends the inverse of BoxMOT's normalisation
 (``x * 255 * std + 255 * mean``), which gives the model the pixels it was trained on; the
 rest is the ordinary ONNX export (fixed H x W, free batch axis, L2-normalised features).
+BoxMOT gives a model image crops only, so a model whose features need camera ids (SIE) is refused.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
+from .camera_ids import model_cameras
 from .export import DEFAULT_OPSET, export_onnx
 
 #: BoxMOT's input convention: RGB / 255, then ImageNet mean and std.
@@ -63,6 +65,14 @@ def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optio
     return size[0], size[1]
 
 
+def check_tracker_model(tracker: str, model: nn.Module) -> None:
+    """A one-line ValueError when `model` needs more than the image crops a tracker gives it (SIE)."""
+    if model_cameras(model):
+        raise ValueError(f"--for {tracker}: this model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True) and "
+                         "BoxMOT gives re-ID models image crops only; export without --for (the file then takes "
+                         "images and camids), or use a model trained with MODEL.TRANSREID.SIE_CAMERA False.")
+
+
 def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int],
                       opset: int = DEFAULT_OPSET, metadata: Optional[Dict] = None) -> str:
     """Write `model` as an ONNX file that BoxMOT's ReID backend loads unchanged; returns `path`.
@@ -71,6 +81,7 @@ def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int
     H x W fixed to `input_size`, N free; output ``features`` ``[N, D]``, L2-normalised.
     """
     size = check_tracker_export("boxmot", [os.fspath(path)], input_size)
+    check_tracker_model("boxmot", model)
     return export_onnx(BoxMOTInput(model), path, size, opset=opset, pixels=BOXMOT_PIXELS, metadata=metadata)
 
 
@@ -82,5 +93,6 @@ __all__ = [
     "BoxMOTInput",
     "boxmot_input",
     "check_tracker_export",
+    "check_tracker_model",
     "export_for_boxmot",
 ]

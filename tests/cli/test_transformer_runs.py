@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from reid.cli import extract as cli_extract
+from reid.cli import search as cli_search
 from reid.cli import test as cli_test
 from reid.cli import train as cli_train
 from reid.inference.export import compare_with_export, export_pt2
@@ -75,26 +76,53 @@ def test_transreid_with_sie_and_jpm_trains_tests_and_extracts_with_camera_ids(tm
     assert model.uses_camids
     capsys.readouterr()
     assert cli_extract.main(args + ["--input", str(images[0].parent)]) == 1  # a folder has no camera ids
-    assert "list file of 'path pid camid' lines" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="uses camera ids"):
-        export_pt2(model, tmp_path / "m.pt2", (64, 32))
+    err = capsys.readouterr().err
+    assert "list file of 'path pid camid' lines" in err and err.count("\n") == 1
+    # Queries of a list file bring their camera ids to the search.
+    assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "f.npz"), "--query", str(listing),
+                            "-k", "2", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.count("query ") == 4
+    check = compare_with_export(model, export_pt2(model, tmp_path / "m.pt2", (64, 32)), (64, 32))
+    assert check.camids and check.max_abs_diff < 1e-5
+
+
+TRANSREID_EXPORTS = [("vit_base_transreid.yml", True), ("vit_base_transreid_circle.yml", True),
+                     ("vit_base_transreid_circle.yml", False)]
 
 
 @pytest.mark.slow
-def test_transreid_without_sie_exports_with_a_free_batch_axis(tmp_path, monkeypatch):
+@pytest.mark.parametrize("config, sie", TRANSREID_EXPORTS, ids=["transreid", "circle", "circle-without-sie"])
+def test_transreid_configs_export_to_both_formats_with_a_free_batch_axis(config, sie, tmp_path, monkeypatch, capsys):
+    """The issue's criterion: TransReID's recipe (SIE + JPM, stride 12, 256x128) and the same backbone
+    with the Circle head export; a tiny width keeps it fast, the layout is the configs'."""
+    pytest.importorskip("onnxscript", reason="ONNX export needs onnx and onnxscript")
+    pytest.importorskip("onnxruntime", reason="the export check of an ONNX file needs onnxruntime")
     monkeypatch.setitem(VIT_SPECS, "vit_base_transreid", ViTSpec(32, 2, 2))
-    cfg = load_config(os.path.join(ROOT, "configs", "Market1501", "vit_base_transreid_circle.yml"), [
-        "MODEL.TRANSREID.SIE_CAMERA", "False", "MODEL.BACKBONE.PRETRAINED", "False", "INPUT.SIZE_TRAIN", "[64,32]",
-        "INPUT.SIZE_TEST", "[64,32]", "MODEL.HEADS.NUM_CLASSES", "3"])
+    cfg = load_config(os.path.join(ROOT, "configs", "Market1501", config), [
+        "MODEL.TRANSREID.SIE_CAMERA", str(sie), "MODEL.BACKBONE.PRETRAINED", "False", "MODEL.HEADS.NUM_CLASSES", "3",
+        "MODEL.DEVICE", "cpu"])
+    from reid.config import save_config
+    from reid.inference.export import load_exported
     from reid.modeling import build_model
+    from tests._tools import load_tool
 
     torch.manual_seed(0)
-    model = build_model(cfg).eval()
-    check = compare_with_export(model, export_pt2(model, tmp_path / "m.pt2", (64, 32)), (64, 32))
-    assert check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-5
-    pytest.importorskip("onnxscript")
-    pytest.importorskip("onnxruntime")
-    from reid.inference.export import export_onnx
-
-    check = compare_with_export(model, export_onnx(model, tmp_path / "m.onnx", (64, 32)), (64, 32))
-    assert check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-5
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(cfg, str(run / "config.yaml"))
+    torch.save({"model": build_model(cfg).state_dict(), "cfg": cfg.dump()}, run / "model_final.pth")
+    export_tool = load_tool("export")
+    outputs = [str(tmp_path / "m.onnx"), str(tmp_path / "m.pt2")]
+    assert export_tool.main(["--run", str(run), "--output", *outputs]) == 0
+    text = capsys.readouterr().out
+    assert text.count("-> OK") == 2 and "[batch, 3, 256, 128]" in text and "[batch, 160]" in text  # (1 + 4 parts) x width 32
+    assert ("camids int64 [batch] (camera ids 0..5, SIE)" in text) == sie
+    assert ("random inputs and camera ids, batch sizes 1, 7" in text) == sie
+    for path in outputs:
+        loaded = load_exported(path)
+        assert loaded.needs_camids == sie and loaded.input_names == (("images", "camids") if sie else ("images",))
+    if sie:  # BoxMOT gives crops only
+        assert export_tool.main(["--run", str(run), "--output", str(tmp_path / "b.onnx"), "--for", "boxmot"]) == 1
+        err = capsys.readouterr().err
+        assert "--for boxmot: this model uses camera ids (SIE" in err and "export without --for" in err
+        assert err.count("\n") == 1 and not (tmp_path / "b.onnx").exists()

@@ -154,7 +154,14 @@ def test_exported_files_say_what_they_expect(model, exported):
     extra = {"circle_reid.json": ""}
     torch.export.load(exported["pt2"], extra_files=extra)  # fills in the extra file's text
     meta = json.loads(extra["circle_reid.json"])
+    assert set(meta) == {"input", "input_size", "output"}  # a model without SIE: no camera ids, one input
     assert meta["input_size"] == list(SIZE) and "RGB pixels 0-255" in meta["input"]
+    for path in exported.values():
+        if path.endswith(".onnx"):
+            _need_onnx()
+        run = load_exported(path)
+        assert run.input_names == ("images",) and not run.needs_camids
+        np.testing.assert_array_equal(run(_pixels(2, seed=4), camids=[7, -1]), run(_pixels(2, seed=4)))  # ignored
     assert f"[batch, {model.feature_dim}]" in meta["output"]
     if "onnx" in exported:
         onnx = pytest.importorskip("onnx", reason=ONNX_MISSING)

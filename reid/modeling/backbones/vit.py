@@ -199,7 +199,10 @@ class ReIDViT(nn.Module):
             raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA): call model(images, "
                              "camids=...), or give tools/extract.py a list file of 'path pid camid' lines.")
         camids = camids.to(device=tokens.device, dtype=torch.long)
-        if not self.training and camids.numel() and not 0 <= int(camids.min()) <= int(camids.max()) < self.num_cameras:
+        # The range check reads the ids' values, which a traced (exported) graph cannot do; the
+        # runtimes of exported models check them instead (reid.inference.camera_ids.check_camids).
+        if not self.training and not torch.compiler.is_compiling() and camids.numel() \
+                and not 0 <= int(camids.min()) <= int(camids.max()) < self.num_cameras:
             raise ValueError(f"Camera ids {int(camids.min())}..{int(camids.max())} are outside the "
                              f"{self.num_cameras} cameras this model's SIE embedding was trained with.")
         return tokens + self.sie_coef * self.sie_embed[camids]

@@ -57,6 +57,11 @@ class Baseline(nn.Module):
         cluster memory here; the optimizer is not told, so `head` should have no parameters)."""
         self.head = head
 
+    @property
+    def num_cameras(self) -> int:
+        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
+        return int(getattr(self.backbone, "num_cameras", 0)) if self.uses_camids else 0
+
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:

@@ -96,6 +96,11 @@ class TransReID(nn.Module):
         """Whether the model needs camera ids (SIE)."""
         return self.backbone.uses_camids
 
+    @property
+    def num_cameras(self) -> int:
+        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
+        return self.backbone.num_cameras
+
     def branch_features(self, images: torch.Tensor,
                         camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """The global feature ``[B, D]`` and the k local features, before the necks."""
