@@ -26,6 +26,8 @@ Run it with this repository's environment; TransReID's part runs in a subprocess
 
 ``--fixture tests/fixtures/transreid_reference.npz`` also writes the CI fixture (4 PNG crops per
 variant at 128x64 input, no weights: the tests rebuild weights and crops from the seeds below).
+Other projects built on TransReID's code run the same comparison through a :class:`Family`
+(``benchmarks/compare_personvit.py``).
 TransReID's code imports ``torch._six``, which torch removed in 2.0; the reference subprocess
 puts a stand-in module with the one name it reads (``container_abcs``, Python's
 ``collections.abc``) into ``sys.modules`` before importing it. Nothing of TransReID is patched.
