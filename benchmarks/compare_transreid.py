@@ -26,6 +26,8 @@ Run it with this repository's environment; TransReID's part runs in a subprocess
 
 ``--fixture tests/fixtures/transreid_reference.npz`` also writes the CI fixture (4 PNG crops per
 variant at 128x64 input, no weights: the tests rebuild weights and crops from the seeds below).
+Other projects built on TransReID's code run the same comparison through a :class:`Family`
+(``benchmarks/compare_personvit.py``).
 TransReID's code imports ``torch._six``, which torch removed in 2.0; the reference subprocess
 puts a stand-in module with the one name it reads (``container_abcs``, Python's
 ``collections.abc``) into ``sys.modules`` before importing it. Nothing of TransReID is patched.
@@ -40,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import types
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -67,6 +69,35 @@ ARCHS: Dict[str, Dict[str, object]] = {
                    "opts": _PLAIN + _NO_SIE + ["MODEL.TRANSREID.STRIDE_SIZE", [16, 16],
                                                "MODEL.BACKBONE.NAME", "vit_small_transreid"]},
 }
+
+
+class Family(NamedTuple):
+    """One project of TransReID's lineage as the comparison runs it.
+
+    Attributes:
+        label: the project's name in messages ("TransReID").
+        option: the prefix of its command-line options (``--<option>-python``, ``--<option>-repo``).
+        repo: what ``--<option>-repo`` points to.
+        code_dir: the folder of that checkout holding its ``config`` and ``model`` packages.
+        config: this repository's config the variants override.
+        archs: variant name -> ``{"theirs": its MODEL.* settings, "opts": our overrides of config}``.
+        theirs: its MODEL.* settings shared by every variant.
+        script: the script whose ``--reference`` mode runs its code (in its own environment).
+    """
+
+    label: str
+    option: str
+    repo: str
+    code_dir: str
+    config: str
+    archs: Dict[str, Dict[str, object]]
+    theirs: Dict[str, object]
+    script: str
+
+
+TRANSREID = Family(label="TransReID", option="transreid", repo="a checkout of github.com/damo-cv/TransReID",
+                   code_dir="", config=CONFIG, archs=ARCHS, script=os.path.abspath(__file__),
+                   theirs={"TRANSFORMER_TYPE": "vit_base_patch16_224_TransReID", "PRETRAIN_CHOICE": "self"})
 TOLERANCE = 1e-4
 WEIGHT_SEED = 2027
 NUM_CLASSES = 16
@@ -122,23 +153,23 @@ def write_list(folder: str, paths: Sequence[str]) -> str:
     return listing
 
 
-# ------------------------------------------------------------------ TransReID side (its own env)
-def _transreid_cfg(name: str, size: Tuple[int, int]):
+# ------------------------------------------------------------------ the project's side (its own env)
+def _their_cfg(name: str, size: Tuple[int, int], family: Family = TRANSREID):
     from config import cfg as defaults
 
     cfg = defaults.clone()
-    settings = {"NAME": "transformer", "TRANSFORMER_TYPE": "vit_base_patch16_224_TransReID", "PRETRAIN_CHOICE": "self",
-                "SIE_COE": 3.0, **ARCHS[name]["theirs"]}
+    settings = {"NAME": "transformer", "SIE_COE": 3.0, **family.theirs, **family.archs[name]["theirs"]}
     cfg.merge_from_list([x for k, v in settings.items() for x in (f"MODEL.{k}", v)]
                         + ["INPUT.SIZE_TRAIN", list(size), "INPUT.SIZE_TEST", list(size),
                            "INPUT.PIXEL_MEAN", [0.5] * 3, "INPUT.PIXEL_STD", [0.5] * 3, "TEST.NECK_FEAT", "before"])
     return cfg
 
 
-def run_reference(out_dir: str, archs: Sequence[str], size: Tuple[int, int], images: str, repo: str) -> None:
-    """TransReID's part: ``<arch>.pth`` and ``reference.npz`` in `out_dir`."""
+def run_reference(out_dir: str, archs: Sequence[str], size: Tuple[int, int], images: str, repo: str,
+                  family: Family = TRANSREID) -> None:
+    """The project's part: ``<arch>.pth`` and ``reference.npz`` in `out_dir`."""
     sys.modules.setdefault("torch._six", types.SimpleNamespace(container_abcs=collections.abc))  # torch >= 2.0
-    sys.path.insert(0, repo)
+    sys.path.insert(0, os.path.join(repo, family.code_dir))
     import torchvision.transforms as T
     from PIL import Image
     from model import make_model
@@ -146,14 +177,19 @@ def run_reference(out_dir: str, archs: Sequence[str], size: Tuple[int, int], ima
     paths = sorted(os.path.join(images, f) for f in os.listdir(images) if not f.endswith(".txt"))
     arrays: Dict[str, np.ndarray] = {}
     for name in archs:
-        cfg = _transreid_cfg(name, size)
+        cfg = _their_cfg(name, size, family)
         model = make_model(cfg, num_class=NUM_CLASSES, camera_num=NUM_CAMERAS, view_num=1)
         layout = [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
         model.load_state_dict(synthesize_state(layout), strict=True)
+        saved = {k: v.clone() for k, v in model.state_dict().items()}
         path = os.path.join(out_dir, f"{name}.pth")
-        torch.save(model.state_dict(), path)  # as TransReID's training saves its models
+        torch.save(model.state_dict(), path)  # as the project's training saves its models
         model = make_model(cfg, num_class=NUM_CLASSES, camera_num=NUM_CAMERAS, view_num=1)
-        model.load_param(path)  # as TransReID's test.py loads them
+        model.load_param(path)  # as the project's test.py loads them
+        # Some load_param versions skip tensors that do not fit without a word: check that all arrived.
+        unloaded = [k for k, v in model.state_dict().items() if not torch.equal(v, saved[k])]
+        if unloaded:
+            raise RuntimeError(f"{family.label}'s load_param did not load {unloaded[:3]}")
         transform = T.Compose([T.Resize(cfg.INPUT.SIZE_TEST), T.ToTensor(),
                                T.Normalize(mean=cfg.INPUT.PIXEL_MEAN, std=cfg.INPUT.PIXEL_STD)])
         img = torch.stack([transform(Image.open(p).convert("RGB")) for p in paths])
@@ -163,20 +199,20 @@ def run_reference(out_dir: str, archs: Sequence[str], size: Tuple[int, int], ima
         arrays[f"{name}/features"] = feats.astype(np.float32)
         arrays[f"{name}/keys"] = np.array([k for k, _ in layout])
         arrays[f"{name}/shapes"] = np.array(json.dumps([list(s) for _, s in layout]))
-        print(f"{name}: TransReID features {feats.shape}", flush=True)
+        print(f"{name}: {family.label} features {feats.shape}", flush=True)
     arrays["size"] = np.array(size)
     np.savez_compressed(os.path.join(out_dir, "reference.npz"), **arrays)
 
 
 # ------------------------------------------------------------------ our side
-def arch_opts(name: str, size: Tuple[int, int]) -> list:
+def arch_opts(name: str, size: Tuple[int, int], family: Family = TRANSREID) -> list:
     """Config overrides for `name` at input `size` (no ImageNet download, CPU)."""
-    return list(ARCHS[name]["opts"]) + ["INPUT.SIZE_TRAIN", list(size), "INPUT.SIZE_TEST", list(size),
-                                        "MODEL.BACKBONE.PRETRAINED", False, "MODEL.DEVICE", "cpu"]
+    return list(family.archs[name]["opts"]) + ["INPUT.SIZE_TRAIN", list(size), "INPUT.SIZE_TEST", list(size),
+                                               "MODEL.BACKBONE.PRETRAINED", False, "MODEL.DEVICE", "cpu"]
 
 
 def our_features(name: str, weights: str, size: Tuple[int, int], paths: Sequence[str],
-                 camids: Sequence[int]) -> np.ndarray:
+                 camids: Sequence[int], family: Family = TRANSREID) -> np.ndarray:
     """Features of this repository's model for `name` on image files: MODEL.WEIGHTS, test transform."""
     sys.path.insert(0, ROOT)
     from reid.config import load_config
@@ -185,7 +221,8 @@ def our_features(name: str, weights: str, size: Tuple[int, int], paths: Sequence
     from reid.engine.checkpoint import load_checkpoint
     from reid.modeling import build_model
 
-    cfg = load_config(os.path.join(ROOT, CONFIG), arch_opts(name, size) + ["MODEL.HEADS.NUM_CLASSES", NUM_CLASSES])
+    cfg = load_config(os.path.join(ROOT, family.config),
+                      arch_opts(name, size, family) + ["MODEL.HEADS.NUM_CLASSES", NUM_CLASSES])
     model = build_model(cfg)
     load_checkpoint(weights, model=model)
     transform = build_transforms(cfg, is_train=False)
@@ -194,13 +231,15 @@ def our_features(name: str, weights: str, size: Tuple[int, int], paths: Sequence
         return model.eval()(torch.stack([transform(read_image(p)) for p in paths]), **extra).numpy()
 
 
-def extract_features(name: str, weights: str, size: Tuple[int, int], listing: str, out: str) -> np.ndarray:
+def extract_features(name: str, weights: str, size: Tuple[int, int], listing: str, out: str,
+                     family: Family = TRANSREID) -> np.ndarray:
     """L2-normalised features from ``tools/extract.py --config-file CFG --weights FILE`` on a list file."""
     sys.path.insert(0, ROOT)
     from reid.cli.extract import main as extract_main
 
-    argv = ["--config-file", os.path.join(ROOT, CONFIG), "--weights", weights, "--input", listing, "--output", out,
-            "--device", "cpu", "--quiet", "--num-workers", "0", *[str(v) for v in ARCHS[name]["opts"]],
+    argv = ["--config-file", os.path.join(ROOT, family.config), "--weights", weights, "--input", listing,
+            "--output", out, "--device", "cpu", "--quiet", "--num-workers", "0",
+            *[str(v) for v in family.archs[name]["opts"]],
             "INPUT.SIZE_TRAIN", f"[{size[0]},{size[1]}]", "INPUT.SIZE_TEST", f"[{size[0]},{size[1]}]"]
     if extract_main(argv) != 0:
         raise RuntimeError(f"tools/extract.py failed for {name}")
@@ -209,8 +248,8 @@ def extract_features(name: str, weights: str, size: Tuple[int, int], listing: st
 
 
 def _reference(python: str, repo: str, out: str, archs: Sequence[str], size: Tuple[int, int],
-               images: str) -> Dict[str, np.ndarray]:
-    subprocess.run([python, os.path.abspath(__file__), "--reference", "--transreid-repo", repo, "--out", out,
+               images: str, family: Family = TRANSREID) -> Dict[str, np.ndarray]:
+    subprocess.run([python, family.script, "--reference", f"--{family.option}-repo", repo, "--out", out,
                     "--archs", *archs, "--size", str(size[0]), str(size[1]), "--images", images], check=True)
     with np.load(os.path.join(out, "reference.npz")) as ref:
         return {k: ref[k] for k in ref.files}
@@ -220,37 +259,40 @@ def _normed(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def main(argv: Sequence[str] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--transreid-python", help="python of the environment for TransReID's code (torch, yacs)")
-    p.add_argument("--transreid-repo", help="a checkout of github.com/damo-cv/TransReID")
-    crops.add_comparison_arguments(p, ARCHS)
+def main(argv: Sequence[str] = None, family: Family = TRANSREID, doc: str = __doc__) -> int:
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(f"--{family.option}-python", dest="python",
+                   help=f"python of the environment for {family.label}'s code (torch, torchvision, yacs)")
+    p.add_argument(f"--{family.option}-repo", dest="repo", help=family.repo)
+    crops.add_comparison_arguments(p, family.archs)
     args = p.parse_args(argv)
-    if not args.transreid_repo:
-        p.error("--transreid-repo is required (a checkout of TransReID's repository)")
+    if not args.repo:
+        p.error(f"--{family.option}-repo is required ({family.repo})")
     if args.reference:
-        run_reference(args.out, args.archs, tuple(args.size), args.images, args.transreid_repo)
+        run_reference(args.out, args.archs, tuple(args.size), args.images, args.repo, family)
         return 0
-    if not args.transreid_python:
-        p.error("--transreid-python is required (the environment for TransReID's code)")
-    out = args.out or tempfile.mkdtemp(prefix="compare_transreid_")
+    if not args.python:
+        p.error(f"--{family.option}-python is required (the environment for {family.label}'s code)")
+    out = args.out or tempfile.mkdtemp(prefix=f"compare_{family.option}_")
     os.makedirs(out, exist_ok=True)
     size, sizes, ext = FULL
     images = os.path.join(out, "images")
     paths = crops.write_crops(images, sizes, ext)
     listing = write_list(out, paths)
     camids = [camera_of(i) for i in range(len(paths))]
-    reference = _reference(args.transreid_python, args.transreid_repo, out, args.archs, size, images)
+    reference = _reference(args.python, args.repo, out, args.archs, size, images, family)
     results = {}
     for name in args.archs:
         weights = os.path.join(out, f"{name}.pth")
         theirs = reference[f"{name}/features"]
         row = {"dim": int(theirs.shape[1]),
-               "model_weights": shared.compare(our_features(name, weights, size, paths, camids), theirs),
+               "model_weights": shared.compare(our_features(name, weights, size, paths, camids, family), theirs),
                "extract_py": shared.compare(extract_features(name, weights, size, listing,
-                                                             os.path.join(out, f"{name}.npz")), _normed(theirs))}
-        if ARCHS[name]["theirs"].get("SIE_CAMERA"):  # the comparison can fail: wrong cameras give other features
-            row["all_camera_0"] = shared.compare(our_features(name, weights, size, paths, [0] * len(paths)), theirs)
+                                                             os.path.join(out, f"{name}.npz"), family),
+                                            _normed(theirs))}
+        if family.archs[name]["theirs"].get("SIE_CAMERA"):  # the comparison can fail: wrong cameras, other features
+            row["all_camera_0"] = shared.compare(
+                our_features(name, weights, size, paths, [0] * len(paths), family), theirs)
         results[name] = row
         for label, r in row.items():
             if label != "dim":
@@ -262,8 +304,7 @@ def main(argv: Sequence[str] = None) -> int:
         small_size, small_sizes, small_ext = SMALL
         small = os.path.join(out, "small")
         crops.write_crops(os.path.join(small, "images"), small_sizes, small_ext)
-        ref = _reference(args.transreid_python, args.transreid_repo, small, args.archs, small_size,
-                         os.path.join(small, "images"))
+        ref = _reference(args.python, args.repo, small, args.archs, small_size, os.path.join(small, "images"), family)
         np.savez_compressed(args.fixture, **ref)
         print(f"fixture: {args.fixture} ({os.path.getsize(args.fixture) / 1024:.0f} KiB)")
     checked = [results[n][w]["max_abs_diff"] for n in results for w in ("model_weights", "extract_py")]

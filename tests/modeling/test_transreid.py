@@ -185,6 +185,23 @@ def test_imagenet_files_load_with_position_resize_and_distillation_token_dropped
     torch.testing.assert_close(vit2.pos_embed, vit.pos_embed)
 
 
+def test_person_pretrained_teacher_files_load_with_their_2_to_1_position_grid(tmp_path):
+    torch.manual_seed(6)
+    source = ReIDViT("vit_base_transreid", img_size=(64, 32), stride=(16, 16))  # 4 x 2 grid, as 256x128 at 16
+    teacher = {f"module.backbone.{k}": v for k, v in source.state_dict().items()}
+    teacher["module.head.mlp.0.weight"] = torch.randn(8, 32)  # the self-supervised projection head: not loaded
+    torch.save({"teacher": teacher}, tmp_path / "lup.pth")
+    vit = build_backbone(_cfg("baseline", stride=(12, 12), **{"MODEL.BACKBONE.PRETRAINED": True,
+                                                              "MODEL.BACKBONE.PRETRAINED_PATH": str(tmp_path / "lup.pth")}))
+    torch.testing.assert_close(vit.blocks[0].attn.qkv.weight, source.blocks[0].attn.qkv.weight)
+    grid = source.pos_embed.detach()[0, 1:].reshape(1, 4, 2, 32).permute(0, 3, 1, 2)  # rows x cols = 4 x 2
+    expected = F.interpolate(grid, size=(5, 2), mode="bilinear", align_corners=False).permute(0, 2, 3, 1)
+    torch.testing.assert_close(vit.pos_embed[0, 1:], expected.reshape(10, 32))
+    torch.testing.assert_close(vit.pos_embed[0, 0], source.pos_embed[0, 0])
+    with pytest.raises(PretrainedWeightsError, match="6 patch positions, neither a square grid"):
+        resize_pos_embed(torch.zeros(1, 7, 4), (5, 2))
+
+
 def test_imagenet_file_of_another_width_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(VIT_SPECS, "vit_small_transreid", ViTSpec(48, 2, 2))
     torch.save(ReIDViT("vit_small_transreid", img_size=(64, 64)).state_dict(), tmp_path / "small.pth")

@@ -1,4 +1,4 @@
-"""ImageNet state dicts for the backbones: reading a saved file, checking its values, its error type."""
+"""Pretrained (ImageNet, or self-supervised) state dicts for the backbones: reading a saved file, checking its values, its error type."""
 from __future__ import annotations
 
 from typing import Dict, Mapping
@@ -22,6 +22,10 @@ def unwrap_state_dict(obj: object, path: str, expected: str) -> Dict[str, torch.
             if key in obj and isinstance(obj[key], dict):
                 obj = obj[key]
                 break
+        else:  # self-supervised (DINO-style) files, e.g. PersonViT's: the teacher's backbone is the model
+            teacher = obj.get("teacher")
+            if isinstance(teacher, dict):
+                obj = {k.split("backbone.", 1)[1]: v for k, v in teacher.items() if "backbone." in k}
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise PretrainedWeightsError(
             f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not hold a state dict of tensors. "

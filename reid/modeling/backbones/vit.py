@@ -4,8 +4,9 @@ Re-Identification", ICCV 2021), written from the paper, without timm.
 * Overlapping patch embedding (Sec. 3.2, "overlapping patches"): a P x P convolution with
   stride S <= P, so a H x W input gives ``N = floor((H - P) / S + 1) * floor((W - P) / S + 1)``
   patches (256 x 128, P 16: S 16 -> 16 x 8, S 12 -> 21 x 10).
-* A learnable class token and position embedding; ImageNet position embeddings (a square grid)
-  are resized to the re-ID grid by 2-D bilinear interpolation (Sec. 3.1), the class token's kept.
+* A learnable class token and position embedding; pretrained position embeddings (ImageNet's square
+  grid, or the 2:1 grid of person images pretrained at 256x128) are resized to the re-ID grid by
+  2-D bilinear interpolation (Sec. 3.1), the class token's kept.
 * Side Information Embedding (SIE, Sec. 3.3, Eq. 5): a learnable vector per camera, scaled by
   lambda (``sie_coef``) and added to every token with the position embedding:
   ``Z_0 = [x_cls; F(x_1); ...; F(x_N)] + P + lambda * S(C[r])``.
@@ -134,14 +135,23 @@ class Block(nn.Module):
         return x + drop_path(self.mlp(self.norm2(x)), self.drop_path, self.training)
 
 
+def _source_grid(positions: int) -> Tuple[int, int]:
+    """The grid a pretrained position embedding was trained on: square (ImageNet, n x n) or twice as
+    tall as wide (2n x n: person images pretrained at 256x128, as PersonViT's LUPerson weights)."""
+    for rows_per_col in (1, 2):
+        side = int(round(math.sqrt(positions / rows_per_col)))
+        if rows_per_col * side * side == positions:
+            return rows_per_col * side, side
+    raise PretrainedWeightsError(f"pos_embed has {positions} patch positions, neither a square grid (ImageNet) "
+                                 "nor one twice as tall as wide (person images at 256x128).")
+
+
 def resize_pos_embed(pos_embed: torch.Tensor, grid: Tuple[int, int], prefix: int = 1) -> torch.Tensor:
-    """Position embedding ``[1, prefix + n*n, D]`` of a square grid resized to `grid` (bilinear,
-    as in TransReID); the `prefix` (class-token) entries are kept as they are."""
+    """Position embedding ``[1, prefix + h*w, D]`` of a square or 2:1 grid (:func:`_source_grid`)
+    resized to `grid` (bilinear, as in TransReID); the `prefix` (class-token) entries are kept."""
     tokens, old = pos_embed[:, :prefix], pos_embed[0, prefix:]
-    side = int(round(math.sqrt(old.shape[0])))
-    if side * side != old.shape[0]:
-        raise PretrainedWeightsError(f"pos_embed has {old.shape[0]} patch positions, not a square grid.")
-    old = old.reshape(1, side, side, -1).permute(0, 3, 1, 2)
+    rows, cols = _source_grid(old.shape[0])
+    old = old.reshape(1, rows, cols, -1).permute(0, 3, 1, 2)
     new = F.interpolate(old, size=grid, mode="bilinear", align_corners=False)
     return torch.cat([tokens, new.permute(0, 2, 3, 1).reshape(1, grid[0] * grid[1], -1)], dim=1)
 
@@ -221,9 +231,11 @@ class ReIDViT(nn.Module):
 
     def load_imagenet(self, path: str = "") -> None:
         """Load an ImageNet ViT/DeiT file (timm's or DeiT's; `path`, or TransReID's file downloaded
-        into torch's hub cache): classifier and distillation token dropped, position embedding
-        resized to this grid, every other tensor required with its shape."""
-        expected = f"an ImageNet ViT file of {self.name}'s width such as {self.spec.url}"
+        into torch's hub cache) or a person-pretrained one (PersonViT's LUPerson files: a DINO-style
+        teacher, a 2:1 position grid): classifier and distillation token dropped, position
+        embedding resized to this grid, every other tensor required with its shape."""
+        expected = (f"an ImageNet ViT file of {self.name}'s width such as {self.spec.url}, "
+                    f"or PersonViT's LUPerson file of that width")
         if path:
             state = read_pretrained(path, expected)
         else:

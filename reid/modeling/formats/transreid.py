@@ -16,6 +16,12 @@ TransReID (github.com/damo-cv/TransReID) saves ``model.state_dict()`` bare. Its 
 1000-class classifier that no forward uses) is dropped with a note. Every other tensor of the file
 must fit, and every tensor of the model must come from the file; the identity heads load when the
 model has linear heads of the file's class count, and are otherwise dropped with a note.
+
+PersonViT (github.com/hustvl/PersonViT) fine-tunes with a copy of TransReID's code, so its files
+have this layout too and load here; its recipe's files (no SIE, no JPM, stride 16) are pointed to
+``configs/<Dataset>/vit_*_personvit.yml``. Its "ics" variant (a convolutional stem,
+``base.patch_embed.conv.*``) and its optional ``fcneck`` (``MODEL.REDUCE_FEAT_DIM``) have no
+counterpart in this toolkit and are refused in one line.
 """
 from __future__ import annotations
 
@@ -34,6 +40,9 @@ LABEL = "TransReID"
 #: Input sizes TransReID trains people at, tried in order to explain a position-embedding length.
 _SIZES = ((256, 128), (384, 128), (128, 64))
 _MSMT17_CLASSES = (1041,)
+#: Prefixes of tensors that PersonViT's / TransReID-SSL's code can add and this toolkit lacks -> what they are.
+_UNSUPPORTED = {"base.patch_embed.conv.": "the convolutional stem of an \"ics\" model (MODEL.STEM_CONV)",
+                "fcneck.": "a feature-reduction layer (MODEL.REDUCE_FEAT_DIM)"}
 
 
 class TransReIDWeightsError(ForeignWeightsError):
@@ -95,9 +104,13 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     text = " ".join(f"{k} {format_value(v)}" for k, v in settings.items())
     dataset = "MSMT17" if classifier_classes(state) in _MSMT17_CLASSES else "Market1501"
     name = str(settings["MODEL.BACKBONE.NAME"])
-    if name in VIT_SPECS:
-        return f"{text} (e.g. --config-file configs/{dataset}/{name}.yml with these overrides)"
-    return text
+    if name not in VIT_SPECS:
+        return text
+    plain = (settings["MODEL.META_ARCHITECTURE"] == "baseline" and not settings["MODEL.TRANSREID.SIE_CAMERA"]
+             and settings.get("MODEL.TRANSREID.STRIDE_SIZE") == [16, 16])
+    if plain:  # PersonViT's recipe is this model: its configs need the fewest overrides
+        name = name.replace("_transreid", "_personvit")
+    return f"{text} (e.g. --config-file configs/{dataset}/{name}.yml with these overrides)"
 
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
@@ -112,10 +125,11 @@ def _describe(state: Mapping[str, torch.Tensor]) -> str:
     return ", ".join(what)
 
 
-def _fail(state: Mapping[str, torch.Tensor], source: str, what: str) -> TransReIDWeightsError:
+def _fail(state: Mapping[str, torch.Tensor], source: str, what: str, settings: bool = True) -> TransReIDWeightsError:
+    """The one-line error; with `settings`, followed by the settings under which the file fits."""
     where = f"TransReID checkpoint {source}" if source else "TransReID checkpoint"
-    return TransReIDWeightsError(f"{where} ({_describe(state)}) does not fit this model: {what}. "
-                                 f"It needs {suggest_config(state)}.")
+    needs = f" It needs {suggest_config(state)}." if settings else ""
+    return TransReIDWeightsError(f"{where} ({_describe(state)}) does not fit this model: {what}.{needs}")
 
 
 def _target(key: str) -> str:
@@ -159,6 +173,10 @@ def convert_transreid_state(state: Mapping[str, torch.Tensor], model: nn.Module,
             continue
         target = _target(key)
         problem = misfit(key, value, target, own)
+        unsupported = [what for prefix, what in _UNSUPPORTED.items() if key.startswith(prefix)]
+        if problem and unsupported:
+            raise _fail(state, source, f"{key} has no counterpart in this model: it belongs to {unsupported[0]}, "
+                                       "which this toolkit does not implement; use a file without it", settings=False)
         if problem:
             raise _fail(state, source, problem)
         result.state[target] = value

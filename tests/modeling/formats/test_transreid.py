@@ -24,12 +24,12 @@ def tiny_vit(monkeypatch):
     monkeypatch.setitem(VIT_SPECS, "vit_base_transreid", ViTSpec(32, 2, 2))
 
 
-def _cfg(jpm=True, sie=True, classes=5):
+def _cfg(jpm=True, sie=True, classes=5, stride=12):
     cfg = get_cfg()
     cfg.merge_from_list(["MODEL.META_ARCHITECTURE", "transreid" if jpm else "baseline",
                          "MODEL.BACKBONE.NAME", "vit_base_transreid", "MODEL.BACKBONE.PRETRAINED", False,
                          "INPUT.SIZE_TRAIN", [256, 128], "INPUT.SIZE_TEST", [256, 128],
-                         "MODEL.TRANSREID.STRIDE_SIZE", [12, 12], "MODEL.TRANSREID.SIE_CAMERA", sie,
+                         "MODEL.TRANSREID.STRIDE_SIZE", [stride, stride], "MODEL.TRANSREID.SIE_CAMERA", sie,
                          "MODEL.TRANSREID.NUM_CAMERAS", 6, "MODEL.HEADS.NAME", "linear", "MODEL.HEADS.NUM_CLASSES", classes])
     return cfg
 
@@ -42,9 +42,9 @@ def _their_key(ours: str) -> str:
     return re.sub(r"^neck\.", "bottleneck.", re.sub(r"^head\.", "classifier.", ours))
 
 
-def _transreid_state(jpm=True, sie=True, classes=5, seed=0):
+def _transreid_state(jpm=True, sie=True, classes=5, seed=0, stride=12):
     torch.manual_seed(seed)
-    model = build_model(_cfg(jpm, sie, classes))
+    model = build_model(_cfg(jpm, sie, classes, stride))
     state = {_their_key(k): v.clone() for k, v in model.state_dict().items()}
     state["base.fc.weight"], state["base.fc.bias"] = torch.randn(1000, 32), torch.randn(1000)
     return state
@@ -90,6 +90,25 @@ def test_a_file_of_another_variant_is_one_line_naming_the_key_and_the_settings()
     assert "base.sie_embed has no counterpart in this model" in message and "SIE_CAMERA True" in message
     with pytest.raises(TransReIDWeightsError, match=r"this model's b1\.0\.norm1\.weight has no counterpart"):
         convert_foreign_state(build_model(_cfg()), _transreid_state(jpm=False), "plain.pth", log=False)
+
+
+def test_plain_stride_16_files_point_to_personvits_config():
+    # PersonViT's recipe (fine-tuned with TransReID's code): no JPM, no SIE, stride 16.
+    text = suggest_config(_transreid_state(jpm=False, sie=False, stride=16))
+    assert "MODEL.TRANSREID.STRIDE_SIZE [16,16]" in text and "configs/Market1501/vit_base_personvit.yml" in text
+    assert "vit_base_transreid.yml" in suggest_config(_transreid_state(jpm=False, sie=False))  # stride 12
+
+
+@pytest.mark.parametrize("extra, what", [({"base.patch_embed.conv.0.weight": torch.zeros(64, 3, 7, 7)},
+                                          "convolutional stem"),
+                                         ({"fcneck.weight": torch.zeros(16, 32)}, "MODEL.REDUCE_FEAT_DIM")])
+def test_personvit_parts_this_toolkit_lacks_are_one_line_without_settings(extra, what):
+    state = {**extra, **_transreid_state(jpm=False, sie=False, stride=16)}
+    with pytest.raises(TransReIDWeightsError) as info:
+        convert_foreign_state(build_model(_cfg(jpm=False, sie=False, stride=16)), state, "ics.pth", log=False)
+    message = str(info.value)
+    assert "\n" not in message and f"{next(iter(extra))} has no counterpart" in message and what in message
+    assert "It needs" not in message  # no setting would make it fit
 
 
 def test_our_own_files_and_other_toolkits_are_not_taken_for_transreid():
