@@ -157,6 +157,13 @@ def convert_transreid_state(state: Mapping[str, torch.Tensor], model: nn.Module,
     Raises :class:`TransReIDWeightsError` (one line: the first key that does not fit, and the
     settings the file needs) when the architectures differ in any way.
     """
+    # Before any key-by-key check: with another key order the first misfit would be a tensor these
+    # parts reshape (a 64-channel patch projection, a reduced BNNeck), and its suggested config cannot work.
+    for key in state:
+        unsupported = [what for prefix, what in _UNSUPPORTED.items() if key.startswith(prefix)]
+        if unsupported:
+            raise _fail(state, source, f"{key} has no counterpart in this model: it belongs to {unsupported[0]}, "
+                                       "which this toolkit does not implement; use a file without it", settings=False)
     own = model.state_dict()
     result = ConvertedWeights(state={}, architecture=_describe(state), label=LABEL)
     classifier: Dict[str, Tuple[str, torch.Tensor]] = {}
@@ -173,10 +180,6 @@ def convert_transreid_state(state: Mapping[str, torch.Tensor], model: nn.Module,
             continue
         target = _target(key)
         problem = misfit(key, value, target, own)
-        unsupported = [what for prefix, what in _UNSUPPORTED.items() if key.startswith(prefix)]
-        if problem and unsupported:
-            raise _fail(state, source, f"{key} has no counterpart in this model: it belongs to {unsupported[0]}, "
-                                       "which this toolkit does not implement; use a file without it", settings=False)
         if problem:
             raise _fail(state, source, problem)
         result.state[target] = value

@@ -111,6 +111,22 @@ def test_personvit_parts_this_toolkit_lacks_are_one_line_without_settings(extra,
     assert "It needs" not in message  # no setting would make it fit
 
 
+@pytest.mark.parametrize("extra, reshaped, what", [
+    ({"base.patch_embed.conv.0.weight": torch.zeros(64, 3, 7, 7)},
+     {"base.patch_embed.proj.weight": torch.zeros(32, 64, 16, 16)}, "convolutional stem"),
+    ({"fcneck.weight": torch.zeros(16, 32)}, {"bottleneck.weight": torch.ones(16), "bottleneck.bias": torch.zeros(16)},
+     "MODEL.REDUCE_FEAT_DIM")])
+def test_personvit_parts_are_named_whatever_the_key_order(extra, reshaped, what):
+    # The tensors these parts reshape come first here, as in a file whose keys were sorted or
+    # re-saved in another order: the part is still the reason given, not the reshaped tensor.
+    state = {**_transreid_state(jpm=False, sie=False, stride=16), **reshaped}
+    state = {**{k: state.pop(k) for k in reshaped}, **state, **extra}
+    with pytest.raises(TransReIDWeightsError) as info:
+        convert_foreign_state(build_model(_cfg(jpm=False, sie=False, stride=16)), state, "ics.pth", log=False)
+    message = str(info.value)
+    assert f"{next(iter(extra))} has no counterpart" in message and what in message and "It needs" not in message
+
+
 def test_our_own_files_and_other_toolkits_are_not_taken_for_transreid():
     assert detect_format(build_model(_cfg()).state_dict()) is None
     assert detect_format({"conv1.conv.weight": torch.zeros(1), "classifier.weight": torch.zeros(1)}).label != "TransReID"
