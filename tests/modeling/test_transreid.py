@@ -128,6 +128,8 @@ def test_jpm_features_layout_and_test_feature():
     torch.testing.assert_close(local_feats[2], expected_local, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(feat[:, :32], global_feat)
     torch.testing.assert_close(feat[:, 32 * 3:32 * 4], local_feats[2] / 4)
+    with torch.no_grad():  # an empty batch (e.g. a frame without detections) gives [0, D], as ONNX does
+        assert model(x[:0]).shape == (0, 5 * 32)
     # The ViT's own last block and norm are kept for TransReID's files but unused: frozen.
     assert not any(p.requires_grad for p in model.backbone.blocks[-1].parameters())
     assert all(p.requires_grad for p in model.b1.parameters())

@@ -112,7 +112,8 @@ class TransReID(nn.Module):
         # The k parts go through the shared branch b2 as one batch of B * k sequences.
         parts = patches[:, : length * self.parts].reshape(tokens.shape[0] * self.parts, length, tokens.shape[2])
         local = self.b2(torch.cat([cls.repeat_interleave(self.parts, dim=0), parts], dim=1))[:, 0]
-        return global_feat, list(local.view(tokens.shape[0], self.parts, -1).unbind(1))
+        # Explicit sizes, not -1: an empty batch has no elements to infer a size from.
+        return global_feat, list(local.view(tokens.shape[0], self.parts, tokens.shape[2]).unbind(1))
 
     def forward(self, images: torch.Tensor, targets: Optional[torch.Tensor] = None,
                 camids: Optional[torch.Tensor] = None) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
