@@ -94,9 +94,11 @@ def _recorded(text: Optional[str]) -> Dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def _recorded_cameras(record: Dict[str, Any]) -> Optional[int]:
-    value = record.get("num_cameras")
-    return int(value) if isinstance(value, int) and value > 0 else None
+def recorded_cameras(text: Optional[str]) -> Optional[int]:
+    """The camera count an exported file records (its ``circle_reid`` metadata text), or None when
+    it records none (a model without SIE, or a file from before the count was written)."""
+    value = _recorded(text).get("num_cameras")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class ExportedModel:
@@ -134,7 +136,7 @@ class ExportedModel:
         self.input_size = (int(inputs[0].shape[2]), int(inputs[0].shape[3]))
         self.feature_dim = int(session.get_outputs()[0].shape[1])
         self.input_names = tuple(i.name for i in inputs)
-        self.num_cameras = _recorded_cameras(_recorded(session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)))
+        self.num_cameras = recorded_cameras(session.get_modelmeta().custom_metadata_map.get(METADATA_KEY))
         self._run = lambda *args: session.run(None, onnx_feeds(self.input_names, *args))[0]
 
     def _load_pt2(self) -> None:
@@ -148,7 +150,7 @@ class ExportedModel:
         shape = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == name).meta["val"].shape
         self.input_size = (int(shape[2]), int(shape[3]))
         self.feature_dim = program_feature_dim(program)
-        self.num_cameras = _recorded_cameras(_recorded(extra[f"{METADATA_KEY}.json"]))
+        self.num_cameras = recorded_cameras(extra[f"{METADATA_KEY}.json"])
         module = program.module()
 
         def run(*args: torch.Tensor) -> np.ndarray:
@@ -216,5 +218,6 @@ __all__ = [
     "load_exported",
     "onnx_feeds",
     "program_feature_dim",
+    "recorded_cameras",
     "run_exported",
 ]

@@ -22,6 +22,7 @@ from reid.utils.registry import Registry
 
 from .camera_ids import model_cameras
 from .export import ONNX_EXTRA_HINT, export_onnx, onnx_feeds
+from .exported import METADATA_KEY, recorded_cameras
 
 RUNTIMES = Registry("inference backend")
 # (uint8/float pixels [B, 3, H, W], camera ids int64 [B] or None) -> features [B, D]; the caller
@@ -46,14 +47,22 @@ def _check_size(path: str, shape: Sequence[object], input_size: Tuple[int, int])
                          f"{input_size[0]}x{input_size[1]} (INPUT.SIZE_TEST); export it again at this size.")
 
 
-def _check_inputs(path: str, names: Sequence[str], model: nn.Module) -> None:
-    """The file must take camera ids exactly when the model does (SIE)."""
-    if model_cameras(model) and len(names) < 2:
+def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str]) -> None:
+    """The file must take camera ids exactly when the model does (SIE), and as many cameras as it
+    knows (`metadata`: the file's ``circle_reid`` record, which holds the count)."""
+    cameras = model_cameras(model)
+    if cameras and len(names) < 2:
         raise ValueError(f"{path} takes images only, but this model uses camera ids (SIE): export it again with "
                          "tools/export.py (a model with SIE gets a second input, camids).")
-    if not model_cameras(model) and len(names) > 1:
+    if not cameras and len(names) > 1:
         raise ValueError(f"{path} takes camera ids ({names[1]}) and this model does not: the file comes from "
                          "another model; export this one with tools/export.py.")
+    recorded = recorded_cameras(metadata)
+    # A file without the record (written before it existed) cannot be checked; its ids are still range-checked.
+    if cameras and recorded is not None and recorded != cameras:
+        raise ValueError(f"{path} was exported from a model with {recorded} cameras (SIE), this model has {cameras} "
+                         "(MODEL.TRANSREID.NUM_CAMERAS): the file comes from another model; export this one "
+                         "again with tools/export.py.")
 
 
 def _threads() -> int:
@@ -75,7 +84,7 @@ def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported:
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         _check_size(path, session.get_inputs()[0].shape, input_size)
         names = [i.name for i in session.get_inputs()]
-        _check_inputs(path, names, model)
+        _check_inputs(path, names, model, session.get_modelmeta().custom_metadata_map.get(METADATA_KEY))
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
@@ -91,12 +100,17 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
         raise ImportError("--backend openvino needs OpenVINO: pip install openvino (or use --backend onnxruntime).") from e
     path, folder = _onnx_file(model, input_size, exported)
     try:
+        core = ov.Core()
+        graph = core.read_model(path)
+        # OpenVINO's ONNX reader keeps the file's metadata_props under "framework".
+        key = ["framework", METADATA_KEY]
+        metadata = graph.get_rt_info(key).astype(str) if graph.has_rt_info(key) else None
         # f32: on CPUs with bf16 units OpenVINO otherwise computes in bf16 (differences of ~1e-3).
-        compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": _threads(),
-                                                         "INFERENCE_PRECISION_HINT": "f32"})
+        compiled = core.compile_model(graph, "CPU", {"INFERENCE_NUM_THREADS": _threads(),
+                                                     "INFERENCE_PRECISION_HINT": "f32"})
         _check_size(path, compiled.input(0).get_partial_shape(), input_size)
         names = [i.get_any_name() for i in compiled.inputs]
-        _check_inputs(path, names, model)
+        _check_inputs(path, names, model, metadata)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)

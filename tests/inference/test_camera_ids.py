@@ -56,12 +56,23 @@ def test_a_file_without_a_camera_count_takes_any_non_negative_id():
 
 def test_runtimes_refuse_a_file_whose_inputs_do_not_fit_the_model():
     with pytest.raises(ValueError, match="m.onnx takes images only, but this model uses camera ids") as info:
-        _check_inputs("m.onnx", ["images"], _Sie())
+        _check_inputs("m.onnx", ["images"], _Sie(), None)
     assert "export it again with tools/export.py" in str(info.value)
     with pytest.raises(ValueError, match=r"m.onnx takes camera ids \(camids\) and this model does not"):
-        _check_inputs("m.onnx", ["images", "camids"], nn.Identity())
-    _check_inputs("m.onnx", ["images", "camids"], _Sie())
-    _check_inputs("m.onnx", ["images"], nn.Identity())
+        _check_inputs("m.onnx", ["images", "camids"], nn.Identity(), None)
+    _check_inputs("m.onnx", ["images", "camids"], _Sie(), '{"num_cameras": 6}')
+    _check_inputs("m.onnx", ["images", "camids"], _Sie(), None)  # a file without the record: ids checked per call
+    _check_inputs("m.onnx", ["images"], nn.Identity(), None)
+
+
+@pytest.mark.parametrize("recorded", [8, 4])
+def test_runtimes_refuse_a_file_of_another_camera_count(recorded):
+    # 8: the model's id 7 would reach a graph without it; 4: ids 0..3 would take the other model's embeddings.
+    with pytest.raises(ValueError) as info:
+        _check_inputs("m.onnx", ["images", "camids"], _Sie(), f'{{"num_cameras": {recorded}}}')
+    message = str(info.value)
+    assert f"m.onnx was exported from a model with {recorded} cameras (SIE), this model has 6" in message
+    assert "export this one again with tools/export.py" in message and "\n" not in message
 
 
 def test_the_no_camera_ids_message_says_where_they_come_from():

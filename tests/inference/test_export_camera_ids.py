@@ -189,3 +189,12 @@ def test_cpu_backends_and_the_predictor_pass_camera_ids(model, exported, tmp_pat
         Predictor(model, cfg, backend="onnxruntime", exported=plain)
     with pytest.raises(ValueError, match=r"sie.onnx takes camera ids \(camids\) and this model does not"):
         Predictor(other, other_cfg, backend="onnxruntime", exported=exported["onnx"])
+    # An export of a model with another camera count, read by every backend from the file's record.
+    more_cfg = sie_cfg(CAMERAS + 1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(VIT_SPECS, "vit_base_transreid", ViTSpec(32, 2, 2))
+        more = build_model(more_cfg).eval()
+    for backend in backends:
+        with pytest.raises(ValueError, match=f"sie.onnx was exported from a model with {CAMERAS} cameras "
+                                             fr"\(SIE\), this model has {CAMERAS + 1}"):
+            Predictor(more, more_cfg, backend=backend, exported=exported["onnx"])
