@@ -212,7 +212,7 @@ class Predictor:
         if self.uses_camids:
             if camids is None:
                 raise ValueError(NO_CAMIDS)
-            cams = check_camids(camids, len(images), self.num_cameras, "This model")
+            cams = check_camids(camids, len(images), self.num_cameras, "this model", paths)
         if self._runtime is not None:
             f = torch.from_numpy(np.asarray(self._runtime(images, cams), dtype=np.float32))
         else:
@@ -228,8 +228,10 @@ class Predictor:
 
     def _run(self, batches, total: int, progress: Optional[ProgressFn],
              paths: Optional[Sequence[str]] = None, camids: Optional[Sequence[int]] = None) -> np.ndarray:
-        if self.uses_camids and camids is None:  # before any image is read
-            raise ValueError(NO_CAMIDS)
+        if self.uses_camids:  # all of them, before any image is read: a missing or extra id shifts every later one
+            if camids is None:
+                raise ValueError(NO_CAMIDS)
+            camids = check_camids(camids, total, self.num_cameras, "this model", paths)
         # Filling a preallocated array keeps peak memory at one copy of the features,
         # which matters for galleries of millions of crops.
         out = np.empty((total, self.feature_dim), dtype=np.float32)
