@@ -52,6 +52,8 @@ _C.MODEL.BACKBONE.LAST_STRIDE = 1
 _C.MODEL.BACKBONE.PRETRAINED = True
 # Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*; timm's (.pth/.safetensors) for timm/*.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
+# TransReID ViTs: [rows, cols] of the pretrained file's position grid; [] takes a square (ImageNet) or 2:1 (person images at 256x128) grid from its length; e.g. [18, 8] for 288x128.
+_C.MODEL.BACKBONE.PRETRAINED_GRID = []
 # ResNet: max pool after conv1: "pad" (torchvision: 3x3/2, padding 1) or "ceil" (fast-reid: no padding, ceil mode).
 _C.MODEL.BACKBONE.STEM_POOL = "pad"
 # Non-local blocks (Wang et al. 2018) after the last N residual blocks of each of the 4 stages; fast-reid SBS: [0, 2, 3, 0].

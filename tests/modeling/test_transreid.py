@@ -232,3 +232,62 @@ def test_settings_that_do_not_fit_are_refused():
     cfg.MODEL.BACKBONE.NAME = "resnet18"
     with pytest.raises(ValueError, match="needs a TransReID ViT"):
         build_model(cfg)
+
+
+def _vit_from(path, **extra):
+    return build_backbone(_cfg("baseline", stride=(12, 12), **{"MODEL.BACKBONE.PRETRAINED": True,
+                                                               "MODEL.BACKBONE.PRETRAINED_PATH": str(path), **extra}))
+
+
+def test_a_grid_its_length_cannot_tell_is_given_by_pretrained_grid_and_the_assumed_grid_is_logged(tmp_path, caplog):
+    # An 8 x 2 grid (as 288x128 is 18 x 8) has 16 positions, the length of a 4 x 4 square one.
+    torch.manual_seed(7)
+    source = ReIDViT("vit_base_transreid", img_size=(128, 32), stride=(16, 16))
+    torch.save(source.state_dict(), tmp_path / "tall.pth")
+    with caplog.at_level("INFO", logger="reid.modeling.backbones.vit"):
+        _vit_from(tmp_path / "tall.pth")
+    assert "tall.pth: position embedding of a 4x4 patch grid (square or 2:1, from its length)" in caplog.text
+    vit = _vit_from(tmp_path / "tall.pth", **{"MODEL.BACKBONE.PRETRAINED_GRID": [8, 2]})
+    grid = source.pos_embed.detach()[0, 1:].reshape(1, 8, 2, 32).permute(0, 3, 1, 2)
+    expected = F.interpolate(grid, size=(5, 2), mode="bilinear", align_corners=False).permute(0, 2, 3, 1)
+    torch.testing.assert_close(vit.pos_embed[0, 1:], expected.reshape(10, 32))
+    with pytest.raises(PretrainedWeightsError) as info:
+        _vit_from(tmp_path / "tall.pth", **{"MODEL.BACKBONE.PRETRAINED_GRID": [6, 2]})
+    assert f"MODEL.BACKBONE.PRETRAINED_PATH={tmp_path / 'tall.pth'}: pos_embed has 16 patch positions, " \
+           "MODEL.BACKBONE.PRETRAINED_GRID [6, 2] has 12" in str(info.value)
+
+
+@pytest.mark.parametrize("pos_embed, fragment", [
+    (torch.zeros(1, 1, 32), "pos_embed has shape (1, 1, 32), not [1, 1 + positions, width]"),  # class token only
+    (torch.zeros(9, 32), "pos_embed has shape (9, 32), not [1, 1 + positions, width]"),  # 2-D
+    (torch.zeros(1, 7, 32), "pos_embed has 6 patch positions, neither a square grid"),
+])
+def test_bad_pretrained_position_embeddings_are_one_line_naming_the_file(pos_embed, fragment, tmp_path):
+    state = dict(ReIDViT("vit_base_transreid", img_size=(64, 32)).state_dict())
+    state["pos_embed"] = pos_embed
+    torch.save(state, tmp_path / "bad.pth")
+    with pytest.raises(PretrainedWeightsError) as info:
+        _vit_from(tmp_path / "bad.pth")
+    message = str(info.value)
+    assert f"MODEL.BACKBONE.PRETRAINED_PATH={tmp_path / 'bad.pth'}: {fragment}" in message and "\n" not in message
+
+
+def test_a_teacher_without_backbone_prefixes_loads_and_fine_tuned_checkpoints_are_pointed_to_weights(tmp_path):
+    torch.manual_seed(8)
+    source = ReIDViT("vit_base_transreid", img_size=(64, 32), stride=(16, 16))
+    torch.save({"teacher": dict(source.state_dict()), "epoch": 3}, tmp_path / "teacher.pth")
+    torch.testing.assert_close(_vit_from(tmp_path / "teacher.pth").cls_token, source.cls_token)
+    fine_tuned = {
+        "ours.pth": {"model": build_model(_cfg()).state_dict(), "cfg": "..."},
+        "transreid.pth": {**{f"base.{k}": v for k, v in source.state_dict().items()},
+                          "bottleneck.weight": torch.ones(32)},
+    }
+    for name, obj in fine_tuned.items():
+        torch.save(obj, tmp_path / name)
+        with pytest.raises(PretrainedWeightsError) as info:
+            _vit_from(tmp_path / name)
+        message = str(info.value)
+        assert name in message and "is a fine-tuned re-ID checkpoint" in message and "MODEL.WEIGHTS" in message
+    torch.save({"teacher": {}}, tmp_path / "empty.pth")
+    with pytest.raises(PretrainedWeightsError, match="does not hold a state dict of tensors"):
+        _vit_from(tmp_path / "empty.pth")

@@ -85,7 +85,7 @@ def _build_vit(name: str, cfg) -> ReIDViT:
     vit = ReIDViT(name, img_size=list(cfg.INPUT.SIZE_TRAIN), stride=list(tr.STRIDE_SIZE),
                   drop_path_rate=float(bb.DROP_PATH), num_cameras=cameras, sie_coef=float(tr.SIE_COEF))
     if bool(bb.PRETRAINED):
-        vit.load_imagenet(str(bb.PRETRAINED_PATH))
+        vit.load_imagenet(str(bb.PRETRAINED_PATH), [int(n) for n in bb.PRETRAINED_GRID])
     return vit
 
 

@@ -12,11 +12,31 @@ class PretrainedWeightsError(RuntimeError):
     """ImageNet weights were requested but could not be obtained or do not fit."""
 
 
+def _strip_module(state: Mapping[str, object]) -> Dict[str, object]:
+    """Checkpoints saved from DataParallel/DDP prefix every key with "module."."""
+    return {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+
+
+def _fine_tuned(obj: Mapping[str, object]) -> bool:
+    """Whether a file is a whole re-ID model rather than backbone weights: this toolkit's checkpoints
+    (a ``model`` entry with ``backbone.*`` keys) or TransReID's / PersonViT's (``base.*`` keys beside a BNNeck)."""
+    model = obj.get("model")
+    if isinstance(model, dict) and any(str(k).startswith(("backbone.", "module.backbone.")) for k in model):
+        return True
+    keys = _strip_module(obj)
+    return "bottleneck.weight" in keys and any(str(k).startswith("base.") for k in keys)
+
+
 def unwrap_state_dict(obj: object, path: str, expected: str) -> Dict[str, torch.Tensor]:
     """Return the tensor mapping inside a saved file (plain or wrapped in a dict).
 
     `expected` names the file that should have been given (for the error message).
     """
+    if isinstance(obj, dict) and _fine_tuned(obj):
+        raise PretrainedWeightsError(
+            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} is a fine-tuned re-ID checkpoint (a whole model, not backbone "
+            "weights); load it with MODEL.WEIGHTS (--weights), or point PRETRAINED_PATH to "
+            f"{expected}.")
     if isinstance(obj, dict):
         for key in ("state_dict", "model"):
             if key in obj and isinstance(obj[key], dict):
@@ -25,14 +45,14 @@ def unwrap_state_dict(obj: object, path: str, expected: str) -> Dict[str, torch.
         else:  # self-supervised (DINO-style) files, e.g. PersonViT's: the teacher's backbone is the model
             teacher = obj.get("teacher")
             if isinstance(teacher, dict):
-                obj = {k.split("backbone.", 1)[1]: v for k, v in teacher.items() if "backbone." in k}
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+                inner = {k.split("backbone.", 1)[1]: v for k, v in teacher.items() if "backbone." in k}
+                obj = inner or teacher  # a teacher saved without its projection head has no "backbone." prefix
+    if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise PretrainedWeightsError(
             f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not hold a state dict of tensors. "
             f"Point it to {expected}."
         )
-    # Checkpoints saved from DataParallel/DDP prefix every key with "module.".
-    return {k[len("module."):] if k.startswith("module.") else k: v for k, v in obj.items()}
+    return _strip_module(obj)
 
 
 def read_pretrained(path: str, expected: str) -> Dict[str, torch.Tensor]:

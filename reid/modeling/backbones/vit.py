@@ -19,6 +19,7 @@ ImageNet files and TransReID's checkpoints map onto it tensor for tensor.
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
@@ -29,6 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained, unwrap_state_dict
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -135,25 +138,62 @@ class Block(nn.Module):
         return x + drop_path(self.mlp(self.norm2(x)), self.drop_path, self.training)
 
 
-def _source_grid(positions: int) -> Tuple[int, int]:
-    """The grid a pretrained position embedding was trained on: square (ImageNet, n x n) or twice as
-    tall as wide (2n x n: person images pretrained at 256x128, as PersonViT's LUPerson weights)."""
+def _source_grid(positions: int) -> Optional[Tuple[int, int]]:
+    """The grid a pretrained position embedding of `positions` patches was trained on, when its length
+    says: square (ImageNet, n x n) or twice as tall as wide (2n x n: person images pretrained at
+    256x128, as PersonViT's LUPerson weights). No length is both (sqrt 2 is irrational), but a grid of
+    another shape whose length is one of these (18 x 8 = 144 = 12 x 12) cannot be told apart: such
+    files name their grid (MODEL.BACKBONE.PRETRAINED_GRID)."""
     for rows_per_col in (1, 2):
         side = int(round(math.sqrt(positions / rows_per_col)))
-        if rows_per_col * side * side == positions:
+        if side > 0 and rows_per_col * side * side == positions:
             return rows_per_col * side, side
-    raise PretrainedWeightsError(f"pos_embed has {positions} patch positions, neither a square grid (ImageNet) "
-                                 "nor one twice as tall as wide (person images at 256x128).")
+    return None
 
 
-def resize_pos_embed(pos_embed: torch.Tensor, grid: Tuple[int, int], prefix: int = 1) -> torch.Tensor:
-    """Position embedding ``[1, prefix + h*w, D]`` of a square or 2:1 grid (:func:`_source_grid`)
-    resized to `grid` (bilinear, as in TransReID); the `prefix` (class-token) entries are kept."""
+def resize_pos_embed(pos_embed: torch.Tensor, grid: Tuple[int, int], prefix: int = 1,
+                     source: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+    """Position embedding ``[1, prefix + h*w, D]`` of the grid `source` (rows, cols; by default the
+    square or 2:1 grid of its length, :func:`_source_grid`) resized to `grid` (bilinear, as in
+    TransReID); the `prefix` (class-token) entries are kept."""
     tokens, old = pos_embed[:, :prefix], pos_embed[0, prefix:]
-    rows, cols = _source_grid(old.shape[0])
+    rows, cols = source or _source_grid(old.shape[0]) or (0, 0)
+    if not rows or rows * cols != old.shape[0]:
+        shape = (f"not a grid of {rows} x {cols}" if source else
+                 "neither a square grid (ImageNet) nor one twice as tall as wide (person images at 256x128)")
+        raise PretrainedWeightsError(f"pos_embed has {old.shape[0]} patch positions, {shape}: give the grid it was "
+                                     "pretrained on (MODEL.BACKBONE.PRETRAINED_GRID [rows, cols]).")
     old = old.reshape(1, rows, cols, -1).permute(0, 3, 1, 2)
     new = F.interpolate(old, size=grid, mode="bilinear", align_corners=False)
     return torch.cat([tokens, new.permute(0, 2, 3, 1).reshape(1, grid[0] * grid[1], -1)], dim=1)
+
+
+def pretrained_grid(pos_embed: torch.Tensor, source: str, grid: Sequence[int] = ()) -> Tuple[int, int]:
+    """The position grid (rows, cols) of a pretrained ``pos_embed`` ``[1, 1 + rows*cols, D]``: `grid`
+    (MODEL.BACKBONE.PRETRAINED_GRID) when given, else square or 2:1 from its length; one error line
+    naming `source` when the shape is not that of a position embedding or the grid does not fit."""
+    where = f"MODEL.BACKBONE.PRETRAINED_PATH={source}"
+    if pos_embed.dim() != 3 or pos_embed.shape[0] != 1 or pos_embed.shape[1] < 2:
+        raise PretrainedWeightsError(
+            f"{where}: pos_embed has shape {tuple(pos_embed.shape)}, not [1, 1 + positions, width] (the class "
+            "token's position, then one per patch); point it to a ViT file whose pos_embed has that shape.")
+    positions = int(pos_embed.shape[1]) - 1
+    if grid:
+        if len(grid) != 2 or min(grid) < 1:
+            raise PretrainedWeightsError(f"MODEL.BACKBONE.PRETRAINED_GRID must be [rows, cols] (or [] to infer it), "
+                                         f"got {list(grid)}.")
+        if grid[0] * grid[1] != positions:
+            raise PretrainedWeightsError(
+                f"{where}: pos_embed has {positions} patch positions, MODEL.BACKBONE.PRETRAINED_GRID {list(grid)} "
+                f"has {grid[0] * grid[1]}; set it to the grid the file was pretrained on.")
+        return int(grid[0]), int(grid[1])
+    found = _source_grid(positions)
+    if found is None:
+        raise PretrainedWeightsError(
+            f"{where}: pos_embed has {positions} patch positions, neither a square grid (ImageNet) nor one twice "
+            "as tall as wide (person images at 256x128); set MODEL.BACKBONE.PRETRAINED_GRID [rows, cols] to "
+            "the grid the file was pretrained on.")
+    return found
 
 
 def trunc_normal(tensor: torch.Tensor, std: float = 0.02) -> torch.Tensor:
@@ -229,11 +269,12 @@ class ReIDViT(nn.Module):
     def forward(self, x: torch.Tensor, camids: Optional[torch.Tensor] = None) -> torch.Tensor:
         return self.forward_tokens(x, camids)[:, 0, :, None, None]
 
-    def load_imagenet(self, path: str = "") -> None:
+    def load_imagenet(self, path: str = "", grid: Sequence[int] = ()) -> None:
         """Load an ImageNet ViT/DeiT file (timm's or DeiT's; `path`, or TransReID's file downloaded
         into torch's hub cache) or a person-pretrained one (PersonViT's LUPerson files: a DINO-style
         teacher, a 2:1 position grid): classifier and distillation token dropped, position
-        embedding resized to this grid, every other tensor required with its shape."""
+        embedding resized to this grid (from `grid`, rows and cols, when given; else square or 2:1
+        from its length; logged), every other tensor required with its shape."""
         expected = (f"an ImageNet ViT file of {self.name}'s width such as {self.spec.url}, "
                     f"or PersonViT's LUPerson file of that width")
         if path:
@@ -249,14 +290,20 @@ class ReIDViT(nn.Module):
                     "Set MODEL.BACKBONE.PRETRAINED_PATH to a local copy of that file, or set "
                     "MODEL.BACKBONE.PRETRAINED False.") from None
         own = self.state_dict()
-        if "dist_token" in state and "pos_embed" in state:  # DeiT distilled: its 2nd position is the dist token
+        if "dist_token" in state and "pos_embed" in state and state["pos_embed"].dim() == 3:  # DeiT distilled: its 2nd position is the dist token
             state["pos_embed"] = torch.cat([state["pos_embed"][:, :1], state["pos_embed"][:, 2:]], dim=1)
         state = {k: v for k, v in state.items() if not k.startswith(("head", "dist_token", "fc.", "pre_logits"))}
         weight = state.get("patch_embed.proj.weight")
         if weight is not None and weight.dim() == 2:  # old linear patchification
             state["patch_embed.proj.weight"] = weight.reshape(own["patch_embed.proj.weight"].shape)
-        if "pos_embed" in state and state["pos_embed"].shape != own["pos_embed"].shape:
-            state["pos_embed"] = resize_pos_embed(state["pos_embed"], self.patch_embed.grid)
+        if "pos_embed" in state:
+            source = pretrained_grid(state["pos_embed"], path, grid)
+            if source != self.patch_embed.grid or state["pos_embed"].shape != own["pos_embed"].shape:
+                state["pos_embed"] = resize_pos_embed(state["pos_embed"], self.patch_embed.grid, source=source)
+            # Logged: the grid is read from the length unless given, and a wrong guess would load without error.
+            logger.info("%s: position embedding of a %dx%d patch grid (%s) -> this model's %dx%d grid", path, *source,
+                        "MODEL.BACKBONE.PRETRAINED_GRID" if grid else "square or 2:1, from its length",
+                        *self.patch_embed.grid)
         problem = fit_problem(state, own, optional=("sie_embed",))  # ImageNet files know no cameras
         if problem:
             raise PretrainedWeightsError(f"Weights in {path} do not fit {self.name}: {problem}. Use {expected}.")
