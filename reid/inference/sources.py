@@ -17,6 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 PathLike = Union[str, "os.PathLike[str]"]
+_INT64 = np.iinfo(np.int64)  # labels become int64 arrays (ImageEntries.label_arrays)
 
 
 def is_image_file(path: PathLike) -> bool:
@@ -105,7 +106,7 @@ def list_entries(list_file: PathLike) -> ImageEntries:
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
 
     entries = ImageEntries()
-    for _, line in text_lines(list_file):
+    for number, line in text_lines(list_file):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -117,6 +118,9 @@ def list_entries(list_file: PathLike) -> ImageEntries:
             continue
         labelled = _labelled_line(content)
         if labelled is not None:
+            if not all(_INT64.min <= v <= _INT64.max for v in labelled[1:]):
+                raise ValueError(f"List file {list_file!r} line {number}: pid {labelled[1]} / camid {labelled[2]} "
+                                 "do not fit int64; use ids from 0 up to the number of identities / cameras.")
             entries.add(resolve(labelled[0]), labelled[1], labelled[2])
         else:
             entries.add(resolve(content))
