@@ -149,6 +149,9 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
         raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
     if queries and predictor is None:
         raise ValueError("Searching needs the model that made the gallery: give --run, --weights or --config-file.")
+    # The queries are listed (no image read) before the index is built: a query source the
+    # model cannot use (a folder for a model with SIE) fails before minutes of indexing.
+    q_paths, q_camids = predictor.collect(queries) if queries else ([], None)
     check = None if predictor is None else (
         lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log))
     index = open_index(gallery_path, index_path, backend, params, save_index_path,
@@ -157,7 +160,7 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
         return []
     from reid.inference.draw import save_matches_picture
 
-    q_feats, q_paths = predictor.extract(queries)  # with camera ids from 'path pid camid' lines (SIE)
+    q_feats = predictor.extract_paths(q_paths, camids=q_camids)  # camera ids from 'path pid camid' lines (SIE)
     result = index.search(q_feats, k)
     paths = index.paths
     records: List[Dict[str, Any]] = []

@@ -281,9 +281,19 @@ class Predictor:
         file with one path per line; see :func:`reid.inference.sources.collect_entries`. A model
         with SIE takes the camera ids of ``path pid camid`` lines (every image needs one).
         """
+        paths, camids = self.collect(sources)
+        return self.extract_paths(paths, progress, camids), paths
+
+    def collect(self, sources: Union[PathLike, Sequence[PathLike]]) -> Tuple[List[str], Optional[np.ndarray]]:
+        """The image paths of `sources` (as :meth:`extract` reads them) and, for a model with SIE,
+        their camera ids; reads no image, so a source without camera ids fails before any work."""
         entries = collect_entries(sources)
-        camids = entries.label_arrays()[1] if self.uses_camids else None
-        return self.extract_paths(entries.paths, progress, camids), entries.paths
+        if not self.uses_camids:
+            return entries.paths, None
+        camids = entries.label_arrays()[1]
+        if camids is None:
+            raise ValueError(NO_CAMIDS)
+        return entries.paths, camids
 
 
 def load_predictor(

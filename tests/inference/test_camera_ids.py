@@ -145,3 +145,25 @@ def test_the_predictor_checks_every_camera_id_before_extracting(camids, error, f
     np.testing.assert_allclose(feats[0], [0, 1], atol=1e-6)
     np.testing.assert_allclose(feats[1:, 1] / feats[1:, 0], np.array([1, 2, 3, 4]) / np.array([10, 20, 30, 40]),
                                rtol=1e-5)
+
+
+def test_search_refuses_queries_without_camera_ids_before_building_the_index(tmp_path):
+    from PIL import Image
+
+    from reid.cli.search import search_command
+    from reid.inference.gallery import Gallery, save_gallery
+
+    predictor = _sie_predictor()
+    gallery = save_gallery(Gallery(np.array([[1.0, 0.0], [0.0, 1.0]]), ["a.png", "b.png"]), tmp_path / "g.npz")
+    queries = tmp_path / "queries"
+    queries.mkdir()
+    Image.fromarray(np.full((12, 6, 3), 50, dtype=np.uint8)).save(queries / "q.png")
+    saved = tmp_path / "index.npz"
+    with pytest.raises(ValueError, match="these images have none"):
+        search_command(predictor, gallery, [str(queries)], k=1, save_index_path=str(saved), log=lambda *a: None)
+    assert not saved.exists()  # was: the index built and saved first, then the error
+    listed = tmp_path / "queries.txt"
+    listed.write_text("queries/q.png 0 5\n")
+    records = search_command(predictor, gallery, [str(listed)], k=1, save_index_path=str(saved), log=lambda *a: None)
+    # feature (mean pixel 50, camera 5 + 1) normalised: closest to the first gallery row
+    assert saved.exists() and records[0]["matches"][0]["path"] == "a.png"
