@@ -1,6 +1,7 @@
 """Pretrained (ImageNet, or self-supervised) state dicts for the backbones: reading a saved file, checking its values, its error type."""
 from __future__ import annotations
 
+import pickle
 from typing import Dict, Mapping
 
 import torch
@@ -60,7 +61,17 @@ def read_pretrained(path: str, expected: str) -> Dict[str, torch.Tensor]:
     cannot be read or holds no state dict. `expected` names the file that should have been given."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated, foreign, or holding objects weights_only refuses
+    except FileNotFoundError:
+        raise PretrainedWeightsError(
+            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not exist; download {expected} and point it there, or set MODEL.BACKBONE.PRETRAINED False."
+        ) from None
+    except pickle.UnpicklingError:  # damaged, or Python objects besides tensors (never unpickled: unsafe)
+        raise PretrainedWeightsError(
+            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} is damaged or holds Python objects besides tensors (e.g. a "
+            "training checkpoint that saved its arguments), which are not loaded from files; save its state "
+            "dict alone (docs/transformers.md, 'Files with Python objects') and point it to that."
+        ) from None
+    except Exception as e:  # truncated or foreign
         raise PretrainedWeightsError(
             f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} cannot be read as a weights file written by torch.save "
             f"({type(e).__name__}); point it to {expected}."
