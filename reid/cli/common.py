@@ -89,6 +89,17 @@ def check_dataset_names(names, key: str) -> None:
         )
 
 
+def check_unlabelled_keys(cfg) -> None:
+    """Refuse unlabelled crops named in DATASETS.UNLABELLED that training would never read."""
+    u = cfg.DATASETS.UNLABELLED
+    given = [f"DATASETS.UNLABELLED.{k} {v!r}" for k, v in (("DIR", u.DIR), ("LIST", u.LIST)) if v]
+    if given and "unlabelled" not in [str(n).lower() for n in cfg.DATASETS.NAMES]:
+        raise ConfigError(
+            f"{' and '.join(given)} names unlabelled crops, but DATASETS.NAMES {list(cfg.DATASETS.NAMES)} does not "
+            "include 'unlabelled', so they would not be read. Add it (e.g. DATASETS.NAMES [unlabelled]) or clear the key."
+        )
+
+
 def load_test_sets(cfg) -> TestSets:
     """Check the test settings and load every test set of DATASETS.TESTS (lists only, no images).
 

@@ -64,6 +64,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
+    if not list(cfg.DATASETS.TESTS):  # e.g. a run adapted to unlabelled crops: nothing to score it on
+        raise ValueError("DATASETS.TESTS is empty: there is no test set to evaluate on. Name one (e.g. DATASETS.TESTS "
+                         "[market1501]), or give --query and --gallery (folders or list files of labelled images).")
     device = resolve_device(str(cfg.MODEL.DEVICE))
     model = build_model(cfg)
     load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)

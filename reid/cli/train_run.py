@@ -22,11 +22,13 @@ from reid.utils.device import resolve_device
 from reid.utils.file_io import remove_stale_temp_files
 from reid.utils.process import seed_everything
 
+from .args import overrides
 from .common import (
     TestSets,
     check_batch_identities,
     check_dataset_names,
     check_test_settings,
+    check_unlabelled_keys,
     load_test_sets,
     setup_run,
 )
@@ -100,6 +102,7 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     seed_everything(int(cfg.SEED), dist_info.rank)
     # Cheap checks first: a misspelt name should not cost the time of loading the training set.
     check_dataset_names(cfg.DATASETS.NAMES, "DATASETS.NAMES")
+    check_unlabelled_keys(cfg)
     check_test_settings(cfg)
     check_batch_identities(cfg, dist_info.world_size)
     uda = bool(cfg.UDA.ENABLED)  # learning without labels: the training images' pids are never used
@@ -131,7 +134,11 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, test_sets, logger)
 
     if args.eval_only:
-        weights = str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))
+        # A run's folder means its own last checkpoint: its config's MODEL.WEIGHTS is where its
+        # training started (e.g. the source model of an adaptation), unless given on this command.
+        named = bool(args.weights) or "MODEL.WEIGHTS" in overrides(args)[::2]
+        own = last_checkpoint(str(cfg.OUTPUT_DIR)) if getattr(args, "run", None) and not named else None
+        weights = own or str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))
         if not weights:
             raise CheckpointError(
                 f"--eval-only needs weights: pass --weights FILE (or MODEL.WEIGHTS), or train first so that "

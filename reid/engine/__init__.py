@@ -29,7 +29,7 @@ from .distributed import (
     init_distributed,
     is_main_process,
 )
-from .errors import NonFiniteLossError, TrainingInterrupted
+from .errors import NonFiniteLossError, ResumableError, TrainingInterrupted
 from .hooks import EvalFn, EvalHook, FreezeBackbone, LRSchedule, MetricsLogger, PeriodicCheckpoint, SeedEachEpoch, StopOnSignal
 from .lr_scheduler import WarmupDecayLR, build_lr_scheduler
 from .optimizer import build_optimizer, build_param_groups
@@ -50,6 +50,7 @@ __all__ = [
     "LRSchedule",
     "MetricsLogger",
     "NonFiniteLossError",
+    "ResumableError",
     "PeerFailedError",
     "PeriodicCheckpoint",
     "SeedEachEpoch",

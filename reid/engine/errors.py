@@ -1,4 +1,5 @@
-"""The two ways training ends early on purpose: a stop signal, and a loss that is not finite."""
+"""The ways training ends early on purpose: a stop signal, a loss that is not finite, a setting that
+cannot go on (which keeps the weights trained so far for ``--resume``)."""
 from __future__ import annotations
 
 import signal
@@ -56,4 +57,22 @@ class NonFiniteLossError(FloatingPointError):
         )
 
 
-__all__ = ["NonFiniteLossError", "TrainingInterrupted"]
+class ResumableError(ValueError):
+    """Training cannot go on with its current settings (e.g. clustering found too few pseudo-identities).
+
+    :class:`~reid.engine.hooks.PeriodicCheckpoint` saves the weights trained so far before the run
+    ends and fills in ``checkpoint``, so the message says where ``--resume`` continues once the
+    setting the message names is changed.
+    """
+
+    checkpoint: Optional[str] = None
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.checkpoint:
+            text += (f" The weights trained so far are saved in {self.checkpoint}: change the setting and run the "
+                     "same command with --resume (and the new setting) to continue.")
+        return text
+
+
+__all__ = ["NonFiniteLossError", "ResumableError", "TrainingInterrupted"]

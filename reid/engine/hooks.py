@@ -24,6 +24,7 @@ from reid.utils.process import derive_seed
 from .checkpoint import BEST_NAME, FINAL_NAME, INTERRUPT_NAME, periodic_name
 from .checkpointer import Checkpointer
 from .distributed import run_on_main
+from .errors import ResumableError
 from .lr_scheduler import WarmupDecayLR
 from .train_loop import HookBase
 
@@ -164,6 +165,10 @@ class PeriodicCheckpoint(HookBase):
             self.checkpointer.save(due)  # the last epoch's, or the one a stop came after
         elif t.error is None and t.stop_reason is not None and self.checkpointer.last_saved_iter != t.iter:
             self.checkpointer.save(INTERRUPT_NAME)
+        elif isinstance(t.error, ResumableError) and t.iter > 0:  # a setting to change: keep what was trained
+            if self.checkpointer.last_saved_iter != t.iter:
+                self.checkpointer.save(INTERRUPT_NAME)
+            t.error.checkpoint = self.checkpointer.last_saved
 
 
 def _as_records(out: Any) -> List[Dict[str, Any]]:

@@ -12,6 +12,7 @@ from reid.data import TrainData, build_pseudo_label_loader, build_test_loader
 from reid.engine import HookBase
 from reid.evaluation.extract import extract_features
 from reid.modeling.heads import ClusterMemory
+from reid.modeling.heads.cluster_memory import UPDATE_MODES
 from reid.utils.process import get_world_size
 
 from .clustering import ClusterSettings
@@ -35,6 +36,13 @@ def check_uda_settings(cfg, num_images: int) -> None:
             f"SOLVER.IMS_PER_BATCH (a multiple of DATALOADER.NUM_INSTANCE {k})."
         )
     ClusterSettings.from_cfg(cfg)  # EPS, MIN_SAMPLES, K1, K2
+    u = cfg.UDA
+    if not float(u.TEMPERATURE) > 0:
+        raise ValueError(f"UDA.TEMPERATURE must be > 0 (0.05 is usual), got {u.TEMPERATURE}.")
+    if not 0 <= float(u.MOMENTUM) < 1:
+        raise ValueError(f"UDA.MOMENTUM must lie in [0, 1) (0.1 is usual), got {u.MOMENTUM}.")
+    if str(u.MEMORY_UPDATE) not in UPDATE_MODES:
+        raise ValueError(f"UDA.MEMORY_UPDATE {u.MEMORY_UPDATE!r} is not one of: {', '.join(UPDATE_MODES)}.")
 
 
 def set_identity_head(model: nn.Module, head: nn.Module) -> None:
@@ -62,8 +70,16 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     extract_loader = build_test_loader(cfg, items, [])
 
     def extract(m: nn.Module) -> torch.Tensor:
-        device = next(m.parameters()).device
-        return extract_features(m, extract_loader, device, flip=bool(cfg.TEST.FLIP), amp=str(cfg.TEST.AMP)).feats
+        # The memory's centroids must be the features its loss sees in training (after the neck),
+        # whatever MODEL.HEADS.NECK_FEAT picks for testing.
+        device, test_feat = next(m.parameters()).device, getattr(m, "neck_feat", None)
+        if test_feat is not None:
+            m.neck_feat = "after"
+        try:
+            return extract_features(m, extract_loader, device, flip=bool(cfg.TEST.FLIP), amp=str(cfg.TEST.AMP)).feats
+        finally:
+            if test_feat is not None:
+                m.neck_feat = test_feat
 
     score = None
     if data.labelled:  # e.g. a labelled dataset adapted to as if it had none: measure, never train on it

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from reid.engine import HookBase
+from reid.engine import HookBase, ResumableError
 from reid.modeling.heads import ClusterMemory
 from reid.utils.process import get_rng_state, set_rng_state
 
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 ExtractFn = Callable[[nn.Module], torch.Tensor]
 
 
-class NoClustersError(ValueError):
+class NoClustersError(ResumableError):
     """Clustering left too few pseudo-identities to train on; the message says what to change."""
 
 
@@ -44,11 +44,15 @@ def check_clusters(clusters: Clusters, num_images: int, per_batch: int, settings
         return
     found = ("no cluster: every image is an outlier" if clusters.num_clusters == 0 else
              f"{clusters.num_clusters} cluster(s) ({clusters.kept} images)")
+    if 2 * clusters.kept > num_images:  # most images kept in a few clusters: the radius merges people
+        advice = "Lower UDA.EPS (0.5-0.7 is usual; this radius merges different people) or raise UDA.MIN_SAMPLES"
+    else:  # most images outliers: the radius is too small for these features
+        advice = "Raise UDA.EPS (0.5-0.7 is usual) or lower UDA.MIN_SAMPLES"
     raise NoClustersError(
         f"Clustering {num_images} images found {found} at UDA.EPS {settings.eps} and UDA.MIN_SAMPLES "
         f"{settings.min_samples}, but a batch needs {per_batch} pseudo-identities (SOLVER.IMS_PER_BATCH / "
-        f"DATALOADER.NUM_INSTANCE). Raise UDA.EPS (0.5-0.7 is usual) or lower UDA.MIN_SAMPLES, or use smaller "
-        "batches; a model that has not learned these images yet (e.g. random weights) also finds few clusters."
+        f"DATALOADER.NUM_INSTANCE). {advice}, or use smaller batches; a model that has not learned these images "
+        "yet (e.g. random weights) also finds few clusters."
     )
 
 

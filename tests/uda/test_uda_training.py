@@ -65,7 +65,13 @@ def test_adaptation_resumes_exactly_mid_epoch_with_its_labels_and_memory(data, t
     (["UDA.EPS", "0.01", "UDA.MIN_SAMPLES", "4"], "found no cluster: every image is an outlier at UDA.EPS 0.01"),
     (["SOLVER.IMS_PER_BATCH", "64", "DATALOADER.NUM_INSTANCE", "4"],
      "The training set has 60 images, fewer than one batch (SOLVER.IMS_PER_BATCH 64)"),
+    (["UDA.EPS", "0.99", "UDA.MIN_SAMPLES", "2"], "Lower UDA.EPS"),  # one cluster of everyone: not "raise"
     (["MODEL.LOSSES.NAMES", "[triplet]"], "lacks 'identity': add it"),
+    (["UDA.TEMPERATURE", "0"], "UDA.TEMPERATURE must be > 0"),
+    (["UDA.MOMENTUM", "1.5"], "UDA.MOMENTUM must lie in [0, 1)"),
+    (["UDA.MEMORY_UPDATE", "foo"], "UDA.MEMORY_UPDATE 'foo' is not one of: mean, hard"),
+    (["DATASETS.UNLABELLED.DIR", "crops"], "DATASETS.UNLABELLED.DIR 'crops' names unlabelled crops, but "
+                                           "DATASETS.NAMES ['synthetic'] does not include 'unlabelled'"),
 ])
 def test_what_cannot_train_is_one_line_naming_what_to_do(data, tmp_path, capsys, extra, message):
     from reid.cli import train as cli_train
@@ -77,7 +83,7 @@ def test_what_cannot_train_is_one_line_naming_what_to_do(data, tmp_path, capsys,
 
 
 @pytest.mark.slow
-def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path):
+def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path, capsys):
     import shutil
 
     from reid.cli import train as cli_train
@@ -91,9 +97,18 @@ def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path):
         shutil.copy(path, crops / f"frame{i:04d}_cam{cam + 1}.jpg")
     extra = ["DATASETS.NAMES", "[unlabelled]", "DATASETS.UNLABELLED.DIR", str(crops),
              "DATASETS.UNLABELLED.CAMERA_REGEX", r"_cam(\d+)", "SOLVER.MAX_EPOCH", "1"]
-    assert cli_train.main(argv(data, tmp_path / "run", *extra)) == 0
+    assert cli_train.main(argv(data, tmp_path / "run", *extra, "DATASETS.TESTS", "[]")) == 0
     (record,) = _records(tmp_path / "run", "cluster")
     assert record["images"] == 60 and "ari" not in record and "true_ids" not in record
+    # Crops without labels and no test set: testing the run says what is missing (it used to
+    # print nothing and claim a metrics.json it never wrote).
+    from reid.cli import test as cli_test
+
+    test_out = tmp_path / "test"
+    assert cli_test.main(["--run", str(tmp_path / "run"), "--output-dir", str(test_out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and "DATASETS.TESTS is empty" in err[0] and "--query and --gallery" in err[0], err
+    assert not (test_out / "metrics.json").exists()
 
 
 @pytest.mark.slow
@@ -108,3 +123,69 @@ def test_adaptation_starts_from_a_supervised_run_with_another_head(data, tmp_pat
     assert cli_train.main(argv(data, out, "--weights", weights, "SOLVER.MAX_EPOCH", "1")) == 0
     log = (out / "log.txt").read_text()
     assert f"Loaded weights from {weights}" in log and "Clustering before epoch 1" in log
+    # The run's config names the source model (MODEL.WEIGHTS); evaluating the run means its own weights.
+    assert cli_train.main(["--run", str(out), "--eval-only"]) == 0
+    assert f"with {out / 'model_final.pth'}" in (out / "log.txt").read_text()
+
+
+class _NarrowEpsAfterFirstEpoch:
+    """A user hook that makes the second clustering fail (a radius no two images are within)."""
+
+    def __new__(cls):
+        from reid.engine import HookBase
+
+        class Hook(HookBase):
+            def after_epoch(self):
+                import dataclasses
+
+                from reid.uda import ClusterEachEpoch
+
+                for hook in self.trainer.hooks:
+                    if isinstance(hook, ClusterEachEpoch):
+                        hook.settings = dataclasses.replace(hook.settings, eps=0.01, min_samples=4)
+
+        return Hook()
+
+
+@pytest.mark.slow
+def test_clustering_that_fails_mid_run_keeps_the_trained_weights_for_resume(data, tmp_path, capsys):
+    from reid.cli import train as cli_train
+    from tests.engine.test_user_hooks import StopAt
+
+    out = tmp_path / "run"
+    opts = ["SOLVER.CHECKPOINT_PERIOD", "0"]
+    assert cli_train.main(argv(data, out, *opts), hooks=[_NarrowEpsAfterFirstEpoch()]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    saved = out / "model_interrupted.pth"
+    assert len(err) == 1 and "found no cluster" in err[0] and f"The weights trained so far are saved in {saved}" in err[0]
+    assert torch.load(saved, weights_only=True)["iteration"] == 3  # the first epoch's 3 steps are kept
+    rest = StopAt()
+    assert cli_train.main(argv(data, out, *opts, "--resume"), hooks=[rest]) == 0
+    assert rest.steps == list(range(4, 10)) and (out / "model_final.pth").exists()
+
+
+@pytest.mark.slow
+def test_the_memory_is_built_from_the_features_its_loss_sees_whatever_neck_feat_tests_with(data, tmp_path):
+    from reid.config import load_config
+    from reid.data import build_test_loader, build_train_data
+    from reid.evaluation.extract import extract_features
+    from reid.modeling import build_model
+    from reid.uda import build_uda_training
+
+    cfg = load_config(DEMO, tiny_opts(data, tmp_path / "run") + UDA + ["MODEL.HEADS.NECK_FEAT", "before",
+                                                                        "MODEL.HEADS.NUM_CLASSES", "0"])
+    train = build_train_data(cfg, labels_required=False)
+    model = build_model(cfg)
+    with torch.no_grad():  # a trained neck: its output is not a rescaled copy of its input
+        model.neck.running_mean.uniform_(-1, 1)
+        model.neck.weight.uniform_(0.5, 2)
+    _, hooks = build_uda_training(cfg, train, model)
+    feats = hooks[0].extract(model)
+    assert model.neck_feat == "before"  # testing still uses the configured feature
+    loader = build_test_loader(cfg, [(p, -1, c) for p, _, c in train.items], [])
+    model.neck_feat = "after"
+    after = extract_features(model, loader, torch.device("cpu")).feats
+    model.neck_feat = "before"
+    before = extract_features(model, loader, torch.device("cpu")).feats
+    torch.testing.assert_close(feats, after)
+    assert (feats - before).abs().max() > 0.1

@@ -13,7 +13,7 @@ Sources (exactly one):
   (whitespace or a comma before the camera id; ``#`` comments and blank lines ignored; relative
   paths are relative to the list's folder).
 
-Camera ids are optional (camera-aware training uses them): from the list's second column, or
+Camera ids are optional (models with SIE use them): from the list's second column, or
 from the file names through ``DATASETS.UNLABELLED.CAMERA_REGEX`` (one group that captures the
 camera, e.g. ``_c(\\d+)`` for Market-1501 names), else every image is camera 0. Camera values are
 numbered 0..C-1 in sorted order (only equality matters). A relative folder or list path is
