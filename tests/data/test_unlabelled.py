@@ -87,6 +87,15 @@ def test_list_errors_name_file_and_line(tmp_path, write_jpeg):
     (tmp_path / "gone.txt").write_text("a.jpg\nb.jpg\n")
     with pytest.raises(DatasetNotFoundError, match=r"gone.txt, line 2: image .*b.jpg' does not exist"):
         build_dataset("unlabelled", str(tmp_path), list_file="gone.txt")
+    for name, text, fragment in [
+        ("negcam.txt", "a.jpg -3\n", r"negcam.txt, line 1: '-3' after the image path is not a camera id"),
+        ("extra.txt", "a.jpg\na.jpg 1 extra\n", r"extra.txt, line 2: '1 extra' after the image path is not a camera id"),
+        ("folder.txt", ".\n", r"folder.txt, line 1: .* is a folder; list image files, or set DATASETS.UNLABELLED.DIR"),
+        ("text.txt", "negcam.txt\n", r"text.txt, line 1: .*negcam.txt' is not an image file"),
+    ]:  # each was "image 'a.jpg -3' does not exist" or, for a text file, accepted until training read it
+        (tmp_path / name).write_text(text)
+        with pytest.raises(DatasetFormatError, match=fragment):
+            build_dataset("unlabelled", str(tmp_path), list_file=name)
     (tmp_path / "blank.txt").write_text("# nothing\n")
     with pytest.raises(DatasetNotFoundError, match="names no images"):
         build_dataset("unlabelled", str(tmp_path), list_file="blank.txt")

@@ -78,6 +78,27 @@ def number_cameras(values: Sequence[Optional[str]]) -> List[int]:
     return [index[v] for v in values]
 
 
+def _check_listed_image(list_path: str, lineno: int, base: str, path: str, with_cam: bool) -> str:
+    """The absolute path of a list line's image; one line naming file and line for what is wrong."""
+    where = f"{list_path}, line {lineno}"
+    full = path if os.path.isabs(path) else os.path.join(base, path)
+    if os.path.isfile(full):
+        if not full.lower().endswith(IMAGE_EXTENSIONS):
+            raise DatasetFormatError(f"{where}: {full!r} is not an image file ({', '.join(IMAGE_EXTENSIONS)}); "
+                                     "list image files only.")
+        return full
+    if os.path.isdir(full):
+        raise DatasetFormatError(f"{where}: {full!r} is a folder; list image files, or set DATASETS.UNLABELLED.DIR "
+                                 "to the folder instead of DATASETS.UNLABELLED.LIST.")
+    head, _, rest = path.partition("," if "," in path else " ")
+    head_full = head if os.path.isabs(head) else os.path.join(base, head)
+    if not with_cam and rest.strip() and os.path.isfile(head_full):  # 'img.jpg -3', 'img.jpg 1 extra'
+        raise DatasetFormatError(f"{where}: {rest.strip()!r} after the image path is not a camera id (a "
+                                 "non-negative integer); write 'path' or 'path camid'.")
+    raise DatasetNotFoundError(f"{where}: image {full!r} does not exist. Paths are relative to the list file's "
+                               f"folder ({base}); fix the path or remove the line.")
+
+
 def read_unlabelled_list(list_path: str) -> List[Tuple[str, Optional[str]]]:
     """``(absolute path, camera value or None)`` for every line of an unlabelled list file.
 
@@ -103,10 +124,7 @@ def read_unlabelled_list(list_path: str) -> List[Tuple[str, Optional[str]]]:
                 "Give every line a camera id ('path camid') or none ('path')."
             )
         with_cam = cam is not None
-        full = path if os.path.isabs(path) else os.path.join(base, path)
-        if not os.path.isfile(full):
-            raise DatasetNotFoundError(f"{list_path}, line {lineno}: image {full!r} does not exist. Paths are relative "
-                                       f"to the list file's folder ({base}); fix the path or remove the line.")
+        full = _check_listed_image(list_path, lineno, base, path, cam is not None)
         rows.append((full, cam))
     return rows
 
