@@ -41,7 +41,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -217,6 +217,22 @@ def _reference(python: str, out: str, archs: Sequence[str], size: Tuple[int, int
         return {k: ref[k] for k in ref.files}
 
 
+def save_results(out: str, size: Tuple[int, int], sizes: Sequence[Tuple[int, int]], results: Mapping[str, object],
+                 fixture: str, reference: Callable[[str, Tuple[int, int], str], Mapping[str, np.ndarray]]) -> None:
+    """Write ``results.json`` into `out` and, when `fixture` names a file, the CI fixture: the
+    reference project's features (``reference(folder, input size, images folder)``) of the small
+    crops (:data:`SMALL`), which the tests rebuild from the seeds."""
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"size": list(size), "crop_sizes": sizes, "results": results}, f, indent=2)
+    print(f"results: {os.path.join(out, 'results.json')}")
+    if fixture:
+        small_size, small_sizes, small_ext = SMALL
+        small = os.path.join(out, "small")
+        write_crops(os.path.join(small, "images"), small_sizes, small_ext)
+        np.savez_compressed(fixture, **reference(small, small_size, os.path.join(small, "images")))
+        print(f"fixture: {fixture} ({os.path.getsize(fixture) / 1024:.0f} KiB)")
+
+
 def _line(name: str, label: str, r: Mapping[str, float]) -> str:
     return (f"{name} {label}: max|diff| {r['max_abs_diff']:.2e} min cos {r['min_cosine']:.7f} "
             f"(centred {r['min_centred_cosine']:.7f})")
@@ -268,16 +284,9 @@ def main(argv: Sequence[str] = None) -> int:
         for label, r in row.items():
             if label != "dim":
                 print(_line(name, label, r), flush=True)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"size": list(size), "crop_sizes": sizes, "results": results}, f, indent=2)
-    print(f"results: {os.path.join(out, 'results.json')}")
-    if args.fixture:
-        small_size, small_sizes, small_ext = SMALL
-        small = os.path.join(out, "small")
-        write_crops(os.path.join(small, "images"), small_sizes, small_ext)
-        ref = _reference(args.torchreid_python, small, args.archs, small_size, os.path.join(small, "images"))
-        np.savez_compressed(args.fixture, **ref)
-        print(f"fixture: {args.fixture} ({os.path.getsize(args.fixture) / 1024:.0f} KiB)")
+    save_results(out, size, sizes, results, args.fixture,
+                 lambda small, small_size, images: _reference(args.torchreid_python, small, args.archs, small_size,
+                                                              images))
     checked = [results[n][w]["max_abs_diff"] for n in results for w in ("model_weights", "extract_py")
                if n in REQUIRED]
     return 0 if all(d <= TOLERANCE for d in checked) else 1

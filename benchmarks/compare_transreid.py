@@ -103,7 +103,7 @@ WEIGHT_SEED = 2027
 NUM_CLASSES = 16
 NUM_CAMERAS = 6
 FULL = ((256, 128), [(128, 64), (256, 128), (300, 110), (400, 160), (160, 60), (96, 48)], "jpg")
-SMALL = ((128, 64), [(128, 64), (300, 110), (90, 40), (200, 90)], "png")
+SMALL = crops.SMALL  # the CI fixture's crops: the torchreid proof's, written by the same code
 
 
 def camera_of(index: int) -> int:
@@ -297,16 +297,9 @@ def main(argv: Sequence[str] = None, family: Family = TRANSREID, doc: str = __do
         for label, r in row.items():
             if label != "dim":
                 print(f"{name} {label}: max|diff| {r['max_abs_diff']:.2e} min cos {r['min_cosine']:.7f}", flush=True)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"size": list(size), "crop_sizes": sizes, "results": results}, f, indent=2)
-    print(f"results: {os.path.join(out, 'results.json')}")
-    if args.fixture:
-        small_size, small_sizes, small_ext = SMALL
-        small = os.path.join(out, "small")
-        crops.write_crops(os.path.join(small, "images"), small_sizes, small_ext)
-        ref = _reference(args.python, args.repo, small, args.archs, small_size, os.path.join(small, "images"), family)
-        np.savez_compressed(args.fixture, **ref)
-        print(f"fixture: {args.fixture} ({os.path.getsize(args.fixture) / 1024:.0f} KiB)")
+    crops.save_results(out, size, sizes, results, args.fixture,
+                       lambda small, small_size, images: _reference(args.python, args.repo, small, args.archs,
+                                                                    small_size, images, family))
     checked = [results[n][w]["max_abs_diff"] for n in results for w in ("model_weights", "extract_py")]
     return 0 if all(d <= TOLERANCE for d in checked) else 1
 

@@ -31,6 +31,7 @@ See docs/inference.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
@@ -144,12 +145,17 @@ def main(argv=None) -> int:
     check_model_arguments(parser, args, lists=("output",))
 
     def work() -> None:
-        from reid.evaluation.thresholds import find_thresholds
+        from reid.evaluation.thresholds import calibrated_for, find_thresholds, load_thresholds
 
         predictor = predictor_from_args(args)
+        weights = str(predictor.cfg.MODEL.WEIGHTS)
+        thresholds = find_thresholds(weights)
+        if thresholds and not calibrated_for(load_thresholds(thresholds), weights):
+            print(f"note: {thresholds} was calibrated on other weights of the run than {os.path.basename(weights)}; "
+                  "its thresholds are not stored in the exported model.")
+            thresholds = None
         export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,
-                       check=not args.no_check, tol=args.tol, tracker=args.tracker,
-                       thresholds=find_thresholds(args.run, args.weights, args.config_file))
+                       check=not args.no_check, tol=args.tol, tracker=args.tracker, thresholds=thresholds)
 
     return run_main(work)
 

@@ -111,6 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+
+def _relabel(curves: dict, labels) -> dict:
+    """The curves under --labels, in order (one label per curve), or as they are without labels."""
+    if not labels:
+        return curves
+    if len(labels) != len(curves):
+        raise ValueError(f"{len(labels)} labels for {len(curves)} curves ({', '.join(curves)}); give one --labels "
+                         "entry per curve, or none.")
+    return dict(zip(labels, curves.values()))
+
 def run(args: argparse.Namespace) -> "PlotFiles":
     """Draw the plot of `args.command`; returns the files written."""
     from reid.visualization import plots
@@ -125,20 +135,14 @@ def run(args: argparse.Namespace) -> "PlotFiles":
             curves.update(plots.read_cmc_json(path))
         if not curves:
             raise ValueError("Nothing to plot: give --features and/or --metrics.")
-        if args.labels:
-            if len(args.labels) != len(curves):
-                raise ValueError(f"{len(args.labels)} labels for {len(curves)} curves ({', '.join(curves)}).")
-            curves = dict(zip(args.labels, curves.values()))
+        curves = _relabel(curves, args.labels)
         return plots.plot_cmc(curves, args.output, max_rank=args.max_rank)
     if args.command == "roc":
         curves = {}
         for path in args.metrics:
             for label, curve in plots.read_roc_json(path).items():
                 curves[label if len(args.metrics) == 1 else f"{path}: {label}"] = curve
-        if args.labels:
-            if len(args.labels) != len(curves):
-                raise ValueError(f"{len(args.labels)} labels for {len(curves)} curves ({', '.join(curves)}).")
-            curves = dict(zip(args.labels, curves.values()))
+        curves = _relabel(curves, args.labels)
         return plots.plot_roc(curves, args.output)
     if args.command == "similarity":
         pairs = plots.similarity_from_features(args.features, max_pairs=args.max_pairs, seed=args.seed)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 from reid.utils.file_io import atomic_write_text
 from reid.utils.text_files import brief, printable
 
-from .args import parse_args, tool_parser
+from .args import overrides, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
@@ -207,15 +207,22 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     """The similarity threshold of --threshold, or of --far from the model's calibration file."""
     if args.far is None:
         return args.threshold, ""
-    from reid.evaluation.thresholds import find_thresholds, load_thresholds, similarity_at
+    from reid.evaluation.thresholds import calibrated_for, find_thresholds, load_thresholds, similarity_at
+    from reid.inference.loading import resolve_model
 
-    path = find_thresholds(args.run, args.weights, args.config_file)
+    _, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
+    path = find_thresholds(weights)
     if path is None:
-        where = args.run or args.weights or args.config_file or "the model"
-        raise ValueError(f"--far {args.far:g}: no calibrated thresholds next to {where} (thresholds.json, written by "
-                         "tools/train.py at the end of a run with a validation split, TEST.VAL_IDS > 0); calibrate "
-                         "that way, or pass --threshold S.")
-    return similarity_at(load_thresholds(path), args.far, path), f", calibrated at FAR {args.far:g}: {path}"
+        raise ValueError(f"--far {args.far:g}: no calibrated thresholds next to {weights} (thresholds.json, written "
+                         "by tools/train.py at the end of a run with a validation split, TEST.VAL_IDS > 0); "
+                         "calibrate that way, or pass --threshold S.")
+    record = load_thresholds(path)
+    if not calibrated_for(record, weights):
+        raise ValueError(f"--far {args.far:g}: {path} was calibrated on {record['weights']}, not on "
+                         f"{os.path.basename(weights)}, and thresholds hold only for the weights they were measured "
+                         f"on; search with --weights {os.path.join(os.path.dirname(path), record['weights'])}, or pass "
+                         "--threshold S.")
+    return similarity_at(record, args.far, path), f", calibrated at FAR {args.far:g}: {path}"
 
 
 def build_parser() -> argparse.ArgumentParser:

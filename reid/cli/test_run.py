@@ -14,9 +14,10 @@ from reid.data import build_test_data
 from reid.engine.checkpoint import load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation import save_features
-from reid.evaluation.evaluator import evaluate_model, format_open_set, format_table, format_verification, jsonable
+from reid.evaluation.evaluator import evaluate_model, format_open_set, format_table, format_verification
 from reid.modeling import build_model, model_summary
 from reid.utils.file_io import atomic_write_text
+from reid.utils.json_values import jsonable
 from reid.utils.device import resolve_device
 from reid.utils.process import is_main_process, seed_everything
 from reid.utils.run_lock import RunLock
@@ -62,6 +63,17 @@ def run_command(args: argparse.Namespace) -> int:
             cleanup_distributed()
 
 
+def _check_folder_cameras(cfg) -> None:
+    """A model with SIE embeds each image with its camera: folders without camera ids cannot feed it
+    (the cameras the evaluation assigns them are bookkeeping, not the images' cameras)."""
+    from reid.data.datasets.folders import folders_have_cameras
+
+    f = cfg.DATASETS.FOLDERS
+    if not folders_have_cameras(f.QUERY_PATH, f.GALLERY_PATH):
+        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True), and the --query / "
+                         "--gallery images have none: give list files of 'path identity camid' lines.")
+
+
 def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
     if not list(cfg.DATASETS.TESTS):  # e.g. a run adapted to unlabelled crops: nothing to score it on
@@ -92,6 +104,8 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     }
     metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
+        if getattr(model, "uses_camids", False) and str(name).lower() == "folders":
+            _check_folder_cameras(cfg)
         query, gallery = build_test_data(cfg, name)
         res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True)
         if res is None:  # a rank other than 0 of a torchrun job: its shard went to rank 0

@@ -26,7 +26,7 @@ EPILOG = """examples:
   python tools/train.py --config-file configs/Demo/resnet18_circle.yml
   python tools/train.py --config-file configs/Market1501/resnet50_circle.yml DATASETS.ROOT /data SOLVER.AMP bf16
   python tools/train.py --run output/demo --resume        # continue the run in output/demo
-  python tools/train.py --run output/demo --eval-only     # evaluate its last checkpoint
+  python tools/train.py --run output/demo --eval-only     # evaluate its result (model_best or model_final)
   python tools/train.py --config-file output/demo/config.yaml --weights output/demo/model_final.pth \
       SOLVER.MAX_EPOCH 24 OUTPUT_DIR output/demo_longer   # a new run from a run's weights
   torchrun --nproc_per_node 4 tools/train.py --config-file configs/MSMT17/mgn_circle.yml MODEL.SYNC_BN True
@@ -54,7 +54,9 @@ def main(argv: Optional[Sequence[str]] = None, hooks: Sequence["HookBase"] = ())
     parser.add_argument("--weights", metavar="FILE",
                         help="weights to start from (MODEL.WEIGHTS); with --eval-only, the weights to evaluate")
     parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR's last checkpoint")
-    parser.add_argument("--eval-only", action="store_true", help="only evaluate MODEL.WEIGHTS (or the last checkpoint)")
+    parser.add_argument("--eval-only", action="store_true",
+                        help="only evaluate: --weights or MODEL.WEIGHTS; with --run, the run's result "
+                             "(model_best, model_final, else its last checkpoint)")
     parser.add_argument(
         "--drop-head", action="store_true",
         help="load MODEL.WEIGHTS without the identity head (fine-tuning on other identities)",

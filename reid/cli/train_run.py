@@ -17,6 +17,7 @@ from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkp
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation.evaluator import evaluate_model, format_table
 from reid.inference.calibration import calibrate_run
+from reid.inference.loading import run_weights, weights_override
 from reid.modeling import build_model
 from reid.utils.device import resolve_device
 from reid.utils.file_io import remove_stale_temp_files
@@ -134,11 +135,13 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     eval_fn = make_eval_fn(cfg, data.val_query, data.val_gallery, test_sets, logger)
 
     if args.eval_only:
-        # A run's folder means its own last checkpoint: its config's MODEL.WEIGHTS is where its
+        # A run's folder means its own result, as for tools/test.py --run (run_weights: model_best,
+        # else model_final; else its last checkpoint): its config's MODEL.WEIGHTS is where its
         # training started (e.g. the source model of an adaptation), unless given on this command.
-        named = bool(args.weights) or "MODEL.WEIGHTS" in overrides(args)[::2]
-        own = last_checkpoint(str(cfg.OUTPUT_DIR)) if getattr(args, "run", None) and not named else None
-        weights = own or str(cfg.MODEL.WEIGHTS) or last_checkpoint(str(cfg.OUTPUT_DIR))
+        named = bool(args.weights) or weights_override(overrides(args)) is not None
+        out = str(cfg.OUTPUT_DIR)
+        own = (run_weights(out) or last_checkpoint(out)) if getattr(args, "run", None) and not named else None
+        weights = own or str(cfg.MODEL.WEIGHTS) or last_checkpoint(out)
         if not weights:
             raise CheckpointError(
                 f"--eval-only needs weights: pass --weights FILE (or MODEL.WEIGHTS), or train first so that "

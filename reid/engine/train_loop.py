@@ -221,15 +221,15 @@ class TrainLoop:
         return self.stop_reason is not None
 
     def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
-        if not isinstance(batch, Mapping) or "images" not in batch or "targets" not in batch:
-            raise TypeError("Training batches must be dicts with 'images' and 'targets' (see "
-                            f"docs/architecture.md); got {type(batch).__name__}.")
-        images = batch["images"].to(self.device, non_blocking=True)
-        targets = batch["targets"].to(self.device, non_blocking=True)
+        need = ("images", "targets") + (("camids",) if getattr(self.model, "uses_camids", False) else ())  # SIE
+        if not isinstance(batch, Mapping) or any(k not in batch for k in need):
+            got = sorted(map(str, batch)) if isinstance(batch, Mapping) else type(batch).__name__
+            raise TypeError(f"Training batches must be dicts with {', '.join(map(repr, need))} (see docs/architecture.md; "
+                            f"'camids' for a model with SIE); got {got}.")
+        images, targets = (batch[k].to(self.device, non_blocking=True) for k in ("images", "targets"))
         if self.setup.channels_last and images.dim() == 4:
             images = images.contiguous(memory_format=torch.channels_last)
-        uses_camids = getattr(self.model, "uses_camids", False)  # a camera embedding (SIE) takes them
-        return images, targets, {"camids": batch["camids"].to(self.device)} if uses_camids else {}
+        return images, targets, {"camids": batch["camids"].to(self.device)} if "camids" in need else {}
 
     def run_step(self, batch: Any) -> Dict[str, Any]:
         """One optimisation step; returns its logged values, averaged over processes.

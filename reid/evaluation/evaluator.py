@@ -101,19 +101,6 @@ def format_open_set(open_set: Dict[str, Dict], title: str = "") -> str:
     return _text_table(rows, [f"DIR@{f:g}" for f in fars] + ["rank-1", "known/unknown"], 17, title)
 
 
-def jsonable(value):
-    """`value` with numpy arrays and scalars as lists and numbers, and float keys as strings (JSON)."""
-    if isinstance(value, dict):
-        return {(f"{k:g}" if isinstance(k, float) else str(k)): jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return [jsonable(v) for v in value.tolist()]
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    return value
-
-
 def _open_set_rows(query: Features, gallery: Features, qf, gf, metric: str, rerank: bool, rerank_args: dict,
                    fars: Sequence[float], holdout_ids: int, seed: int) -> Dict[str, Dict]:
     """DIR at FAR with `holdout_ids` query identities removed from the gallery (plain, re-ranked)."""

@@ -58,7 +58,7 @@ def save_thresholds(folder: str, record: Dict[str, Any]) -> str:
 
 def _bad(path: str, what: str) -> ValueError:
     return ValueError(f"Thresholds file {path!r} is damaged ({what}); delete it and calibrate again "
-                      "(train with TEST.VAL_IDS > 0), or pass --threshold.")
+                      "(train with TEST.VAL_IDS > 0).")
 
 
 def load_thresholds(path: str) -> Dict[str, Any]:
@@ -85,16 +85,17 @@ def load_thresholds(path: str) -> Dict[str, Any]:
     return record
 
 
-def find_thresholds(*places: Optional[str]) -> Optional[str]:
-    """The first ``thresholds.json`` in the given folders (or folders of the given files), if any."""
-    for place in places:
-        if not place:
-            continue
-        folder = place if os.path.isdir(place) else os.path.dirname(os.path.abspath(place))
-        path = os.path.join(folder, THRESHOLDS_FILE)
-        if os.path.isfile(path):
-            return path
-    return None
+def find_thresholds(weights: str) -> Optional[str]:
+    """The ``thresholds.json`` beside the weights file `weights` (a run's folder), if any."""
+    path = os.path.join(os.path.dirname(os.path.abspath(weights)), THRESHOLDS_FILE)
+    return path if os.path.isfile(path) else None
+
+
+def calibrated_for(record: Dict[str, Any], weights: str) -> bool:
+    """Whether a thresholds record was calibrated on the weights file `weights` (a run folder holds
+    several checkpoints, and each has its own distances: another's thresholds would not hold)."""
+    name = record.get("weights")
+    return not name or name == os.path.basename(weights)
 
 
 def similarity_at(record: Dict[str, Any], far: float, path: str = THRESHOLDS_FILE) -> float:
@@ -108,5 +109,5 @@ def similarity_at(record: Dict[str, Any], far: float, path: str = THRESHOLDS_FIL
                      "of those, or calibrate at it (TEST.VERIFICATION.FARS) and train again.")
 
 
-__all__ = ["FORMAT_VERSION", "THRESHOLDS_FILE", "calibrate", "find_thresholds", "load_thresholds", "save_thresholds",
+__all__ = ["FORMAT_VERSION", "THRESHOLDS_FILE", "calibrate", "calibrated_for", "find_thresholds", "load_thresholds", "save_thresholds",
            "similarity_at"]

@@ -7,12 +7,13 @@ L2-normalised features ``[B, D]``.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
+
+from reid.utils.npz_files import json_object
 
 from .camera_ids import CamIds, check_camids
 
@@ -85,19 +86,10 @@ def _as_pixel_batch(images: ImageBatch) -> torch.Tensor:
     return images.detach().to("cpu", torch.float32).contiguous()
 
 
-def _recorded(text: Optional[str]) -> Dict[str, Any]:
-    """The file's own record of its inputs (``circle_reid`` metadata); {} when absent or unreadable."""
-    try:
-        record = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 def recorded_cameras(text: Optional[str]) -> Optional[int]:
     """The camera count an exported file records (its ``circle_reid`` metadata text), or None when
     it records none (a model without SIE, or a file from before the count was written)."""
-    value = _recorded(text).get("num_cameras")
+    value = (json_object(text, strings=False) or {}).get("num_cameras")  # absent or unreadable: none recorded
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 

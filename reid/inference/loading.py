@@ -187,7 +187,7 @@ def config_from_file(config_file: PathLike, weights: PathLike,
     return load_config(os.fspath(config_file), list(opts or []) + inference_opts(os.fspath(weights)))
 
 
-def _weights_override(opts: Sequence[Any]) -> Optional[str]:
+def weights_override(opts: Sequence[Any]) -> Optional[str]:
     """The value of a ``MODEL.WEIGHTS`` override in `opts` (the last one), if any."""
     found = None
     for key, value in zip(opts[::2], opts[1::2]):
@@ -213,7 +213,7 @@ def resolve_model(run: Optional[PathLike] = None, config_file: Optional[PathLike
     Raises ValueError / FileNotFoundError naming what is missing and how to name a model.
     """
     opts = list(opts or [])
-    override = _weights_override(opts)
+    override = weights_override(opts)
     if weights is not None and override is not None and os.fspath(weights) != override:
         raise ValueError(f"Two weights files given: --weights {os.fspath(weights)!r} and MODEL.WEIGHTS "
                          f"{override!r}; pass one of them.")
@@ -251,4 +251,5 @@ __all__ = [
     "load_weights",
     "resolve_model",
     "run_weights",
+    "weights_override",
 ]

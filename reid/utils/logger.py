@@ -9,13 +9,13 @@ import contextlib
 import datetime
 import json
 import logging
-import math
 import os
 import sys
 import time
 from typing import Any, Dict, Iterator, Mapping, Optional
 
 from .file_io import raise_if_disk_full
+from .json_values import jsonable
 
 LOGGER_NAME = "reid"
 _FORMAT = "[%(asctime)s %(name)s %(levelname)s] %(message)s"
@@ -184,20 +184,6 @@ class _LogFileHandler(logging.FileHandler):
         self.close()
 
 
-def _jsonable(value: Any) -> Any:
-    """Plain JSON value for `value`: tensors/NumPy scalars -> numbers, NaN/inf -> null."""
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        # Strict JSON has no NaN; null keeps every line parseable by any reader.
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 class MetricsWriter:
     """Append one JSON object per line to ``output_dir/metrics.jsonl`` (and TensorBoard).
 
@@ -241,7 +227,7 @@ class MetricsWriter:
         """
         if not self.enabled or self._file is None:
             return
-        clean = _jsonable(dict(record))
+        clean = jsonable(dict(record))
         try:
             self._file.write(json.dumps(clean, allow_nan=False) + "\n")
             self._file.flush()

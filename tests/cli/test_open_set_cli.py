@@ -99,6 +99,24 @@ def test_a_run_with_a_validation_split_calibrates_thresholds_that_search_and_exp
     with zipfile.ZipFile(tmp_path / "m.pt2") as zf:
         meta = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("circle_reid.json"))))
     assert meta["decision_thresholds"]["thresholds"]["0.01"] == record["thresholds"]["0.01"]
+    # Other weights of the same run: the thresholds measured on the run's result do not hold for them.
+    import shutil
+
+    other = out / "model_other.pth"
+    shutil.copy(out / record["weights"], other)
+    try:
+        assert cli_search.main(["--run", str(out), "--weights", str(other), "--gallery", str(tmp_path / "g.npz"),
+                                "--query", str(crops[0]), "--far", "0.01"]) == 1
+        err = capsys.readouterr().err
+        assert f"was calibrated on {record['weights']}, not on model_other.pth" in err and "--threshold" in err
+        assert cli_export.main(["--run", str(out), "--weights", str(other), "--output", str(tmp_path / "o.pt2"),
+                                "--no-check"]) == 0
+        assert "its thresholds are not stored" in capsys.readouterr().out
+        with zipfile.ZipFile(tmp_path / "o.pt2") as zf:
+            meta = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("circle_reid.json"))))
+        assert "decision_thresholds" not in meta
+    finally:
+        other.unlink()
 
 
 def test_far_without_a_calibrated_run_says_what_to_do(trained_run, tmp_path, capsys):  # noqa: F811

@@ -78,6 +78,16 @@ def test_transreid_with_sie_and_jpm_trains_tests_and_extracts_with_camera_ids(tm
     assert cli_extract.main(args + ["--input", str(images[0].parent)]) == 1  # a folder has no camera ids
     err = capsys.readouterr().err
     assert "list file of 'path pid camid' lines" in err and err.count("\n") == 1
+    # Identity folders without camera ids cannot feed SIE either (the evaluation's made-up cameras are not theirs).
+    import shutil
+
+    for i, p in enumerate(images):
+        (tmp_path / "ids" / str(i % 2)).mkdir(parents=True, exist_ok=True)
+        shutil.copy(p, tmp_path / "ids" / str(i % 2) / p.name)
+    assert cli_test.main(["--run", str(out), "--query", str(tmp_path / "ids"), "--gallery", str(tmp_path / "ids"),
+                          "--output-dir", str(tmp_path / "t")]) == 1
+    err = capsys.readouterr().err
+    assert "--gallery images have none: give list files of 'path identity camid' lines" in err, err
     # Queries of a list file bring their camera ids to the search.
     assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "f.npz"), "--query", str(listing),
                             "-k", "2", "--device", "cpu"]) == 0

@@ -96,6 +96,9 @@ def test_list_errors_name_file_and_line(tmp_path, write_jpeg):
         (tmp_path / name).write_text(text)
         with pytest.raises(DatasetFormatError, match=fragment):
             build_dataset("unlabelled", str(tmp_path), list_file=name)
+    (tmp_path / "b.webp").write_bytes((tmp_path / "a.jpg").read_bytes())  # every image type the tools read
+    (tmp_path / "webp.txt").write_text("b.webp\n")
+    assert len(build_dataset("unlabelled", str(tmp_path), list_file="webp.txt").train) == 1
     (tmp_path / "blank.txt").write_text("# nothing\n")
     with pytest.raises(DatasetNotFoundError, match="names no images"):
         build_dataset("unlabelled", str(tmp_path), list_file="blank.txt")

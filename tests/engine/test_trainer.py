@@ -359,8 +359,13 @@ def test_bad_batches_and_outputs_are_explained(tmp_path):
 
     loader = TupleLoader([(torch.zeros(2, 3, 8, 4), torch.zeros(2, dtype=torch.long))])
     trainer = Trainer(cfg, StubReID(), loader, progress=False)
-    with pytest.raises(TypeError, match="dicts with 'images' and 'targets'"):
+    with pytest.raises(TypeError, match="dicts with 'images', 'targets' .*got tuple"):
         trainer.train()
+    sie = StubReID()
+    sie.uses_camids = True  # a model with a camera embedding: batches without camera ids cannot feed it
+    with pytest.raises(TypeError, match=r"dicts with 'images', 'targets', 'camids' .*got \['images', 'targets'"):
+        Trainer(stub_cfg(tmp_path / "sie", **{"SOLVER.MAX_EPOCH": 1}), sie,
+                TupleLoader([{"images": loader[0][0], "targets": loader[0][1]}]), progress=False).train()
     with pytest.raises(ValueError, match="yields no batch"):
         Trainer(cfg, StubReID(), TupleLoader([]), progress=False)
 

@@ -212,6 +212,13 @@ def test_imagenet_file_of_another_width_is_one_line(tmp_path, monkeypatch):
                                            "MODEL.BACKBONE.PRETRAINED_PATH": str(tmp_path / "small.pth")}))
     message = str(info.value)
     assert "\n" not in message and "vit_base_transreid" in message and "(1, 1, 48) in the file but (1, 1, 32)" in message
+    # A file of the old linear patchification at another width: the same line, not a reshape error.
+    state = torch.load(tmp_path / "small.pth", weights_only=True)
+    state["patch_embed.proj.weight"] = state["patch_embed.proj.weight"].reshape(48, -1)
+    torch.save(state, tmp_path / "linear.pth")
+    with pytest.raises(PretrainedWeightsError, match=r"linear.pth.*in the file but"):
+        build_backbone(_cfg("baseline", **{"MODEL.BACKBONE.PRETRAINED": True,
+                                           "MODEL.BACKBONE.PRETRAINED_PATH": str(tmp_path / "linear.pth")}))
 
 
 def test_offline_imagenet_download_names_the_url_and_the_key(offline_hub):

@@ -120,6 +120,12 @@ def to_items(query: Sequence[Entry], gallery: Sequence[Entry]) -> Tuple[List[Ite
     return q_items, g_items, False
 
 
+def folders_have_cameras(query_path: str, gallery_path: str) -> bool:
+    """Whether the query and gallery of the "folders" test set give camera ids (list files with a
+    camid column); without them the cameras are only the evaluation's bookkeeping (see to_items)."""
+    return to_items(read_side(query_path, "query"), read_side(gallery_path, "gallery"))[2]
+
+
 @DATASET_REGISTRY.register("folders")
 class FoldersDataset(ReIDDataset):
     """A query and a gallery from folders of identity sub-folders or list files (no train split)."""
@@ -132,4 +138,4 @@ class FoldersDataset(ReIDDataset):
         super().__init__([], query, gallery)
 
 
-__all__ = ["FoldersDataset", "read_side", "to_items"]
+__all__ = ["FoldersDataset", "folders_have_cameras", "read_side", "to_items"]

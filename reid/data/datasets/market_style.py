@@ -10,11 +10,9 @@ import os
 import re
 from typing import List, Optional
 
+from ..image_io import IMAGE_EXTENSIONS
 from .base import DatasetFormatError, Item, README_HINT
 
-#: Extensions treated as images; anything else (e.g. Market-1501's Thumbs.db) and hidden
-#: files (e.g. macOS's ``._*`` AppleDouble files) are ignored.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 
 _NAME_RE = re.compile(r"^(-?\d+)_c(\d+)")
 
@@ -54,6 +52,7 @@ def list_images(folder: str) -> List[str]:
     with os.scandir(folder) as it:
         names = [
             e.name for e in it
+            # other files (e.g. Market-1501's Thumbs.db) and hidden ones (macOS's ._* files) are ignored
             if not e.name.startswith(".") and e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS)
         ]
     return [os.path.join(folder, n) for n in sorted(names)]

@@ -29,9 +29,9 @@ from typing import List, Optional, Sequence, Tuple
 from reid.utils.folder_scan import scan_folder
 from reid.utils.text_files import text_lines
 
+from ..image_io import IMAGE_EXTENSIONS
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset
 from .custom import strip_comment
-from .market_style import IMAGE_EXTENSIONS
 
 logger = logging.getLogger(__name__)
 

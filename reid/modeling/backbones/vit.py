@@ -294,7 +294,8 @@ class ReIDViT(nn.Module):
             state["pos_embed"] = torch.cat([state["pos_embed"][:, :1], state["pos_embed"][:, 2:]], dim=1)
         state = {k: v for k, v in state.items() if not k.startswith(("head", "dist_token", "fc.", "pre_logits"))}
         weight = state.get("patch_embed.proj.weight")
-        if weight is not None and weight.dim() == 2:  # old linear patchification
+        if weight is not None and weight.dim() == 2 and weight.numel() == own["patch_embed.proj.weight"].numel():
+            # old linear patchification; another width is left as it is, for the shape check's one line
             state["patch_embed.proj.weight"] = weight.reshape(own["patch_embed.proj.weight"].shape)
         if "pos_embed" in state:
             source = pretrained_grid(state["pos_embed"], path, grid)

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from ..backbones import ReIDViT, build_backbone
+from ..backbones.vit import VIT_SPECS
 from ..loss_assembly import LossAssembly
 from ..neck import build_neck
 from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
@@ -62,8 +63,8 @@ class TransReID(nn.Module):
         self.backbone = build_backbone(cfg)
         self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
         if not isinstance(self.backbone, ReIDViT):
-            raise ValueError("MODEL.META_ARCHITECTURE transreid needs a TransReID ViT backbone (vit_base_transreid, "
-                             f"vit_small_transreid), not {cfg.MODEL.BACKBONE.NAME!r}.")
+            raise ValueError(f"MODEL.META_ARCHITECTURE transreid needs a TransReID ViT backbone ({', '.join(VIT_SPECS)}), "
+                             f"not {cfg.MODEL.BACKBONE.NAME!r}: set MODEL.BACKBONE.NAME to one of them.")
         self.parts = int(tr.JPM_PARTS)
         num_patches = self.backbone.num_patches
         if not 1 <= self.parts <= num_patches:

@@ -17,6 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from reid.utils.file_io import atomic_write, atomic_write_text
+from reid.utils.json_values import jsonable
 
 DPI = 120
 
@@ -49,24 +50,6 @@ def png_path(path: str) -> str:
     return str(path)
 
 
-def _jsonable(x: Any) -> Any:
-    """numpy values to plain Python, NaN/inf to None (JSON has no NaN)."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        v = float(x)
-        return v if np.isfinite(v) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
-
-
 def save_plot(
     fig: Figure,
     path: str,
@@ -82,7 +65,7 @@ def save_plot(
     fig.savefig(buf, format="png", dpi=DPI)
     atomic_write(path, lambda f: f.write(buf.getvalue()))
     json_path = stem + ".json"
-    atomic_write_text(json_path, json.dumps(_jsonable(data), indent=1) + "\n")
+    atomic_write_text(json_path, json.dumps(jsonable(data), indent=1) + "\n")
     csv_path = None
     if csv_header is not None and csv_rows is not None:
         sbuf = io.StringIO()

@@ -56,7 +56,8 @@ def read_roc_json(path: str) -> Dict[str, Curve]:
         with open(path, encoding="utf-8") as f:
             obj = json.loads(f.read(64 << 20))
     except (ValueError, RecursionError) as e:
-        raise ValueError(f"{path!r} is not valid JSON ({type(e).__name__}).") from None
+        raise ValueError(f"{path!r} is not valid JSON ({type(e).__name__}); give the metrics.json that tools/test.py "
+                         "writes with --verification.") from None
     verification = obj.get("verification") if isinstance(obj, dict) else None
     if not isinstance(verification, dict) or not verification:
         raise ValueError(f"{path!r} holds no verification results; run tools/test.py with --verification (and "
