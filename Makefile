@@ -67,13 +67,14 @@ setup-min: $(MIN_VENV)/.installed
 # APIs of its libraries (engine: optimizer, grad scaler, checkpoints, DDP; .pt2 export:
 # torch.export, also of a ViT with camera ids, whose token slices torch 2.6 exports differently;
 # data and evaluation: numpy/scipy/OpenCV/h5py; uda: scikit-learn; plots: matplotlib). The other
-# slow tests (tool subprocesses, ResNet50/MGN forwards, fast-reid files, big indexes) run in
-# `make test` only, which keeps CI well inside its time.
+# slow tests (tool subprocesses, ResNet50/MGN forwards, fast-reid files, big indexes, the two-node
+# torchrun jobs of tests/engine/test_multi_node.py) run in `make test` only, which keeps CI well
+# inside its time.
 MIN_SLOW_TESTS ?= tests/engine tests/data tests/evaluation tests/uda tests/visualization tests/inference/test_export.py \
 	tests/inference/test_export_camera_ids.py
 test-min: setup-min
 	$(MIN_VENV)/bin/python -m pytest -q -m "not slow"
-	$(MIN_VENV)/bin/python -m pytest -q -m slow $(MIN_SLOW_TESTS)
+	$(MIN_VENV)/bin/python -m pytest -q -m slow $(MIN_SLOW_TESTS) --ignore=tests/engine/test_multi_node.py
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache

@@ -8,9 +8,19 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
-from reid.config import load_config
+from reid.config import load_config, value_range
+
+#: Upper bounds of command-line numbers that no config key bounds; each sizes an allocation.
+#: Matches per query (search -k, plot --max-rank): results hold queries x k entries.
+MAX_MATCHES = 10_000
+#: Images in one row of a picture (test --vis-topk, visualize --topk, search -k with --draw).
+MAX_TILES = 100
+#: Histogram bins (plot similarity --bins).
+MAX_BINS = 10_000
+#: Grid points per axis (plot gradients --grid): grid^2 points per loss.
+MAX_GRID = 2_001
 
 
 def tool_parser(description: str, epilog: str = "") -> argparse.ArgumentParser:
@@ -53,9 +63,37 @@ def overrides(args: argparse.Namespace) -> List[str]:
     return opts[1:] if opts[:1] == ["--"] else opts
 
 
+def int_in(low: int, high: Optional[int] = None, bound_of: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, high]`` (no upper bound when `high` is None);
+    argparse answers anything else with its usage error naming the flag. `bound_of` names where
+    the bounds come from (a config key), for the message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            where = f">= {low}" if high is None else f"in [{low}, {high}]"
+            source = f" (the bounds of {bound_of})" if bound_of else ""
+            raise argparse.ArgumentTypeError(f"{value} is out of range: it must lie {where}{source}")
+        return value
+
+    return parse
+
+
+def config_int(key: str, low: Optional[int] = None) -> Callable[[str], int]:
+    """:func:`int_in` with the bounds of config key `key` (``reid.config.value_range``), so that a flag
+    meaning the same as the key (``--batch-size``, ``--input-size``) is bounded the same; `low`
+    raises the lower bound where the flag needs more."""
+    key_low, key_high = value_range(key)
+    return int_in(key_low if low is None else max(low, key_low), key_high, key)
+
+
 def load_cfg_from_args(args: argparse.Namespace, extra_opts: Optional[List[str]] = None):
     """The merged, frozen config: file, then command-line overrides, then `extra_opts`."""
     return load_config(args.config_file or None, overrides(args) + list(extra_opts or []))
 
 
-__all__ = ["base_parser", "command_line", "load_cfg_from_args", "overrides", "parse_args", "tool_parser"]
+__all__ = ["MAX_BINS", "MAX_GRID", "MAX_MATCHES", "MAX_TILES", "base_parser", "command_line", "config_int", "int_in",
+           "load_cfg_from_args", "overrides", "parse_args", "tool_parser"]

@@ -12,6 +12,7 @@ from reid.data import DATASET_REGISTRY, build_test_data
 from reid.data.datasets.base import Item
 from reid.evaluation import cross_camera_matches
 from reid.evaluation.distance import check_metric
+from reid.evaluation.neighbours import neighbour_search
 from reid.utils.logger import setup_logger
 
 #: (query, gallery) of each test set, by its DATASETS.TESTS name.
@@ -42,7 +43,8 @@ def setup_run(
 
 
 def check_test_settings(cfg) -> None:
-    """Refuse, naming the key, an unknown or repeated DATASETS.TESTS name or a bad TEST.METRIC."""
+    """Refuse, naming the key, an unknown or repeated DATASETS.TESTS name, a bad TEST.METRIC or
+    re-ranking neighbour setting."""
     names = [str(n).lower() for n in cfg.DATASETS.TESTS]
     check_dataset_names(cfg.DATASETS.TESTS, "DATASETS.TESTS")
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -56,6 +58,10 @@ def check_test_settings(cfg) -> None:
         check_metric(str(cfg.TEST.METRIC))
     except ValueError as e:
         raise ConfigError(f"TEST.METRIC: {e} Set TEST.METRIC to one of them.") from e
+    try:
+        neighbour_search(cfg.TEST.RERANK, "TEST.RERANK")
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
 
 def check_batch_identities(cfg, world_size: int = 1) -> None:

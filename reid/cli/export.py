@@ -35,7 +35,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
-from .args import parse_args, tool_parser
+from reid.config import value_range
+
+from .args import config_int, int_in, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
@@ -45,9 +47,10 @@ if TYPE_CHECKING:  # the exporter loads torch: imported where the work starts, a
 
 Log = Callable[[str], None]
 
-#: ``reid.inference.export.DEFAULT_OPSET`` and ``reid.inference.trackers.TRACKERS``, named here so
-#: that --help answers without loading torch (a test keeps them equal).
+#: ``reid.inference.export.DEFAULT_OPSET``, ``MIN_SIDE`` and ``reid.inference.trackers.TRACKERS``,
+#: named here so that --help answers without loading torch (a test keeps them equal).
 DEFAULT_OPSET = 18
+MIN_SIDE = 16
 TRACKERS = ("boxmot",)
 
 
@@ -58,8 +61,9 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     """Export the predictor's model to each of `outputs` (format from the extension) and check it.
 
     With `tracker` ("boxmot") the files take that tracker's input convention instead of raw
-    pixels (``reid.inference.trackers``). `thresholds` (a run's thresholds.json) goes into each
-    file's metadata as ``decision_thresholds``.
+    pixels (``reid.inference.trackers``). `thresholds` (a run's thresholds.json) is checked and goes
+    into each file's metadata as ``decision_thresholds`` (FARs its split cannot resolve only under
+    ``unresolved``, without a threshold).
 
     Each check runs the exported file and PyTorch on the same random inputs (batch sizes 1
     and 7; valid random camera ids for a model with SIE) and logs the largest absolute difference; an ONNX check without onnxruntime is
@@ -69,17 +73,20 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     from reid.inference.export import (
         CHECK_BATCH_SIZES,
         ExportMismatchError,
+        check_opset,
         compare_with_export,
         export_format,
         export_model,
     )
+    from reid.inference.identity import short
     from reid.inference.camera_ids import model_cameras
     from reid.inference.trackers import BoxMOTInput, check_tracker_export, check_tracker_model, export_for_boxmot
 
     if not outputs:
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
     for out in outputs:
-        export_format(out)  # fail on a bad extension before any slow work
+        if export_format(out) == "onnx":  # fail on a bad extension or opset before any slow work
+            check_opset(opset)
     size = list(input_size) if input_size else list(predictor.input_size)
     model, pixels = predictor.model, "RGB 0-255"
     if tracker:
@@ -88,12 +95,23 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         model, pixels = BoxMOTInput(predictor.model), "RGB/255 with ImageNet mean/std (BoxMOT)"
     cameras = model_cameras(predictor.model)
     cameras = f" and camids int64 [batch] (camera ids 0..{cameras - 1}, SIE)" if cameras else ""
-    metadata = None
+    # The weights' identity (their state's hash and file name): a later --exported with --run /
+    # --weights is checked against it, and galleries made with the file record it.
+    metadata = {"weights_sha256": predictor.weights_sha256}
+    if predictor.cfg.MODEL.WEIGHTS:
+        metadata["weights_file"] = os.path.basename(str(predictor.cfg.MODEL.WEIGHTS))
+    log(f"the weights' identity goes into the metadata: sha256 {short(predictor.weights_sha256)}... of "
+        f"{metadata.get('weights_file', 'the model given')}")
     if thresholds:
-        from reid.evaluation.thresholds import load_thresholds
+        from reid.evaluation.thresholds import load_thresholds, resolution_known
 
-        metadata = {"decision_thresholds": load_thresholds(thresholds)}
-        log(f"the run's calibrated thresholds ({thresholds}) go into the metadata")
+        record = load_thresholds(thresholds)  # checked as a whole before any of it is copied
+        if resolution_known(record):
+            metadata["decision_thresholds"] = record
+            log(f"the run's calibrated thresholds ({thresholds}) go into the metadata")
+        else:
+            log(f"note: {thresholds} does not record how many pairs its thresholds rest on (not written by this "
+                "toolkit's calibration); they are not stored in the exported model.")
     checks: List[Optional[ExportCheck]] = []
     for out in outputs:
         if tracker:
@@ -127,9 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = tool_parser(__doc__)
     p.add_argument("-o", "--output", nargs="+", required=True, metavar="FILE",
                    help="files to write: .pt2 (torch.export program) and/or .onnx (ONNX)")
-    p.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"),
-                   help="input height and width (default: INPUT.SIZE_TEST of the model's config)")
-    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default: {DEFAULT_OPSET})")
+    p.add_argument("--input-size", nargs=2, type=config_int("INPUT.SIZE_TEST", low=MIN_SIDE), metavar=("H", "W"),
+                   help=f"input height and width, {MIN_SIDE} to {value_range('INPUT.SIZE_TEST')[1]} px each "
+                        "(default: INPUT.SIZE_TEST of the model's config)")
+    p.add_argument("--opset", type=int_in(DEFAULT_OPSET), default=DEFAULT_OPSET,
+                   help=f"ONNX opset, {DEFAULT_OPSET} up to the newest the installed onnx writes (default: {DEFAULT_OPSET})")
     p.add_argument("--no-check", action="store_true", help="do not compare the exported model with PyTorch")
     p.add_argument("--for", dest="tracker", choices=TRACKERS, default=None,
                    help="write a model that this tracker loads as it is (boxmot: ONNX in BoxMOT's input convention)")

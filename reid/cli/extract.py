@@ -18,6 +18,9 @@ Examples:
     python tools/extract.py --weights model_final.pth --input crops/ --output gallery.safetensors
     # on a CPU: ONNX Runtime runs the exported model (faster than PyTorch; OpenVINO likewise)
     python tools/extract.py --run output/osnet --input crops/ --output g.npz --backend onnxruntime
+    # a file tools/export.py wrote (it must hold the run's weights: checked by their hash)
+    python tools/extract.py --run output/osnet --input crops/ --output g.npz --backend onnxruntime \\
+        --exported osnet.onnx
 
 An image that cannot be read (empty, truncated, not an image) stops the tool with an error
 naming it; with --skip-corrupt (or DATASETS.SKIP_CORRUPT True) every image is read once first
@@ -36,7 +39,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
-from .args import parse_args, tool_parser
+from .args import config_int, parse_args, tool_parser
 from .errors import one_line, run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
@@ -123,15 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--input", nargs="+", required=True, metavar="SRC",
                    help="image folders (recursive), list files and/or image files")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="gallery file to write: .npz or .safetensors")
-    p.add_argument("--batch-size", type=int, default=None, help="images per batch (default: TEST.IMS_PER_BATCH)")
-    p.add_argument("--num-workers", type=int, default=2, help="image-reading processes (default: 2; 0 = none)")
+    p.add_argument("--batch-size", type=config_int("TEST.IMS_PER_BATCH"), default=None,
+                   help="images per batch (default: TEST.IMS_PER_BATCH; bounded as it is)")
+    p.add_argument("--num-workers", type=config_int("DATALOADER.NUM_WORKERS"), default=2,
+                   help="image-reading processes (default: 2; 0 = none; bounded as DATALOADER.NUM_WORKERS)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="leave out (and list) images that cannot be read; also on with DATASETS.SKIP_CORRUPT True")
-    p.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
+    p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
                    help="run the model with PyTorch (default), or its ONNX export with ONNX Runtime or OpenVINO (CPU)")
     p.add_argument("--exported", metavar="FILE", default=None,
-                   help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py (default: export now)")
+                   help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py, exported from the "
+                        "weights of --run / --weights (checked; default: export now)")
     add_model_arguments(p)
     return p
 
@@ -140,6 +146,12 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     check_model_arguments(parser, args, lists=("input",))
+    if args.exported and args.backend in (None, "torch"):
+        # Not guessed from the suffix: an .onnx file runs with either backend, and the torch
+        # backend would ignore it (extracting with the weights while the user meant the file).
+        parser.error(f"--exported {args.exported} runs with --backend onnxruntime or --backend openvino; name one "
+                     "(the torch backend runs the weights of --run / --weights, not an exported file)")
+    args.backend = args.backend or "torch"
 
     def work() -> None:
         import torch.distributed as dist

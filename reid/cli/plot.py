@@ -25,6 +25,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .args import MAX_BINS, MAX_GRID, MAX_MATCHES, int_in
 from .errors import run_main
 
 if TYPE_CHECKING:  # the plots load torch: imported where the work starts, after the arguments
@@ -74,10 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--labels", nargs="+", help="one label per curve, in order (features curves first)")
     c.add_argument("--metric", default="cosine", choices=["cosine", "euclidean"], help="distance for --features")
     c.add_argument("--no-rerank", action="store_true", help="with --features: only the original order")
-    c.add_argument("--k1", type=int, default=20, help="re-ranking k1 (default: 20)")
-    c.add_argument("--k2", type=int, default=6, help="re-ranking k2 (default: 6)")
+    c.add_argument("--k1", type=int_in(1), default=20, help="re-ranking k1 (default: 20)")
+    c.add_argument("--k2", type=int_in(1), default=6, help="re-ranking k2 (default: 6)")
     c.add_argument("--lambda", dest="lambda_value", type=float, default=0.3, help="re-ranking lambda (default: 0.3)")
-    c.add_argument("--max-rank", type=int, default=50, help="last rank shown (default: 50)")
+    c.add_argument("--max-rank", type=int_in(1, MAX_MATCHES), default=50,
+                   help=f"last rank shown (default: 50; at most {MAX_MATCHES:,})")
 
     r = add("roc", "verification ROC curves from tools/test.py --verification", "roc.png")
     r.add_argument("--metrics", nargs="+", required=True, help="tools/test.py metrics.json files (with --verification)")
@@ -85,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("similarity", "positive vs negative pair similarity distributions", "similarity.png")
     s.add_argument("--features", required=True, help="saved-features .npz")
-    s.add_argument("--max-pairs", type=int, default=200_000, help="sample at most about this many pairs per class")
-    s.add_argument("--bins", type=int, default=100, help="histogram bins (default: 100)")
+    s.add_argument("--max-pairs", type=int_in(1), default=200_000, help="sample at most about this many pairs per class")
+    s.add_argument("--bins", type=int_in(1, MAX_BINS), default=100, help=f"histogram bins (default: 100; at most {MAX_BINS:,})")
     s.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
 
     d = add("dynamics", "mean s_p and s_n over training iterations", "dynamics.png")
@@ -98,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--config", help="run config (e.g. OUTPUT_DIR/config.yaml): head name and margin come from it")
     b.add_argument("--head", default=None, help="head name when no --config (default: circle)")
     b.add_argument("--margin", type=float, default=None, help="margin m (default: the config's, else the head's published default)")
-    b.add_argument("--max-points", type=int, default=5000, help="points drawn (seeded sample; default: 5000)")
+    b.add_argument("--max-points", type=int_in(1), default=5000, help="points drawn (seeded sample; default: 5000)")
     b.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
 
     g = add("gradients", "loss gradients over the (s_n, s_p) plane", "gradients.png")
@@ -107,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--am-scale", type=float, help="AM-Softmax scale s (default: the amsoftmax head's, 64)")
     g.add_argument("--am-margin", type=float, help="AM-Softmax margin m (default: 0.35)")
     g.add_argument("--triplet-margin", type=float, help="triplet margin on similarities (default: MODEL.LOSSES.TRIPLET.MARGIN, 0.3)")
-    g.add_argument("--grid", type=int, default=101, help="grid points per axis over [0, 1] (default: 101)")
+    g.add_argument("--grid", type=int_in(2, MAX_GRID), default=101,
+                   help=f"grid points per axis over [0, 1] (default: 101; at most {MAX_GRID:,})")
     return p
 
 

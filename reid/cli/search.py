@@ -13,7 +13,9 @@ size; see docs/inference.md).
 
 For each query the tool prints the rank, similarity and path of each match (and pid/camid
 when the gallery has them); --draw writes one picture per query (the query, then its
-matches left to right), --json saves all matches.
+matches left to right), --json saves all matches. A query's own image in the gallery (the same
+file under any name, or a byte-identical copy) is never one of its matches (one line says how
+many were left out).
 
 Examples:
     python tools/search.py --run output/market_r50_circle --gallery gallery.npz --query q1.jpg q2.jpg
@@ -22,6 +24,8 @@ Examples:
         --draw out/matches --json out/matches.json
     # a large gallery: build an HNSW index once (no model needed), then search it many times
     python tools/search.py --gallery big.npz --backend hnsw --save-index big.index
+    # check that a saved index still gives the recall it records (no model needed)
+    python tools/search.py --index big.index --verify-recall
     python tools/search.py --weights model_final.pth --index big.index --query q.jpg
     # IVF-PQ (compressed), scanning more lists per query
     python tools/search.py --gallery big.npz --backend ivf --pq-m 32 --save-index big_pq.index
@@ -34,12 +38,14 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from reid.utils.file_io import atomic_write_text
 from reid.utils.text_files import brief, printable
 
-from .args import overrides, parse_args, tool_parser
+from reid.config import value_range
+
+from .args import MAX_MATCHES, MAX_TILES, config_int, int_in, overrides, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
@@ -53,13 +59,24 @@ Log = Callable[[str], None]
 #: misspelt --backend answer without loading torch (a test keeps the two equal).
 BACKENDS = ("exact", "faiss", "hnsw", "ivf")
 
+#: ``reid.inference.faiss_indexes.HNSW_MAX_M`` and ``HNSW_MAX_EF_SEARCH`` (the least upper bound of
+#: ef_search / ef_construction), and ``reid.visualization.tiles.MIN_TILE_HEIGHT``, named here so that
+#: --help answers without loading torch (a test keeps them equal).
+MAX_HNSW_M = 256
+MAX_EF = 8192
+MIN_TILE_HEIGHT = 32
+
 #: Backend parameters by when they act: building, or searching (changeable on a saved index).
 BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_construction", "target_recall")
 SEARCH_PARAMS = ("nprobe", "ef_search")
 
 
 def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log) -> None:
-    """Feature width must match (else an error naming `source`); other model details warn."""
+    """Feature width must match (else an error naming `source`); other model details warn: the
+    weights by their hash where the gallery records one (``reid.inference.identity``), else by
+    file name; the input size; flip averaging."""
+    from reid.inference.identity import short
+
     if predictor.feature_dim != dim:
         made_by = meta.get("weights") or "an unknown model"
         raise ValueError(
@@ -68,7 +85,19 @@ def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], so
             "gallery, or rebuild the gallery with tools/extract.py and this model."
         )
     mine = predictor.describe()
-    for key in ("weights", "input_size", "flip"):
+    keys = ["input_size", "flip"]
+    theirs_hash, mine_hash = meta.get("weights_sha256"), mine.get("weights_sha256")
+    if theirs_hash and mine_hash:
+        # The weights themselves are identified: a file name may differ for the same weights, and
+        # the same name may hold other weights (a run folder trained again, a swapped export).
+        if theirs_hash != mine_hash:
+            theirs = printable(meta.get("weights", "")[:500])  # a path from someone else's file: escaped
+            log(f"warning: the gallery was made with other weights than the queries: {theirs} (sha256 "
+                f"{short(theirs_hash)}...) against {mine['weights']} (sha256 {short(mine_hash)}...); scores are only "
+                "meaningful when both come from the same model and settings.")
+    else:  # a gallery from before weight hashes were recorded: only the names can be compared
+        keys.insert(0, "weights")
+    for key in keys:
         theirs = meta.get(key)
         if theirs is not None and theirs != mine[key]:
             log(f"warning: the gallery was made with {key} {brief(theirs)}, the queries use {brief(mine[key])}; "
@@ -82,12 +111,15 @@ def _flags(names: Sequence[str]) -> str:
 def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = None, backend: Optional[str] = None,
                params: Optional[Dict[str, Any]] = None, save_index_path: Optional[str] = None,
                device: Any = None, check: Optional[Callable[[int, Dict[str, str], str], None]] = None,
-               log: Log = print) -> SearchIndex:
+               log: Log = print, verify_recall: bool = False, need_paths: bool = True) -> SearchIndex:
     """The search index: loaded from `index_path`, or built from the gallery file (and saved).
 
     `params` are backend parameters (nlist, nprobe, ...). On a saved index only the search
     parameters (nprobe, ef_search) can change; `backend`, when given, must be the index's.
-    `check(dim, meta, path)` runs on the gallery before any index is built.
+    `check(dim, meta, path)` runs on the gallery before any index is built. `verify_recall`
+    measures a loaded approximate index's recall again (a warning when the recorded value is
+    off by more than 0.05), before any search parameter is changed. A loaded index must hold
+    its images' paths when `need_paths` (to show the matches).
     """
     from reid.inference.gallery import load_gallery
     from reid.inference.index_io import load_index, save_index
@@ -96,11 +128,19 @@ def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = N
     params = {k: v for k, v in (params or {}).items() if v is not None}
     if (gallery_path is None) == (index_path is None):
         raise ValueError("Give either a gallery file (--gallery) or a saved index (--index).")
+    if verify_recall and index_path is None:
+        raise ValueError("--verify-recall checks the recall recorded in a saved index (--index); an index built from "
+                         "--gallery measures its recall while it is built (--target-recall).")
     if index_path is not None:
         if save_index_path is not None:
             raise ValueError(f"--save-index builds an index from a gallery file (--gallery); {index_path!r} "
                              "is already a saved index.")
-        index = load_index(index_path, device=device)
+        index = load_index(index_path, device=device, verify_recall=verify_recall)
+        if verify_recall and index.verified_recall is not None:
+            log(f"recall@10 of {index_path} measured again: {index.verified_recall:.3f} (recorded: "
+                f"{'none' if index.measured_recall is None else format(index.measured_recall, '.3f')})")
+        elif verify_recall and not index.TUNABLE:
+            log(f"{index_path} is an exact {index.backend!r} index: its recall is 1 by construction")
         if backend is not None and str(backend).lower() != index.backend:
             raise ValueError(f"Index {index_path!r} is a {index.backend!r} index, not {backend!r}: drop --backend, "
                              f"or build a {backend!r} index from the gallery (--gallery FILE --save-index).")
@@ -111,7 +151,7 @@ def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = N
         index.set_search_params(**params)
         if check is not None:
             check(index.dim, index.meta, index_path)
-        if index.paths is None:
+        if need_paths and index.paths is None:
             raise ValueError(f"Index {index_path!r} holds no image paths; build it from a gallery file with "
                              "tools/search.py --gallery FILE --save-index INDEX.")
         log(f"loaded {index!r} from {index_path}")
@@ -134,13 +174,15 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
                    json_path: Optional[str] = None, tile_height: int = 128, log: Log = print,
                    index_path: Optional[str] = None, save_index_path: Optional[str] = None,
                    params: Optional[Dict[str, Any]] = None, threshold: Optional[float] = None,
-                   threshold_note: str = "") -> List[Dict[str, Any]]:
+                   threshold_note: str = "", verify_recall: bool = False) -> List[Dict[str, Any]]:
     """Top-`k` gallery matches of every query image: printed, and optionally drawn / saved.
 
     The gallery is `gallery_path` (a file from tools/extract.py, indexed with `backend` and
     `params`, and saved to `save_index_path` when given) or `index_path` (a saved index).
     Without queries it only builds (and saves) the index. Returns one dict per query:
-    ``{"query": path, "matches": [{"rank", "score", "path", "index", ("pid", "camid")}...]}``.
+    ``{"query": path, "matches": [{"rank", "score", "path", "index", ("pid", "camid")}...],
+    "own_images_left_out": n}`` (gallery images that are the query's own, never matches:
+    reid/inference/own_files.py).
     With a `threshold` (a cosine similarity) a match is accepted only when its score is above
     it: each match gets ``"accepted"`` and each query ``"answer"`` ("match" or "no match",
     decided by its best match) and ``"threshold"``; `threshold_note` says where it came from.
@@ -155,14 +197,19 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     check = None if predictor is None else (
         lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log))
     index = open_index(gallery_path, index_path, backend, params, save_index_path,
-                       device=predictor.device if predictor is not None else None, check=check, log=log)
+                       device=predictor.device if predictor is not None else None, check=check, log=log,
+                       verify_recall=verify_recall, need_paths=bool(queries))
     if not queries:
         return []
     from reid.inference.draw import save_matches_picture
+    from reid.inference.own_files import search_without_own_files
 
     q_feats = predictor.extract_paths(q_paths, camids=q_camids)  # camera ids from 'path pid camid' lines (SIE)
-    result = index.search(q_feats, k)
+    result = search_without_own_files(index, q_feats, q_paths, k)  # a query's own image is never its match
     paths = index.paths
+    note = result.note(q_paths, paths)
+    if note:
+        log(note)
     records: List[Dict[str, Any]] = []
     for qi, q_path in enumerate(q_paths):
         matches = []
@@ -173,7 +220,7 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
             if index.camids is not None:
                 m["camid"] = int(index.camids[gi])
             matches.append(m)
-        record: Dict[str, Any] = {"query": q_path, "matches": matches}
+        record: Dict[str, Any] = {"query": q_path, "matches": matches, "own_images_left_out": len(result.left_out[qi])}
         header = f"query {qi + 1}/{len(q_paths)}: {printable(q_path)}"
         if threshold is not None:
             for m in matches:
@@ -207,7 +254,13 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     """The similarity threshold of --threshold, or of --far from the model's calibration file."""
     if args.far is None:
         return args.threshold, ""
-    from reid.evaluation.thresholds import calibrated_for, find_thresholds, load_thresholds, similarity_at
+    from reid.evaluation.thresholds import (
+        calibrated_for,
+        describe_threshold,
+        find_thresholds,
+        load_thresholds,
+        similarity_at,
+    )
     from reid.inference.loading import resolve_model
 
     _, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
@@ -222,7 +275,9 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
                          f"{os.path.basename(weights)}, and thresholds hold only for the weights they were measured "
                          f"on; search with --weights {os.path.join(os.path.dirname(path), record['weights'])}, or pass "
                          "--threshold S.")
-    return similarity_at(record, args.far, path), f", calibrated at FAR {args.far:g}: {path}"
+    similarity = similarity_at(record, args.far, path)  # refused where the split cannot resolve the FAR
+    print(f"threshold: similarity {similarity:.4f} from {path}; {describe_threshold(record, args.far)}")
+    return similarity, f", calibrated at FAR {args.far:g}: {path}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,15 +287,18 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--index", metavar="FILE", help="search index saved with --save-index (instead of --gallery)")
     p.add_argument("-q", "--query", nargs="+", metavar="SRC",
                    help="query image files, folders (recursive) and/or list files (optional with --save-index)")
-    p.add_argument("-k", "--topk", type=int, default=10, help="matches per query (default: 10)")
+    p.add_argument("-k", "--topk", type=int_in(1, MAX_MATCHES), default=10,
+                   help=f"matches per query (default: 10; at most {MAX_MATCHES:,}, and {MAX_TILES} with --draw)")
     p.add_argument("--backend", default=None, choices=BACKENDS,
                    help="search backend (default: exact; with --index: the saved index's)")
     p.add_argument("--save-index", metavar="FILE",
                    help="save the gallery's index (with its paths, pids, camids) to FILE, for --index later")
     p.add_argument("--draw", metavar="DIR", help="write one picture per query into DIR")
-    p.add_argument("--tile-height", type=int, default=128, help="image height in the pictures (default: 128)")
+    p.add_argument("--tile-height", type=int_in(MIN_TILE_HEIGHT, value_range("INPUT.SIZE_TEST")[1], "INPUT.SIZE_TEST"),
+                   default=128, help="image height in the pictures (default: 128)")
     p.add_argument("--json", metavar="FILE", help="save every query's matches as JSON")
-    p.add_argument("--batch-size", type=int, default=None, help="query images per batch (default: TEST.IMS_PER_BATCH)")
+    p.add_argument("--batch-size", type=config_int("TEST.IMS_PER_BATCH"), default=None,
+                   help="query images per batch (default: TEST.IMS_PER_BATCH; bounded as it is)")
     decide = p.add_mutually_exclusive_group()
     decide.add_argument("--threshold", type=float, default=None, metavar="S",
                         help="answer 'no match' when the best score (cosine similarity) is not above S")
@@ -248,21 +306,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the threshold calibrated at false accept rate F on the run's validation split "
                              "(thresholds.json next to --run / --weights; written by tools/train.py when TEST.VAL_IDS > 0)")
     ann = p.add_argument_group("approximate backends (defaults follow the gallery size; see docs/inference.md)")
-    ann.add_argument("--nlist", type=int, help="ivf: number of k-means lists (default: ~4 sqrt(N))")
-    ann.add_argument("--nprobe", type=int, help="ivf: lists scanned per query (default: nlist/64, at least 16); "
+    ann.add_argument("--nlist", type=int_in(1), help="ivf: number of k-means lists (default: ~4 sqrt(N))")
+    ann.add_argument("--nprobe", type=int_in(1), help="ivf: lists scanned per query (default: nlist/64, at least 16); "
                      "also changes a saved index")
-    ann.add_argument("--train-size", type=int, help="ivf: gallery vectors sampled to train the lists "
+    ann.add_argument("--train-size", type=int_in(1), help="ivf: gallery vectors sampled to train the lists "
                      "(default: 40 per list, at least 10,000)")
-    ann.add_argument("--pq-m", type=int, help="ivf: compress to PQ codes of this many sub-vectors (IVF-PQ; "
+    ann.add_argument("--pq-m", type=int_in(1), help="ivf: compress to PQ codes of this many sub-vectors (IVF-PQ; "
                      "must divide the feature size; default: none, IVF-Flat)")
-    ann.add_argument("--pq-nbits", type=int, help="ivf with --pq-m: bits per sub-vector code (default: 8)")
-    ann.add_argument("--hnsw-m", type=int, help="hnsw: links per vector (default: 32)")
-    ann.add_argument("--ef-construction", type=int, help="hnsw: candidate list while building (default: 80)")
-    ann.add_argument("--ef-search", type=int, help="hnsw: candidate list while searching (default: 128 per 500,000 "
-                     "images, at least 128); "
-                     "also changes a saved index")
+    ann.add_argument("--pq-nbits", type=int_in(1, 16), help="ivf with --pq-m: bits per sub-vector code (default: 8)")
+    ann.add_argument("--hnsw-m", type=int_in(2, MAX_HNSW_M),
+                     help=f"hnsw: links per vector (default: 32; 2 to {MAX_HNSW_M})")
+    ann.add_argument("--ef-construction", type=int_in(1), help="hnsw: candidate list while building (default: 80; "
+                     f"at most the gallery size or {MAX_EF:,})")
+    ann.add_argument("--ef-search", type=int_in(1), help="hnsw: candidate list while searching (default: 128 per "
+                     f"500,000 images, at least 128; at most the gallery size or {MAX_EF:,}); also changes a saved index")
     ann.add_argument("--target-recall", type=float, help="ivf/hnsw: raise nprobe / ef_search at build time until "
-                     "recall@10 against exact search reaches this (default: 0.95; measured on the gallery's own rows)")
+                     "recall@10 against exact search reaches this (default: 0.95; measured on a sample of the "
+                     "gallery's rows, each one's own row left out, as for new queries)")
+    ann.add_argument("--verify-recall", action="store_true", help="with --index: measure the saved index's recall "
+                     "again on its recorded sample and warn when the recorded value is off by more than 0.05")
     add_model_arguments(p)
     return p
 
@@ -271,12 +333,20 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     check_model_arguments(parser, args, lists=("query",))
-    if not args.query and not args.save_index:
-        parser.error("give --query (images to search for), or --save-index FILE to build and save the index only")
+    if not args.query and not args.save_index and not args.verify_recall:
+        parser.error("give --query (images to search for), --save-index FILE to build and save the index only, "
+                     "or --index FILE --verify-recall to check a saved index")
+    if args.verify_recall and not args.index:
+        parser.error("--verify-recall checks a saved index: give it with --index FILE")
     params = {name: getattr(args, name) for name in BUILD_PARAMS + SEARCH_PARAMS}
 
     if args.threshold is not None and not -1.0 <= args.threshold <= 1.0:
         parser.error(f"--threshold is a cosine similarity in [-1, 1], got {args.threshold}")
+    if args.far is not None and not 0.0 < args.far < 1.0:
+        parser.error(f"--far is a false accept rate in (0, 1) (e.g. 1e-3), got {args.far}")
+    if args.draw and args.topk > MAX_TILES:
+        parser.error(f"--draw puts each query's matches in one row of at most {MAX_TILES} images; got -k {args.topk} "
+                     "(draw fewer, or leave --draw out)")
 
     def work() -> None:
         threshold, note = decision_threshold(args)
@@ -284,7 +354,7 @@ def main(argv=None) -> int:
         search_command(predictor, args.gallery, args.query or (), k=args.topk, backend=args.backend,
                        draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height,
                        index_path=args.index, save_index_path=args.save_index, params=params,
-                       threshold=threshold, threshold_note=note)
+                       threshold=threshold, threshold_note=note, verify_recall=args.verify_recall)
 
     return run_main(work)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-from .args import command_line, parse_args, tool_parser
+from .args import MAX_TILES, command_line, int_in, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
 
@@ -39,13 +39,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = tool_parser("Evaluate a trained re-ID model on the test sets of DATASETS.TESTS.", EPILOG)
     parser.add_argument("--rerank", action="store_true", help="also report k-reciprocal re-ranking (TEST.RERANK.*)")
     parser.add_argument("--flip", action="store_true", help="average features of each image and its mirror")
-    parser.add_argument("--visualize", type=int, default=0, metavar="K", help="draw ranked results of K queries")
+    parser.add_argument("--visualize", type=int_in(0), default=0, metavar="K", help="draw ranked results of K queries")
     parser.add_argument("--vis-mode", default="worst", choices=["worst", "best", "random"], help="which queries to draw")
-    parser.add_argument("--vis-topk", type=int, default=10, help="gallery images per ranked row")
+    parser.add_argument("--vis-topk", type=int_in(1, MAX_TILES), default=10,
+                        help=f"gallery images per ranked row (at most {MAX_TILES})")
     parser.add_argument("--save-features", default="", metavar="FILE", help="save query/gallery features (.npz)")
     parser.add_argument("--verification", action="store_true",
                         help="also report TAR at each TEST.VERIFICATION.FARS, the thresholds, EER and the ROC")
-    parser.add_argument("--open-set", type=int, default=None, metavar="N",
+    parser.add_argument("--open-set", type=int_in(1), default=None, metavar="N",
                         help="open-set identification: hold N query identities out of the gallery and report DIR "
                              "at each FAR (TEST.OPEN_SET.HOLDOUT_IDS)")
     parser.add_argument("--query", default=None, metavar="SRC",
@@ -56,15 +57,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     add_model_arguments(parser, override_example="DATASETS.ROOT /data TEST.FLIP True")
     args = parse_args(parser, argv)
     check_model_arguments(parser, args)
-    if args.visualize < 0:
-        parser.error(f"--visualize takes the number of queries to draw (0 = none), got {args.visualize}")
-    if args.vis_topk < 1:
-        parser.error(f"--vis-topk takes the gallery images per ranked row (at least 1), got {args.vis_topk}")
     if (args.query is None) != (args.gallery is None):
         parser.error("--query and --gallery go together: your own test set needs both")
-    if args.open_set is not None and args.open_set < 1:
-        parser.error(f"--open-set takes the number of identities to hold out of the gallery (at least 1), "
-                     f"got {args.open_set}")
     args.command = command_line(argv, "tools/test.py")
 
     def work() -> int:

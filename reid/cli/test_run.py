@@ -92,7 +92,8 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
         # features are the un-expanded ones: AQE, when on, is applied at evaluation time).
         "settings": {
             "metric": str(t.METRIC), "max_rank": int(t.MAX_RANK),
-            "rerank": {"k1": int(t.RERANK.K1), "k2": int(t.RERANK.K2), "lambda": float(t.RERANK.LAMBDA)}
+            "rerank": {"k1": int(t.RERANK.K1), "k2": int(t.RERANK.K2), "lambda": float(t.RERANK.LAMBDA),
+                       "neighbours": str(t.RERANK.NEIGHBOURS), "approx_min_size": int(t.RERANK.APPROX_MIN_SIZE)}
             if t.RERANK.ENABLED else None,
             "aqe": {"k": int(t.AQE.QE_K), "alpha": float(t.AQE.ALPHA)} if t.AQE.ENABLED else None,
             "fars": [float(f) for f in t.VERIFICATION.FARS]
@@ -106,7 +107,8 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     for name in cfg.DATASETS.TESTS:
         if getattr(model, "uses_camids", False) and str(name).lower() == "folders":
             _check_folder_cameras(cfg)
-        query, gallery = build_test_data(cfg, name)
+        notes: dict = {}  # e.g. query images found in the gallery (and left out for their query)
+        query, gallery = build_test_data(cfg, name, notes=notes)
         res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True)
         if res is None:  # a rank other than 0 of a torchrun job: its shard went to rank 0
             continue
@@ -115,6 +117,8 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
         if valid < len(query):
             logger.info("%s: %d of %d queries have no match in the gallery from another camera; they are "
                         "left out of every metric.", name, len(query) - valid, len(query))
+        for key, value in notes.items():
+            report.setdefault(key, {})[name] = value
         report["results"][name] = {
             row: {**metrics, "num_valid_queries": int(np.isfinite(res.all_ap[row]).sum()),
                   "cmc": [round(float(v), 6) for v in res.cmc[row]]}

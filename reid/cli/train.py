@@ -13,6 +13,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from reid.config import load_config
+from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.run_lock import RunLock
 
 from .args import command_line, overrides, parse_args, tool_parser
@@ -34,8 +35,9 @@ EPILOG = """examples:
 An OUTPUT_DIR that already holds a checkpoint is only continued (--resume) or evaluated
 (--eval-only), never overwritten: start another run in another OUTPUT_DIR.
 
-exit codes: 0 done, 1 error (NaN/inf loss, bad input), 130 interrupted by Ctrl-C, 143 by SIGTERM
-(both after saving a checkpoint that --resume continues from)."""
+exit codes: 0 done, 1 error (NaN/inf loss, bad input), 130 interrupted by Ctrl-C, 143 by SIGTERM, 138 by
+SIGUSR1 (each after saving a checkpoint that --resume continues from: a scheduler may requeue the job on them).
+Several processes or nodes: python tools/launch.py [torchrun options] tools/train.py ... --resume."""
 
 
 def main(argv: Optional[Sequence[str]] = None, hooks: Sequence["HookBase"] = ()) -> int:
@@ -54,6 +56,9 @@ def main(argv: Optional[Sequence[str]] = None, hooks: Sequence["HookBase"] = ())
     parser.add_argument("--weights", metavar="FILE",
                         help="weights to start from (MODEL.WEIGHTS); with --eval-only, the weights to evaluate")
     parser.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR's last checkpoint")
+    parser.add_argument("--allow-config-change", action="store_true",
+                        help="with --resume: continue although settings that change the training differ from the "
+                             "checkpoint's (refused otherwise, naming them)")
     parser.add_argument("--eval-only", action="store_true",
                         help="only evaluate: --weights or MODEL.WEIGHTS; with --run, the run's result "
                              "(model_best, model_final, else its last checkpoint)")
@@ -67,6 +72,8 @@ def main(argv: Optional[Sequence[str]] = None, hooks: Sequence["HookBase"] = ())
     check_model_arguments(parser, args)
     if args.weights and "MODEL.WEIGHTS" in overrides(args)[::2]:
         parser.error("--weights and MODEL.WEIGHTS both name the weights; pass one of them")
+    if args.allow_config_change and not args.resume:
+        parser.error("--allow-config-change goes with --resume (a new run takes any settings)")
     args.command = command_line(argv, "tools/train.py")
     return run_main(lambda: _main(args, list(hooks)))
 
@@ -77,14 +84,17 @@ def train_config(args: argparse.Namespace):
     config_file, before = args.config_file or None, []
     if args.run:
         config_file = os.path.join(args.run, "config.yaml")
-        if not os.path.isfile(config_file):
-            raise FileNotFoundError(
-                f"--run {args.run!r}: no config.yaml there. Pass a training run's folder (its OUTPUT_DIR), "
+        problem = file_problem(config_file)
+        if problem is not None:
+            where = "no config.yaml there" if is_missing(problem) else f"its config.yaml {problem}"
+            raise (FileNotFoundError if is_missing(problem) else ValueError)(
+                f"--run {args.run!r}: {where}. Pass a training run's folder (its OUTPUT_DIR), "
                 "or start a new run with --config-file."
             )
         before = ["OUTPUT_DIR", args.run]  # the user's own OUTPUT_DIR override still wins
     after = ["MODEL.WEIGHTS", args.weights] if args.weights else []
-    return load_config(config_file, before + overrides(args) + after)
+    # A run's config.yaml is self-contained (train.py writes it merged), as every tool reads it.
+    return load_config(config_file, before + overrides(args) + after, allow_bases=not args.run)
 
 
 def _main(args: argparse.Namespace, hooks: List["HookBase"]) -> int:

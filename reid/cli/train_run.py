@@ -162,12 +162,13 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     else:
         loader = build_train_loader(cfg, data.items)
     trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger, hooks=hooks)
-    trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head)
+    trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head,
+                           allow_config_change=bool(getattr(args, "allow_config_change", False)))
     try:
         trainer.train()
     except TrainingInterrupted as e:
         logger.warning("%s", e)
-        return e.exit_code  # 130 for SIGINT, 143 for SIGTERM
+        return e.exit_code  # 128 + signal: 130 SIGINT, 143 SIGTERM, 138 SIGUSR1
     except (NonFiniteLossError, PeerFailedError) as e:
         logger.error("%s", e)
         return 1
@@ -177,8 +178,12 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
         path, record = calibrate_run(cfg, out, data.val_query, data.val_gallery)
         rows = ", ".join(f"FAR {far}: similarity {t['similarity']:.4f} (TAR {100 * t['tar']:.1f}%)"
                          for far, t in record["thresholds"].items())
-        logger.info("Thresholds calibrated on the validation split with %s: %s; written to %s",
-                    record["weights"], rows, path)
+        if rows:
+            logger.info("Thresholds calibrated on the validation split with %s: %s; written to %s",
+                        record["weights"], rows, path)
+        else:  # each FAR's warning above says how many more identities would resolve it
+            logger.warning("No threshold calibrated: the validation split resolves none of TEST.VERIFICATION.FARS "
+                           "%s; %s lists them as unresolved.", list(cfg.TEST.VERIFICATION.FARS), path)
     return 0
 
 

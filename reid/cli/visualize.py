@@ -29,7 +29,15 @@ import argparse
 import logging
 import sys
 
+from reid.config import value_range
+
+from .args import MAX_TILES, int_in
 from .errors import run_main
+
+
+#: ``reid.visualization.tiles.MIN_TILE_HEIGHT``, named here so that --help answers without loading
+#: the drawing code (a test keeps the two equal).
+MIN_TILE_HEIGHT = 32
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,20 +48,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "(pictures of an earlier call there are replaced)")
     p.add_argument("--metric", default="cosine", choices=["cosine", "euclidean"], help="distance (default: cosine)")
     p.add_argument("--rerank", action="store_true", help="apply k-reciprocal re-ranking; pictures show the re-ranked order")
-    p.add_argument("--k1", type=int, default=20, help="re-ranking k1 (default: 20)")
-    p.add_argument("--k2", type=int, default=6, help="re-ranking k2 (default: 6)")
+    p.add_argument("--k1", type=int_in(1), default=20, help="re-ranking k1 (default: 20)")
+    p.add_argument("--k2", type=int_in(1), default=6, help="re-ranking k2 (default: 6)")
     p.add_argument("--lambda", dest="lambda_value", type=float, default=0.3, help="re-ranking lambda (default: 0.3)")
     p.add_argument("--both-rows", action="store_true", help="with --rerank: draw the original order above the re-ranked one")
     p.add_argument("--mode", default="worst", choices=["worst", "best", "random", "indices"],
                    help="which queries: lowest AP first, highest first, random (--seed), or --queries (default: worst)")
-    p.add_argument("--num", type=int, default=10, help="number of queries for worst/best/random (default: 10)")
+    p.add_argument("--num", type=int_in(1), default=10, help="number of queries for worst/best/random (default: 10)")
     p.add_argument("--queries", nargs="+", metavar="Q",
                    help="query indices and/or image file names to draw (implies --mode indices)")
-    p.add_argument("--topk", type=int, default=10, help="gallery images per query (default: 10)")
+    p.add_argument("--topk", type=int_in(1, MAX_TILES), default=10,
+                   help=f"gallery images per query (default: 10; at most {MAX_TILES})")
     p.add_argument("--seed", type=int, default=0, help="seed for --mode random (default: 0)")
     p.add_argument("--show-junk", action="store_true", help="show gallery images the metric ignores, greyed")
     p.add_argument("--image-root", default=None, help="folder that relative image paths in the features file start from")
-    p.add_argument("--tile-height", type=int, default=256, help="image height in pixels (default: 256)")
+    p.add_argument("--tile-height", type=int_in(MIN_TILE_HEIGHT, value_range("INPUT.SIZE_TEST")[1], "INPUT.SIZE_TEST"),
+                   default=256, help="image height in pixels (default: 256)")
     p.add_argument("--format", dest="image_format", default="jpg", choices=["jpg", "png"], help="picture format (default: jpg)")
     return p
 

@@ -17,9 +17,11 @@ import copy
 import difflib
 import math
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from yacs.config import CfgNode
+
+from reid.utils.path_kinds import MISSING, file_problem, is_missing
 
 from .defaults import _C, FILE_KEYS
 from .yaml_text import MAX_BYTES, YamlBool, YamlTextError, brief, parse_yaml_text
@@ -157,9 +159,15 @@ def _default_of(key: str) -> Any:
     return node[0] if isinstance(node, (list, tuple)) and node else None
 
 
-def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "") -> None:
+def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "",
+                unknown: Optional[List[str]] = None) -> None:
+    """Merge `data` into `cfg`, validating every key and value; with an `unknown` list, keys this
+    version does not have are recorded there and skipped instead of refused."""
     for k, v in data.items():
         full = f"{prefix}{k}"
+        if k not in cfg and unknown is not None:
+            unknown.append(full)
+            continue
         if k not in cfg:
             raise ConfigError(f"{source}: unknown config key {full}.{_suggest(full, _C)}")
         current = cfg[k]
@@ -168,7 +176,7 @@ def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "
                 raise ConfigError(
                     f"{source}: key {full} is a section; give it a mapping of sub-keys, got {brief(v)}."
                 )
-            _merge_dict(current, v, source, full + ".")
+            _merge_dict(current, v, source, full + ".", unknown)
         else:
             cfg[k] = _coerce(full, current, v, source, from_yaml=True)
 
@@ -191,10 +199,11 @@ def _parse(text: str, source: str) -> Dict[str, Any]:
 
 def _read_yaml_file(path: str) -> Dict[str, Any]:
     """The mapping in config file `path`, read within the bounds of reid/config/yaml_text.py."""
-    if not os.path.exists(path):
-        raise ConfigError(f"Config file not found: {path}")
-    if not os.path.isfile(path):  # a FIFO or a device would block or never end
-        raise ConfigError(f"Config file {path} is not a regular file; name a .yml/.yaml file.")
+    problem = file_problem(path)  # a FIFO or a device would block or never end
+    if is_missing(problem):
+        raise ConfigError(f"Config file not found: {path}" + ("" if problem == MISSING else f" (it {problem})"))
+    if problem:
+        raise ConfigError(f"Config file {path} {problem}; name a .yml/.yaml file.")
     source = f"Config file {path}"
     try:
         with open(path, "r", encoding="utf-8") as f:
@@ -263,13 +272,14 @@ def _refuse_bases(data: Dict[str, Any], source: str, why: str) -> None:
         raise ConfigError(f"{source} names {BASE_KEY} {brief(data[BASE_KEY])}, which is not read here: {why}.")
 
 
-def merge_from_text(cfg: CfgNode, text: str, source: str) -> List[str]:
+def merge_from_text(cfg: CfgNode, text: str, source: str, unknown: Optional[List[str]] = None) -> List[str]:
     """Merge config `text` stored inside another file (a checkpoint's ``cfg`` entry) into `cfg`.
 
     Such text travels with files from other people, so it may not point anywhere: ``_BASE_``
     is refused, and the keys that name files or folders (:data:`FILE_KEYS`: OUTPUT_DIR,
     MODEL.WEIGHTS, DATASETS.ROOT, ...) are left at their values in `cfg`. Returns the file
-    keys the text tried to set. `source` names the file in error messages.
+    keys the text tried to set. `source` names the file in error messages. With an `unknown`
+    list, keys of another version of circle-reid are recorded there instead of refused.
     """
     if not isinstance(text, str):
         raise ConfigError(f"{source}: its stored config is a {type(text).__name__}, not YAML text.")
@@ -285,7 +295,7 @@ def merge_from_text(cfg: CfgNode, text: str, source: str) -> List[str]:
         if isinstance(node, dict) and parts[-1] in node:
             del node[parts[-1]]
             dropped.append(key)
-    _merge_dict(cfg, data, source)
+    _merge_dict(cfg, data, source, unknown=unknown)
     return dropped
 
 
@@ -393,6 +403,12 @@ _RANGES = {
 }
 
 
+def value_range(key: str) -> Tuple[int, int]:
+    """The bounds ``(low, high)`` of a bounded config key (e.g. ``INPUT.SIZE_TEST``), so that a
+    command-line flag with the same meaning (``--input-size``, ``--batch-size``) gets the same ones."""
+    return _RANGES[key]
+
+
 def check_ranges(cfg: CfgNode, source: str = "config") -> None:
     """Raise ConfigError when a key of _RANGES (or an element of it) lies outside its bounds."""
     for key, (low, high) in _RANGES.items():
@@ -421,10 +437,12 @@ def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]]
     return cfg
 
 
-def load_config_from_text(text: str, source: str, opts: Optional[Sequence[Any]] = None) -> CfgNode:
-    """Defaults, then the config `text` stored in file `source` (:func:`merge_from_text`), then `opts`; frozen."""
+def load_config_from_text(text: str, source: str, opts: Optional[Sequence[Any]] = None,
+                          unknown: Optional[List[str]] = None) -> CfgNode:
+    """Defaults, then the config `text` stored in file `source` (:func:`merge_from_text`; `unknown`
+    as there), then `opts`; frozen."""
     cfg = get_cfg()
-    merge_from_text(cfg, text, source)
+    merge_from_text(cfg, text, source, unknown)
     if opts:
         merge_from_list(cfg, opts)
     check_ranges(cfg, source)

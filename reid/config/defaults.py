@@ -242,7 +242,7 @@ _C.DATASETS.UNLABELLED = CN()
 _C.DATASETS.UNLABELLED.DIR = ""
 # Unlabelled crops: a list file instead, one image per line, "path" or "path camid" (relative to the list's folder).
 _C.DATASETS.UNLABELLED.LIST = ""
-# Unlabelled crops: regular expression whose one group captures the camera in a file name, e.g. "_c(\d+)"; "" = none.
+# Unlabelled crops: regular expression whose one group captures the camera in a file name, e.g. "_c(\d+)"; "" = none (bounded: docs/security.md).
 _C.DATASETS.UNLABELLED.CAMERA_REGEX = ""
 
 _C.DATASETS.SYNTHETIC = CN()
@@ -358,6 +358,10 @@ _C.TEST.RERANK.K1 = 20
 _C.TEST.RERANK.K2 = 6
 # Re-ranking lambda: weight of the original distance in the final distance.
 _C.TEST.RERANK.LAMBDA = 0.3
+# Nearest neighbours of re-ranking: "exact", "ivf" (approximate, faiss k-means cells; pip install faiss-cpu) or "auto" (ivf from APPROX_MIN_SIZE images on).
+_C.TEST.RERANK.NEIGHBOURS = "auto"
+# With NEIGHBOURS "auto": query + gallery images from which the approximate pass is used (a positive integer).
+_C.TEST.RERANK.APPROX_MIN_SIZE = 500000
 
 _C.TEST.VERIFICATION = CN()
 # Also report verification metrics of the test split: ROC, TAR at each FAR below, EER, thresholds.
@@ -396,6 +400,10 @@ _C.UDA.K2 = 6
 _C.UDA.EPS = 0.6
 # DBSCAN: neighbours within EPS (the image itself included) that make an image the core of a cluster.
 _C.UDA.MIN_SAMPLES = 4
+# Nearest neighbours of the clustering: "exact", "ivf" (approximate, faiss k-means cells; pip install faiss-cpu) or "auto" (ivf from APPROX_MIN_SIZE images on).
+_C.UDA.NEIGHBOURS = "auto"
+# With NEIGHBOURS "auto": training images from which the approximate pass is used (a positive integer).
+_C.UDA.APPROX_MIN_SIZE = 500000
 # Temperature tau of the cluster-memory contrastive loss (the identity loss in UDA runs).
 _C.UDA.TEMPERATURE = 0.05
 # Momentum m of the per-step memory update c <- normalise(m c + (1 - m) q).

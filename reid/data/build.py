@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from reid.utils.process import get_rank, get_world_size
+from reid.utils.worker_signals import StopSafeDataLoader
 
 from .dataset_wrappers import ImageDataset, collate_batch
 from .datasets import build_dataset
@@ -209,14 +210,18 @@ def build_train_data(cfg, labels_required: bool = True) -> TrainData:
     return TrainData(items, len(mapping), val_query, val_gallery, datasets)
 
 
-def build_test_data(cfg, name: str, log: bool = True) -> Tuple[List[Item], List[Item]]:
+def build_test_data(cfg, name: str, log: bool = True,
+                    notes: Optional[Dict[str, Any]] = None) -> Tuple[List[Item], List[Item]]:
     """(query, gallery) of test dataset `name` (unreadable images dropped with SKIP_CORRUPT).
 
     `log` logs the dataset's table (off when the caller has just logged it, e.g. for a dataset
-    that is also a training set). Raises ValueError when either split is empty, also after
-    dropping unreadable images.
+    that is also a training set). `notes`, when given, receives what the test should record
+    beside its metrics (``ReIDDataset.test_notes``). Raises ValueError when either split is empty,
+    also after dropping unreadable images.
     """
     ds = _load(cfg, name, log, splits=("query", "gallery"))
+    if notes is not None:
+        notes.update(ds.test_notes)
     if cfg.DATASETS.COMBINE_ALL and str(name).lower() in {str(n).lower() for n in cfg.DATASETS.NAMES}:
         logger.warning(
             "DATASETS.COMBINE_ALL is on and %s is also a training dataset (DATASETS.NAMES): its query and "
@@ -285,7 +290,7 @@ def _train_loader(cfg, items: List[Item], sampler: Any, batch: int) -> DataLoade
     # Each iter(loader) draws a base seed for its workers; from its own generator it leaves the
     # process's generator (dropout's stream) alone, which a resume mid-epoch must find intact.
     generator = torch.Generator().manual_seed(int(cfg.SEED))
-    return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, generator=generator,
+    return StopSafeDataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, generator=generator,
                       persistent_workers=kw["num_workers"] > 0, **kw)
 
 
@@ -309,5 +314,5 @@ def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader
     # one of its gallery matches. With SKIP_CORRUPT, build_test_data has already dropped the
     # images that were bad at start-up; one that breaks later must stop the run.
     dataset = ImageDataset(list(query) + list(gallery), build_transforms(cfg, is_train=False), skip_corrupt=False)
-    return DataLoader(dataset, batch_size=int(cfg.TEST.IMS_PER_BATCH), shuffle=False, drop_last=False,
+    return StopSafeDataLoader(dataset, batch_size=int(cfg.TEST.IMS_PER_BATCH), shuffle=False, drop_last=False,
                       **_loader_kwargs(cfg))

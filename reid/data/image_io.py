@@ -34,6 +34,8 @@ from typing import List, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from reid.utils.file_signatures import HEAD_BYTES, content_kind
+from reid.utils.path_kinds import MISSING, file_problem, is_missing, mode_kind
 from reid.utils.text_files import brief
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,8 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MAX_IMAGE_BYTES = 1 << 28
 #: Most pixels an image may declare (64 megapixels, 192 MB decoded).
 MAX_IMAGE_PIXELS = 1 << 26
+# Scale of the up-front check's JPEG decoding (cv2.IMREAD_REDUCED_GRAYSCALE_4).
+_REDUCTION = 4
 
 
 class CorruptImageError(OSError):
@@ -67,11 +71,12 @@ def _corrupt(path: str, why: str) -> CorruptImageError:
     return error
 
 
-def _missing(path: str) -> CorruptImageError:
+def _missing(path: str, problem: str = MISSING) -> CorruptImageError:
     # A missing file is a path problem, not a damaged image: replacing or skipping it is the
     # wrong advice, since usually every image of the dataset is missing the same way.
+    what = "the file does not exist" if problem == MISSING else f"it {problem}"
     return CorruptImageError(
-        f"Cannot read image {path!r}: the file does not exist. Check DATASETS.ROOT and the dataset "
+        f"Cannot read image {path!r}: {what}. Check DATASETS.ROOT and the dataset "
         f"layout (see datasets/README.md), or the list file that names this path."
     )
 
@@ -149,12 +154,13 @@ def _read_file(path: str) -> bytes:
     """The bytes of image file `path`: a regular file of at most MAX_IMAGE_BYTES."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        raise _missing(path) from None
     except OSError as e:
-        raise _corrupt(path, f"{type(e).__name__}: {e.strerror or e}") from None
+        problem = file_problem(path)
+        if is_missing(problem):
+            raise _missing(path, problem) from None
+        raise _corrupt(path, f"it {problem}" if problem else f"{type(e).__name__}: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise _corrupt(path, "it is not a regular file (a folder, FIFO or device)")
+        raise _corrupt(path, f"it is {mode_kind(st.st_mode)}, not a file")
     if st.st_size > MAX_IMAGE_BYTES:
         raise _corrupt(path, f"the file is {st.st_size / 2**20:.0f} MB, more than the {MAX_IMAGE_BYTES >> 20} MB an "
                              "image may have here")
@@ -165,13 +171,26 @@ def _read_file(path: str) -> bytes:
         raise _corrupt(path, f"{type(e).__name__}: {e.strerror or e}") from None
 
 
-def _decode(path: str, flags: int) -> np.ndarray:
+def _check_flags(buf: bytes, size: Tuple[int, int]) -> int:
+    """OpenCV flags for the up-front check: a JPEG is decoded at 1/4 scale (libjpeg skips most of
+    the inverse DCT); other formats in full, greyscale (their "reduced" decoding is a full decoding
+    plus a resize, which also fails on images under 4 pixels a side, valid as they are)."""
+    if buf[:2] == _JPEG_SOI and min(size) >= _REDUCTION:
+        return cv2.IMREAD_REDUCED_GRAYSCALE_4
+    return cv2.IMREAD_GRAYSCALE
+
+
+def _decode(path: str, flags: Optional[int] = None) -> np.ndarray:
+    """The decoded image at `path`; `flags` None: the check's flags (:func:`_check_flags`)."""
     buf = _read_file(path)
     if not buf:
         raise _corrupt(path, "the file is empty")
     size = image_dimensions(buf)
     if size is None:
-        raise _corrupt(path, "it is not an image in a format read here (JPEG, PNG, BMP, TIFF, WebP)")
+        kind = content_kind(buf[:HEAD_BYTES], path)
+        raise _corrupt(path, f"it is {kind}, not an image in a format read here (JPEG, PNG, BMP, TIFF, WebP)"
+                       if not kind.endswith(" image") else f"it is {kind} whose header is damaged or not read here "
+                       "(JPEG, PNG, BMP, TIFF, WebP are)")
     if size == _TOO_LARGE:
         raise _corrupt(path, f"its header declares more than {MAX_IMAGE_PIXELS:,} pixels; crop or resize it")
     if size[0] * size[1] > MAX_IMAGE_PIXELS or min(size) < 1:
@@ -179,6 +198,8 @@ def _decode(path: str, flags: int) -> np.ndarray:
                              "pixels, each side at least 1, are read); crop or resize it")
     if buf[:2] == _JPEG_SOI and jpeg_is_truncated(buf):
         raise _corrupt(path, "the JPEG is truncated (its last scan has no end-of-image marker)")
+    if flags is None:
+        flags = _check_flags(buf, size)
     try:
         img = cv2.imdecode(np.frombuffer(buf, dtype=np.uint8), flags)
     except cv2.error as e:  # some damaged files make OpenCV raise instead of returning None
@@ -197,9 +218,9 @@ def read_image(path: str) -> np.ndarray:
 def check_image(path: str) -> Optional[str]:
     """None when `path` decodes, else the reason it does not (used by the up-front scan)."""
     try:
-        # Reduced-size decoding still walks the whole compressed stream but skips most of the
-        # inverse DCT, so the scan is a few times faster than a full read.
-        _decode(path, cv2.IMREAD_REDUCED_GRAYSCALE_4)
+        # Reduced-size JPEG decoding still walks the whole compressed stream but skips most of
+        # the inverse DCT, so the scan is a few times faster than a full read.
+        _decode(path)
     except CorruptImageError as e:
         return str(e)
     return None

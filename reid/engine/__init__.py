@@ -33,7 +33,8 @@ from .errors import NonFiniteLossError, ResumableError, TrainingInterrupted
 from .hooks import EvalFn, EvalHook, FreezeBackbone, LRSchedule, MetricsLogger, PeriodicCheckpoint, SeedEachEpoch, StopOnSignal
 from .lr_scheduler import WarmupDecayLR, build_lr_scheduler
 from .optimizer import build_optimizer, build_param_groups
-from .train_loop import HookBase, TrainLoop
+from .hook_base import HookBase
+from .train_loop import TrainLoop
 from .trainer import Trainer, TrainResult, backbone_parameters, build_hooks
 
 __all__ = [

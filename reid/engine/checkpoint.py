@@ -19,6 +19,8 @@ from torch import nn
 
 from reid.modeling.formats import convert_foreign_state
 from reid.utils.file_io import DiskFullError, atomic_write, atomic_write_text
+from reid.utils.file_signatures import file_kind
+from reid.utils.path_kinds import MISSING, file_problem, is_missing
 from reid.utils.text_files import brief
 from reid.utils.value_checks import weight_problem
 
@@ -52,13 +54,15 @@ def save_checkpoint(path: str, **state: Any) -> str:
 
 def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
     """Load the dict stored at `path` with ``weights_only=True``; errors name the file."""
-    if not os.path.exists(path):
+    problem = file_problem(path)
+    if is_missing(problem):
+        detail = "" if problem == MISSING else f" (it {problem})"
         raise CheckpointError(
-            f"Checkpoint file not found: {path}. Check the path (MODEL.WEIGHTS or OUTPUT_DIR) "
+            f"Checkpoint file not found: {path}{detail}. Check the path (MODEL.WEIGHTS or OUTPUT_DIR) "
             "or start without it."
         )
-    if not os.path.isfile(path):
-        raise CheckpointError(f"Checkpoint {path} is not a regular file (a folder, FIFO or device); name a .pth file.")
+    if problem:
+        raise CheckpointError(f"Checkpoint {path} {problem}; name a .pth file.")
     try:
         data = _load_weights_only(path, map_location)
     except Exception as e:  # torch raises several types for truncated / foreign files
@@ -92,31 +96,19 @@ def _load_weights_only(path: str, map_location: Any) -> Any:
         return torch.load(path, map_location=map_location, weights_only=True)
 
 
-_ZIP_MAGIC = b"PK\x03\x04"
 _RUN_MARKERS = ("config.yaml", LAST_CHECKPOINT_FILE)
 
 
 def _describe_file(path: str) -> str:
-    """What `path` looks like from its first bytes: "torch", "empty", "yaml", "text" or "binary".
+    """What `path` is from its first bytes: "torch" (torch.save's zip archive or legacy pickle
+    stream, or another zip), else :func:`reid.utils.file_signatures.content_kind`'s phrase
+    ("a JPEG image", "a YAML/text file", "an empty file", ...).
 
-    torch.save writes a zip archive; anything else that fails to load is probably not a
-    checkpoint at all, and saying what it is helps more than torch's unpickler message.
+    Anything but "torch" that fails to load is not a checkpoint at all, and saying what it is
+    helps more than torch's unpickler message.
     """
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    if not head:
-        return "empty"
-    # torch.save's zip archive, or the pickle stream of its legacy format (protocol opcode 0x80)
-    if head.startswith(_ZIP_MAGIC) or head[:1] == b"\x80":
-        return "torch"
-    if b"\0" in head:
-        return "binary"
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:
-        return "binary"
-    yaml_like = path.lower().endswith((".yaml", ".yml")) or re.search(r"^[A-Za-z_][\w.]*:", text, re.M)
-    return "yaml" if yaml_like else "text"
+    kind = file_kind(path)
+    return "torch" if kind.startswith("a torch checkpoint") or kind == "a zip archive" else kind
 
 
 def _checkpoints_beside(path: str) -> List[str]:
@@ -142,20 +134,17 @@ def _unreadable_message(path: str, error: BaseException) -> str:
         where = "a run folder holds model_final.pth (end of training) and model_XXXX.pth (periodic)"
     point = f"Point MODEL.WEIGHTS (or --weights) to a checkpoint written by training ({where})."
     head = f"Could not read checkpoint {path}:"
-    if kind == "yaml":
+    if kind == "a YAML/text file":
         return (
             f"{head} it is a YAML/text file (a config?), not a checkpoint readable with "
             f"weights_only=True. {point}"
         )
-    if kind == "text":
-        return f"{head} it is a text file, not a checkpoint readable with weights_only=True. {point}"
-    if kind == "empty":
+    if kind in ("a text file", "a JSON/text file"):
+        return f"{head} it is {kind[2:]}, not a checkpoint readable with weights_only=True. {point}"
+    if kind == "an empty file":
         return f"{head} the file is empty (0 bytes), so it is not a checkpoint. {point}"
-    if kind == "binary":
-        return (
-            f"{head} it is not a checkpoint readable with weights_only=True (not a file written by "
-            f"torch.save). {point}"
-        )
+    if kind != "torch":
+        return f"{head} it is {kind}, not a checkpoint (a file written by torch.save). {point}"
     # torch.save's format: either it is damaged or it holds objects that the safe loader refuses.
     if isinstance(error, pickle.UnpicklingError) or "Weights only load failed" in str(error):
         return (

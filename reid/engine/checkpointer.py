@@ -19,13 +19,16 @@ Everything else a resume needs follows from the config. Files are written by
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
+from reid.config import load_config_from_text
+from reid.config.differences import changed_keys, describe_changes, resume_free_keys
 from reid.utils.process import get_rng_state, set_rng_state
 
-from .checkpoint import CheckpointError, CheckpointManager, load_checkpoint, load_model_state
+from .checkpoint import CheckpointError, CheckpointManager, load_checkpoint, load_model_state, read_checkpoint
+from .hook_base import HookBase
 from .lr_scheduler import WarmupDecayLR
-from .train_loop import HookBase, TrainLoop
+from .train_loop import TrainLoop
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +103,18 @@ class Checkpointer:
         """Initial weights for a new run (MODEL.WEIGHTS): the model only, no training state."""
         load_checkpoint(path, model=self.loop.model, drop_head=drop_head)
 
-    def resume(self, path: str) -> Dict[str, Any]:
+    def resume(self, path: str, allow_config_change: bool = False) -> Dict[str, Any]:
         """Restore everything saved in `path`: weights, optimizer, schedule, scaler, position,
-        RNG (one process, mid-epoch) and hook states. Returns the checkpoint dict."""
+        RNG (one process, mid-epoch) and hook states. Returns the checkpoint dict.
+
+        The run's config must be the one the checkpoint was trained with, but for the keys that do
+        not change what is trained (:data:`reid.config.differences.RESUME_FREE_KEYS`): other changes
+        are refused, naming the keys, unless `allow_config_change` (then they are logged).
+        """
         loop = self.loop
-        data = load_checkpoint(path, optimizer=loop.optimizer, scheduler=self.scheduler)
+        data = read_checkpoint(path)
+        self._check_config(data, path, allow_config_change)
+        load_checkpoint(path, optimizer=loop.optimizer, scheduler=self.scheduler, data=data)
         load_model_state(loop.model, data.get("train_model") or data["model"], path)
         if loop.eval_model is not loop.model:
             load_model_state(loop.eval_model, data["model"], path)
@@ -139,6 +149,35 @@ class Checkpointer:
             logger.info("Resumed from %s: %d epoch(s) and %d iteration(s) done, continuing at epoch %d batch %d.",
                         path, loop.epoch, loop.iter, loop.epoch + 1, loop.start_batch)
         return data
+
+    def _check_config(self, data: Mapping[str, Any], path: str, allow_change: bool) -> None:
+        text = data.get("cfg")
+        if not isinstance(text, str):
+            logger.warning("%s stores no config to compare this run's settings with; resuming with this run's.", path)
+            return
+        unknown: List[str] = []
+        try:
+            stored = load_config_from_text(text, f"checkpoint {path}", unknown=unknown)
+        except ValueError as e:  # a damaged stored config
+            logger.warning("Cannot compare the config stored in %s with this run's (%s); resuming with this run's.",
+                           path, e)
+            return
+        if unknown:  # written by another version: the keys both know are still compared
+            logger.warning("The config stored in %s has keys this version does not know (%s); the others are "
+                           "compared.", path, ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else ""))
+        changes = changed_keys(stored, self.cfg, resume_free_keys(self.cfg))
+        if not changes:
+            return
+        if allow_change:
+            logger.warning("Resuming %s with settings it was not trained with (--allow-config-change): %s.",
+                           path, describe_changes(changes))
+            return
+        raise CheckpointError(
+            f"Cannot resume {path}: this run's config differs from the one it was trained with in "
+            f"{describe_changes(changes)}. Resume with the run's own settings (undo the edit of its config.yaml or "
+            f"drop the override), start a new run from these weights (MODEL.WEIGHTS {path} OUTPUT_DIR <new folder>), "
+            "or pass --allow-config-change to continue with the new values."
+        )
 
     def _restore_hooks(self, data: Mapping[str, Any], path: str) -> None:
         states = dict(data.get("hooks") or {})

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable, Optional, TypeVar
+from typing import Callable, Iterator, Optional, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from reid.utils.process import get_rank, get_world_size, is_main_process
+from reid.utils.stop_request import StopRequested
 
 T = TypeVar("T")
 
@@ -47,6 +51,10 @@ def _env_int(name: str, default: int) -> int:
 # Rank 0 evaluates (and saves) while the other ranks wait in a barrier; PyTorch's default of
 # 10 minutes for NCCL would abort a job whose evaluation is long (MSMT17 with re-ranking).
 PROCESS_GROUP_TIMEOUT = timedelta(hours=2)
+# Joining the group, though, is quick unless something is wrong (a rank 0 that cannot be
+# reached, a process that never started): that must not wait for hours.
+DEFAULT_JOIN_TIMEOUT = 300.0
+MAX_JOIN_TIMEOUT = 7 * 24 * 3600.0
 
 
 def local_cuda_index(local_rank: int) -> int:
@@ -99,9 +107,49 @@ def init_distributed(device_spec: str = "auto") -> DistInfo:
             f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set; launch with "
             "torchrun --nproc_per_node N tools/train.py ... (it sets them)."
         )
-    dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world_size,
-                            timeout=PROCESS_GROUP_TIMEOUT)
+    with _bounded_join(rank, world_size):
+        dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world_size,
+                                timeout=PROCESS_GROUP_TIMEOUT)
     return DistInfo(rank, world_size, local_rank, backend)
+
+
+def join_timeout() -> float:
+    """Seconds a process waits for all the others to join (``REID_DIST_JOIN_TIMEOUT``, default 300)."""
+    value = os.environ.get("REID_DIST_JOIN_TIMEOUT", "").strip() or str(DEFAULT_JOIN_TIMEOUT)
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= MAX_JOIN_TIMEOUT:
+        raise ValueError(f"Environment variable REID_DIST_JOIN_TIMEOUT={value!r} must be a number of seconds > 0 "
+                         f"and at most {MAX_JOIN_TIMEOUT:g} (a week).")
+    return seconds
+
+
+@contextmanager
+def _bounded_join(rank: int, world_size: int) -> Iterator[None]:
+    """End the process with one line if joining the process group takes longer than
+    :func:`join_timeout`. PyTorch waits for the group's own timeout (hours, see
+    PROCESS_GROUP_TIMEOUT) for a rank 0 that cannot be reached or processes that never start,
+    inside a C++ call no Python exception can interrupt: so a watchdog thread exits."""
+    seconds = join_timeout()
+    joined = threading.Event()
+    endpoint = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+
+    def watchdog() -> None:
+        if not joined.wait(seconds):
+            sys.stderr.write(
+                f"error: process {rank} of {world_size} waited {seconds:g} s for the others to join at {endpoint} "
+                "(MASTER_ADDR:MASTER_PORT): check that every process of the job started (WORLD_SIZE), that this "
+                "address reaches rank 0's machine and its port is open; REID_DIST_JOIN_TIMEOUT=SECONDS waits longer.\n")
+            sys.stderr.flush()
+            os._exit(1)
+
+    threading.Thread(target=watchdog, name="reid-join-watchdog", daemon=True).start()
+    try:
+        yield
+    finally:
+        joined.set()
 
 
 def barrier() -> None:
@@ -114,30 +162,43 @@ class PeerFailedError(RuntimeError):
     """Another process of the run failed; this one stops too instead of waiting for it."""
 
 
-def agree_on_failure(failed: bool, what: str, device: torch.device) -> None:
+# What run_on_main's one all-reduce carries (the maximum wins): success, a stop signal's number
+# (the work was abandoned for a stop, not failed), or a failure.
+_FAILED = 1 << 10
+
+
+def agree_on_failure(failed: bool, what: str, device: torch.device, stopped_by: int = 0) -> None:
     """Tell every process whether any of them failed at `what`; raise on the healthy ones if so.
 
     Call it on every rank at the same point. Without it, a rank that raises (rank 0 alone
     evaluates and writes checkpoints) leaves the others blocked in their next collective until
     the process-group timeout (hours). The one all-reduce doubles as the barrier that point
-    needs anyway. The failed rank raises its own error itself, after this call.
+    needs anyway. The failed rank raises its own error itself, after this call. `stopped_by`
+    (a signal number) says the work was abandoned for a stop: the other ranks then raise
+    :class:`~reid.utils.stop_request.StopRequested` too, so that all of them stop alike.
     """
     if get_world_size() <= 1:
         return
-    flag = torch.tensor([1.0 if failed else 0.0], device=device)
+    flag = torch.tensor([float(_FAILED if failed else stopped_by)], device=device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    if flag.item() > 0 and not failed:
+    outcome = int(flag.item())
+    if failed or stopped_by:
+        return
+    if outcome >= _FAILED:
         raise PeerFailedError(
             f"Another process failed during {what} (its error is in rank 0's log or on the console); "
             f"process {get_rank()} stops too."
         )
+    if outcome > 0:
+        raise StopRequested(outcome, f"{what} on another process")
 
 
 def run_on_main(fn: Callable[[], T], what: str, device: torch.device) -> Optional[T]:
     """Run `fn` on rank 0 only, then agree with every rank on whether it failed.
 
     Returns `fn`'s result on rank 0 (None elsewhere). If it raised, rank 0 re-raises that
-    error and every other rank raises :class:`PeerFailedError` at once.
+    error and every other rank raises :class:`PeerFailedError` at once; if it gave up for a
+    stop signal (:class:`~reid.utils.stop_request.StopRequested`), every rank raises that.
     """
     result: Optional[T] = None
     error: Optional[BaseException] = None
@@ -146,7 +207,8 @@ def run_on_main(fn: Callable[[], T], what: str, device: torch.device) -> Optiona
             result = fn()
         except Exception as e:  # re-raised below, after the other ranks have been told
             error = e
-    agree_on_failure(error is not None, what, device)
+    stopped_by = error.signum if isinstance(error, StopRequested) else 0
+    agree_on_failure(error is not None and not stopped_by, what, device, stopped_by)
     if error is not None:
         raise error
     return result
@@ -213,6 +275,7 @@ __all__ = [
     "get_world_size",
     "has_sync_bn",
     "init_distributed",
+    "join_timeout",
     "is_main_process",
     "local_cuda_index",
     "run_on_main",

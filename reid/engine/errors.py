@@ -7,10 +7,11 @@ from typing import Optional
 
 
 class TrainingInterrupted(Exception):
-    """Training stopped on SIGINT/SIGTERM after saving a checkpoint.
+    """Training stopped on SIGINT, SIGTERM or SIGUSR1 after saving a checkpoint.
 
     ``exit_code`` is the shell convention 128 + signal number (130 for Ctrl-C, 143 for
-    SIGTERM); ``checkpoint`` is the file to resume from (None on ranks other than 0).
+    SIGTERM, 138 for SIGUSR1), which a scheduler's script reads as "requeue, then resume";
+    ``checkpoint`` is the file to resume from (None on ranks other than 0).
     """
 
     def __init__(self, signum: int, checkpoint: Optional[str], epoch: int, iteration: int) -> None:

@@ -20,13 +20,15 @@ from torch import nn
 
 from reid.utils.logger import MetricsWriter, format_duration, progress_bar
 from reid.utils.process import derive_seed
+from reid.utils.stop_request import STOP_SIGNALS, StopRequested, clear_stop, request_stop
+from reid.utils.worker_signals import shutdown_workers, tolerate_worker_exits
 
 from .checkpoint import BEST_NAME, FINAL_NAME, INTERRUPT_NAME, periodic_name
 from .checkpointer import Checkpointer
 from .distributed import run_on_main
 from .errors import ResumableError
+from .hook_base import HookBase
 from .lr_scheduler import WarmupDecayLR
-from .train_loop import HookBase
 
 logger = logging.getLogger(__name__)
 
@@ -37,29 +39,56 @@ EvalFn = Callable[[nn.Module, int], Union[Sequence[Mapping[str, Any]], Mapping[s
 
 
 class StopOnSignal(HookBase):
-    """SIGINT (Ctrl-C) and SIGTERM end the run after the current step, with a checkpoint.
+    """SIGINT (Ctrl-C), SIGTERM and SIGUSR1 end the run after the current step, with a checkpoint.
 
-    The handler only sets the stop request: logging or saving inside a signal handler can
-    deadlock or corrupt a file mid-write, so the loop acts on it at a safe point. A second
-    Ctrl-C means "now" (KeyboardInterrupt).
+    Schedulers send SIGTERM to stop or preempt a job and SLURM's ``--signal`` sends SIGUSR1 ahead
+    of a time limit, to every process of the job, loader workers included
+    (:mod:`reid.utils.worker_signals` keeps those alive until the step is done). The handler only
+    records the request (here and in :mod:`reid.utils.stop_request`, where an evaluation or a
+    clustering in progress sees it and gives up): logging or saving inside a signal handler can
+    deadlock or corrupt a file mid-write, so the loop acts on it at a safe point. A second Ctrl-C
+    means "now" (KeyboardInterrupt); one within a second of the first is the same request
+    delivered twice (a launcher forwarding the Ctrl-C its processes also received).
     """
 
     def __init__(self) -> None:
         self._previous: Dict[int, Any] = {}
+        self._undo_tolerance: Callable[[], None] = lambda: None
+        self._first: Optional[float] = None  # when the first stop signal arrived
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.trainer.stop_reason is not None and signum == signal.SIGINT:
+        now = time.monotonic()
+        if self.trainer.stop_reason is not None and signum == signal.SIGINT and now - (self._first or now) >= 1.0:
             raise KeyboardInterrupt
+        self._first = self._first or now
+        request_stop(signum)
         self.trainer.request_stop(signal.Signals(signum).name, signum=signum)
 
     def before_train(self) -> None:
+        self._first = None
+        clear_stop()  # a request an earlier run in this process acted on is not this run's
         if threading.current_thread() is threading.main_thread():  # signal.signal needs it
-            self._previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+            self._previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
+            self._undo_tolerance = tolerate_worker_exits()
 
-    def after_train(self) -> None:
+    def release(self) -> None:
+        """Give the signals back (the handlers before training) once everything is over.
+
+        Not in ``after_train``: other hooks save the last checkpoint there, and a second signal
+        (a scheduler's, and the copy a launcher forwards) must not kill that write. The trainer
+        calls this after the loop has returned.
+        """
+        t = self.trainer
+        if t.stop_reason is not None or t.error is not None:
+            # Workers that a stop signal reached (or killed) are ended now, so that a later run in
+            # this process starts fresh ones rather than reusing them.
+            shutdown_workers(t.loader)
+        self._undo_tolerance()
+        self._undo_tolerance = lambda: None
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+        clear_stop()
 
 
 class SeedEachEpoch(HookBase):
@@ -159,12 +188,17 @@ class PeriodicCheckpoint(HookBase):
         run_on_main(lambda: due and self.checkpointer.save(due), "saving a checkpoint", self.trainer.device)
 
     def after_train(self) -> None:
-        # No collective here: after an error the other processes may not be in after_train.
         t, due, self._due = self.trainer, self._due, None
+        if t.error is None and t.stop_reason is not None:
+            # A stop: every process left the loop at the same step. Rank 0 saves while the others
+            # wait, so that none of them ends before the checkpoint is written (a launcher that
+            # sees a process end stops the rest, rank 0 in the middle of its write included).
+            name = due or (INTERRUPT_NAME if self.checkpointer.last_saved_iter != t.iter else None)
+            run_on_main(lambda: name and self.checkpointer.save(name), "saving the checkpoint of a stop", t.device)
+            return
+        # No collective below: after an error the other processes may not be in after_train.
         if due:
-            self.checkpointer.save(due)  # the last epoch's, or the one a stop came after
-        elif t.error is None and t.stop_reason is not None and self.checkpointer.last_saved_iter != t.iter:
-            self.checkpointer.save(INTERRUPT_NAME)
+            self.checkpointer.save(due)  # the last epoch's
         elif isinstance(t.error, ResumableError) and t.iter > 0:  # a setting to change: keep what was trained
             if self.checkpointer.last_saved_iter != t.iter:
                 self.checkpointer.save(INTERRUPT_NAME)
@@ -222,6 +256,8 @@ class EvalHook(HookBase):
         model.eval()
         try:
             records = _as_records(self.eval_fn(model, done))
+        except StopRequested:
+            raise  # not a failure: the loop stops and a resume evaluates this epoch again
         except Exception as e:
             # Hours of training must not be lost to an evaluation problem (a bad test set, a
             # metric typo): the trained state is written before the error ends the run.
@@ -281,7 +317,10 @@ class MetricsLogger(HookBase):
         self._t_window = time.perf_counter()
 
     def before_train(self) -> None:
-        self.metrics = MetricsWriter(self.output_dir, enabled=self.enabled)
+        t = self.trainer
+        # A resumed run trains again what came after its checkpoint: those records go (one per iteration).
+        self.metrics = MetricsWriter(self.output_dir, enabled=self.enabled, resume_at=t.iter,
+                                     redo_epoch_end=t.start_batch >= t.iters_per_epoch)
         self._t0, self._iter0 = time.perf_counter(), self.trainer.iter
         self._written = len(self.trainer.eval_records)
         self._written_other = len(getattr(self.trainer, "log_records", ()))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import signal
 from contextlib import nullcontext
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -26,51 +27,11 @@ import torch.distributed as dist
 from torch import nn
 
 from reid.utils.process import get_rank, get_world_size
+from reid.utils.stop_request import STOP_SIGNALS, StopRequested
 
 from .device import DeviceSetup
 from .errors import NonFiniteLossError
-
-
-class HookBase:
-    """Base of training hooks: override any of the six events (all do nothing by default).
-
-    ``self.trainer`` is the :class:`TrainLoop`, set when the hook is registered. A hook with
-    state to carry across a resume (a best score, averaged weights) returns it from
-    ``state_dict()`` (tensors and plain values) and takes it back in ``load_state_dict()``;
-    the checkpointer stores it under the hook's ``name``.
-    """
-
-    trainer: "TrainLoop"
-
-    @property
-    def name(self) -> str:
-        """Key of this hook's state in a checkpoint (its class name unless overridden)."""
-        return type(self).__name__
-
-    def before_train(self) -> None:
-        """Before the first step (also on resume)."""
-
-    def after_train(self) -> None:
-        """After the last step, a stop, or an error (then ``trainer.error`` is set)."""
-
-    def before_epoch(self) -> None:
-        """Before the first step of each epoch (a resumed epoch included)."""
-
-    def after_epoch(self) -> None:
-        """After the last step of each epoch."""
-
-    def before_step(self) -> None:
-        """Before each step."""
-
-    def after_step(self) -> None:
-        """After each step; ``trainer.last_metrics`` holds what it logged."""
-
-    def state_dict(self) -> Dict[str, Any]:
-        """State to save in a checkpoint (empty: the hook has none)."""
-        return {}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Take back the state of ``state_dict()`` on resume."""
+from .hook_base import HookBase
 
 
 class TrainLoop:
@@ -109,8 +70,10 @@ class TrainLoop:
         self.stop_reason: Optional[str] = None
         self.stop_signal: Optional[int] = None
         self._agreed_stop = self._epoch_ending = False
-        # (DDP) the stop request as a device tensor, set in place: no host-to-device copy per step
-        self._stop_flag = torch.zeros((), device=self.device)
+        # (DDP) the stop request as device flags, one per stop signal and one for a hook's request,
+        # set in place (no host-to-device copy per step); summed over the processes, they tell
+        # every rank which signal stopped the job, so that all end with the same exit code.
+        self._stop_flags = torch.zeros(len(STOP_SIGNALS) + 1, device=self.device)
 
     def register_hooks(self, hooks: Sequence[HookBase]) -> None:
         """Append `hooks` (called in this order) and give each a reference to this loop."""
@@ -136,9 +99,16 @@ class TrainLoop:
             return self.epoch + 1, 0
         return self.epoch, self.start_batch
 
-    def _call(self, event: str) -> None:
-        for hook in self.hooks:
-            getattr(hook, event)()
+    def _call(self, event: str) -> bool:
+        """Call `event` of every hook; False when one gave up its work (an evaluation, a clustering)
+        for a stop signal: the run stops there (all processes alike: distributed.run_on_main)."""
+        try:
+            for hook in self.hooks:
+                getattr(hook, event)()
+        except StopRequested as e:
+            self.request_stop(signal.Signals(e.signum).name, signum=e.signum)
+            return False
+        return True
 
     def train(self) -> None:
         """Run from the current position to ``max_epoch`` (or to a stop); hooks around it."""
@@ -157,8 +127,13 @@ class TrainLoop:
 
     def _run_epoch(self) -> bool:
         """One epoch from ``start_batch``; False when a stop ended it early."""
-        self._call("before_epoch")
+        if not self._call("before_epoch"):
+            return False
+        if self._stop_agreed():  # a stop that arrived before this epoch's first step
+            return False
         for batch in self._batches():
+            if self.world_size == 1 and self.stop_reason is not None:
+                return False  # one process: no step after a request (several agree on it in run_step)
             self._call("before_step")
             self.last_metrics = self.run_step(batch)
             self.iter += 1
@@ -173,9 +148,11 @@ class TrainLoop:
         self.start_batch = self.iters_per_epoch
         self._epoch_ending = True
         try:
-            self._call("after_epoch")
+            finished = self._call("after_epoch")
         finally:
             self._epoch_ending = False
+        if not finished:
+            return False  # position (epoch, iters_per_epoch): a resume redoes the end-of-epoch work
         self.epoch, self.start_batch = self.epoch + 1, 0
         return True
 
@@ -192,8 +169,8 @@ class TrainLoop:
             except StopIteration:
                 return
             except Exception:
-                # Ctrl-C also reaches the loader's workers, which then die; the batch was never
-                # used, so the state after the previous step is a clean place to stop.
+                # A worker may die under a stop anyway (reid/utils/worker_signals.py); the batch was
+                # never used, so the state after the previous step is a clean place to stop.
                 if self.stop_reason is not None:
                     return
                 raise
@@ -214,11 +191,32 @@ class TrainLoop:
     def _stop_agreed(self) -> bool:
         """Whether any process asked to stop (every process gets the same answer)."""
         if self.world_size > 1:
-            t = torch.tensor([float(self.stop_reason is not None)], device=self.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            if t.item() > 0:
-                self.request_stop("another process was asked to stop")
+            flags = self._local_stop_flags().clone()
+            dist.all_reduce(flags, op=dist.ReduceOp.SUM)
+            self._agree_on_stop(flags.tolist())
         return self.stop_reason is not None
+
+    def _local_stop_flags(self) -> torch.Tensor:
+        """This process's stop flags (see ``_stop_flags``), updated in place when it was asked to stop."""
+        if self.stop_reason is not None:
+            kind = STOP_SIGNALS.index(self.stop_signal) if self.stop_signal in STOP_SIGNALS else len(STOP_SIGNALS)
+            if not self._stop_flags[kind].item():
+                self._stop_flags[kind] = 1.0
+        return self._stop_flags
+
+    def _agree_on_stop(self, flags: List[float]) -> bool:
+        """Take the stop the processes' summed flags show; the signal, if any, is the largest number
+        among those that arrived (all ranks pick the same one)."""
+        signals = [sig for sig, f in zip(STOP_SIGNALS, flags) if f > 0]
+        if not any(f > 0 for f in flags):
+            return False
+        signum = max(signals) if signals else None
+        if self.stop_reason is None:
+            name = signal.Signals(signum).name if signum is not None else "a request"
+            self.request_stop(f"another process was asked to stop ({name})", signum=signum)
+        elif self.stop_signal is None and signum is not None:
+            self.stop_signal = signum  # a hook here, a signal elsewhere: the job was signalled
+        return True
 
     def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
         need = ("images", "targets") + (("camids",) if getattr(self.model, "uses_camids", False) else ())  # SIE
@@ -260,20 +258,17 @@ class TrainLoop:
         parts = [total.detach()] + [t.detach() for t in terms]
         parts += [torch.as_tensor(stats[k], dtype=torch.float32, device=self.device).detach().reshape(())
                   for k in stat_names]
-        if self.world_size > 1:
-            if self.stop_reason is not None:
-                self._stop_flag.fill_(1.0)
-            parts.append(self._stop_flag)
         vec = torch.stack([p.to(torch.float32) for p in parts])
+        if self.world_size > 1:
+            vec = torch.cat([vec, self._local_stop_flags()])
         if self.world_size > 1:
             dist.all_reduce(vec, op=dist.ReduceOp.SUM)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(total).backward()
         values = vec.tolist()  # waits for the forward (and the all-reduce), not the backward
         if self.world_size > 1:
-            self._agreed_stop = values.pop() > 0
-            if self._agreed_stop:
-                self.request_stop("another process was asked to stop")
+            flags, values = values[-len(self._stop_flags):], values[: -len(self._stop_flags)]
+            self._agreed_stop = self._agree_on_stop(flags)
             values = [v / self.world_size for v in values]
         record: Dict[str, Any] = {"loss": values[0]}
         record.update(zip(names, values[1 : 1 + len(names)]))
@@ -297,4 +292,4 @@ class TrainLoop:
         return record
 
 
-__all__ = ["HookBase", "TrainLoop"]
+__all__ = ["TrainLoop"]

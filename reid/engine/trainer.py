@@ -34,7 +34,8 @@ from .errors import NonFiniteLossError, TrainingInterrupted
 from .hooks import EvalFn, EvalHook, FreezeBackbone, LRSchedule, MetricsLogger, PeriodicCheckpoint, SeedEachEpoch, StopOnSignal
 from .lr_scheduler import build_lr_scheduler
 from .optimizer import build_optimizer
-from .train_loop import HookBase, TrainLoop
+from .hook_base import HookBase
+from .train_loop import TrainLoop
 
 
 @dataclass
@@ -170,18 +171,20 @@ class Trainer:
         evals = [h for h in self.loop.hooks if isinstance(h, EvalHook)]
         return evals[0].best if evals else None
 
-    def resume_or_load(self, resume: bool = False, weights: Optional[str] = None, drop_head: bool = False) -> Optional[str]:
+    def resume_or_load(self, resume: bool = False, weights: Optional[str] = None, drop_head: bool = False,
+                       allow_config_change: bool = False) -> Optional[str]:
         """Resume from ``OUTPUT_DIR``'s last checkpoint, or load initial weights.
 
         With `resume` and a checkpoint present, the whole state is restored (see
-        :class:`Checkpointer`) and its path returned. Otherwise `weights` (default
+        :class:`Checkpointer`; `allow_config_change` lets the run's settings differ from the
+        checkpoint's) and its path returned. Otherwise `weights` (default
         ``MODEL.WEIGHTS``) is loaded into the model only; `drop_head` leaves the identity head
         at its initialisation (fine-tuning on other identities). Returns the path loaded, or None.
         """
         if resume:
             path = last_checkpoint(self.output_dir)
             if path is not None:
-                self.checkpointer.resume(path)
+                self.checkpointer.resume(path, allow_config_change=allow_config_change)
                 return path
             self.logger.info("--resume: no checkpoint in %s yet; starting from scratch.", self.output_dir)
         weights = str(self.cfg.MODEL.WEIGHTS) if weights is None else weights
@@ -241,6 +244,15 @@ class Trainer:
             except NonFiniteLossError as e:
                 e.checkpoint = self.checkpointer.last_saved
                 raise
+            finally:
+                for hook in loop.hooks:  # the last checkpoint is written: signals may end the process again
+                    if isinstance(hook, StopOnSignal):
+                        hook.release()
+        if loop.stop_reason is not None and loop.epoch >= loop.max_epoch:
+            # A stop that came once every epoch was done (its end-of-epoch work included): the run
+            # is complete, and nothing is left for a --resume.
+            self.logger.info("A stop (%s) arrived after the last epoch was complete.", loop.stop_reason)
+            loop.stop_reason = loop.stop_signal = None
         if loop.stop_reason is not None:
             epoch, _ = loop.position()
             self.logger.warning("Stopped (%s) after iteration %d; continue with --resume.", loop.stop_reason, loop.iter)

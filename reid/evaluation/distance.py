@@ -118,12 +118,16 @@ def matmul_operand(b: torch.Tensor, other_rows: int) -> Optional[torch.Tensor]:
 
 
 def dot_nt(
-    a: torch.Tensor, b: torch.Tensor, a_op: Optional[torch.Tensor] = None, b_op: Optional[torch.Tensor] = None
+    a: torch.Tensor, b: torch.Tensor, a_op: Optional[torch.Tensor] = None, b_op: Optional[torch.Tensor] = None,
+    blas: bool = False,
 ) -> torch.Tensor:
     """``a @ b.T`` as a dense float32 tensor, through oneDNN for large CPU products;
-    `a_op`, `b_op` are optional `matmul_operand` copies of reused operands."""
+    `a_op`, `b_op` are optional `matmul_operand` copies of reused operands. ``blas=True``
+    keeps the default BLAS: for operands used once in small-by-large products, whose oneDNN
+    conversion costs more than the product saves (measured: a 64 x 16,384 block at 512-d takes
+    3x as long through oneDNN as through MKL on an AVX-512 Intel Xeon)."""
     global _onednn_ok
-    if _onednn_wanted(a.shape[0], b.shape[0], a.shape[1], a.device):
+    if not blas and _onednn_wanted(a.shape[0], b.shape[0], a.shape[1], a.device):
         try:
             am = a_op if a_op is not None else a.contiguous().to_mkldnn()
             bm = b_op if b_op is not None else b.contiguous().to_mkldnn()
@@ -141,15 +145,17 @@ def pairwise_block(
     metric: str,
     a_op: Optional[torch.Tensor] = None,
     b_op: Optional[torch.Tensor] = None,
+    blas: bool = False,
 ) -> torch.Tensor:
     """Distances between prepared rows `a` [A, D] and `b` [B, D] as a float32 [A, B] tensor.
 
     cosine: 1 - a.b clamped to [0, 2]; euclidean: sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)).
-    `a_op`, `b_op`: `matmul_operand` copies of operands the caller reuses. The element-wise
+    `a_op`, `b_op`: `matmul_operand` copies of operands the caller reuses; `blas`: see
+    :func:`dot_nt`. The element-wise
     steps run in place on the product; on CPU through numpy, whose single-threaded passes
     avoid the thread start/stop cost of small parallel torch operations on a busy machine.
     """
-    d = dot_nt(a, b, a_op, b_op)
+    d = dot_nt(a, b, a_op, b_op, blas)
     if d.device.type == "cpu":
         dn = d.numpy()
         if metric == "cosine":

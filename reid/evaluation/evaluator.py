@@ -18,6 +18,7 @@ import torch.distributed as dist
 from reid.utils.process import get_rank, get_world_size, shard_bounds
 
 from .extract import Features, extract_features
+from .neighbours import NeighbourSearch, neighbour_search
 from .open_set import holdout_gallery, open_set_metrics, open_set_metrics_from_features
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
@@ -124,6 +125,7 @@ def evaluate_features(
     k1: int = 20,
     k2: int = 6,
     lambda_value: float = 0.3,
+    neighbours: Optional[NeighbourSearch] = None,
     aqe_k: int = 0,
     aqe_alpha: float = 3.0,
     keep_distmat: bool = False,
@@ -137,6 +139,7 @@ def evaluate_features(
     With ``aqe_k > 0`` queries are expanded with their top-k gallery neighbours first.
     ``keep_distmat`` keeps the plain query x gallery matrix (for pictures); it is built only then.
     The CMC curves go to ``max_rank``, and at least to the deepest reported rank (R-10).
+    `neighbours` is re-ranking's neighbour pass (reid.evaluation.neighbours; default exact).
     `verification` adds ROC / TAR@FAR / EER per row (reid/evaluation/verification.py);
     ``open_set_ids > 0`` adds DIR@FAR with that many query identities held out of the gallery
     (reid/evaluation/open_set.py); both at `fars`.
@@ -165,7 +168,7 @@ def evaluate_features(
     if verification:
         verif["plain"] = (verification_metrics(distmats["plain"], *ids, fars=fars) if keep_distmat
                           else verification_metrics_from_features(qf, gf, *ids, metric=metric, fars=fars))
-    rerank_args = dict(k1=k1, k2=k2, lambda_value=lambda_value)
+    rerank_args = dict(k1=k1, k2=k2, lambda_value=lambda_value, neighbours=neighbours)
     if rerank:
         reranked = re_ranking(qf, gf, metric=metric, **rerank_args)
         res = evaluate_rank(reranked, *ids, max_rank=max_rank)
@@ -253,6 +256,7 @@ def evaluate_model(
         k1=cfg.TEST.RERANK.K1,
         k2=cfg.TEST.RERANK.K2,
         lambda_value=cfg.TEST.RERANK.LAMBDA,
+        neighbours=neighbour_search(cfg.TEST.RERANK, "TEST.RERANK"),
         aqe_k=cfg.TEST.AQE.QE_K if cfg.TEST.AQE.ENABLED else 0,
         aqe_alpha=cfg.TEST.AQE.ALPHA,
         keep_distmat=keep_distmat,

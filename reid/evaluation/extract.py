@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from reid.utils.logger import progress_bar
+from reid.utils.stop_request import check_stop
 
 AMP_MODES = ("off", "bf16", "fp16")
 
@@ -99,6 +100,9 @@ def extract_features(
         # A bar only when a person is watching a terminal (evaluation runs inside training logs).
         with progress_bar(total, "extract", enabled=sys.stderr.isatty(), leave=False) as bar:
             for batch in loader:
+                # A run asked to stop (a scheduler's SIGTERM) gives the evaluation up rather than
+                # finish it past the scheduler's grace period (reid/utils/stop_request.py).
+                check_stop("feature extraction")
                 images = batch["images"].to(device, non_blocking=True)
                 # Models with a camera embedding (SIE) also take the camera ids.
                 extra = {"camids": torch.as_tensor(batch["camids"]).to(device)} if uses_camids else {}

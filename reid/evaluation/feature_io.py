@@ -2,7 +2,6 @@
 metrics and re-ranking can be recomputed without running the model again."""
 from __future__ import annotations
 
-import os
 from typing import Tuple
 
 import numpy as np
@@ -10,6 +9,7 @@ import torch
 
 from ..utils.file_io import atomic_write
 from ..utils.npz_files import NpzError, npz_names, read_npz, string_list
+from ..utils.path_kinds import check_file
 from .extract import Features
 
 # Keys of the file (docs/architecture.md); every one must be present on load.
@@ -44,8 +44,8 @@ def load_features(path: str) -> Tuple[Features, Features]:
         ValueError: not a readable ``.npz``, missing keys, arrays of the wrong kind, or fields
             of different lengths (the message names the file and what is wrong).
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Feature file {path!r} does not exist; write one with tools/test.py --save-features.")
+    check_file(path, "Feature file", "name a .npz file written by tools/test.py --save-features.",
+               missing_hint="write one with tools/test.py --save-features.")
     # Only the arrays named in KEYS are read, each after its declared size is checked.
     try:
         names = npz_names(path)

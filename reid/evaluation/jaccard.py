@@ -10,7 +10,10 @@ Clustering only needs the pairs closer than its radius eps < 1, and s > 0 only w
 share a non-zero column of V, so the result is a sparse ``[N, N]`` matrix holding exactly the
 pairs with d_J <= eps: DBSCAN with a precomputed sparse distance then finds the same clusters
 as on the dense matrix (it only asks which pairs are within eps). The dense N x N matrix of the
-usual code is 40 GB at N = 100,000; this stays O(N * k1^2).
+usual code is 40 GB at N = 100,000; this stays O(N * k1^2): the shared masses are accumulated
+sparse, one chunk of rows at a time, each pair once (b >= a) and mirrored. The neighbour lists
+V is built from come from the exact pass, or for very large N from the approximate one
+(reid.evaluation.neighbours; then the graph is approximately this one).
 
 One difference from Cluster Contrast's published code, which is not a re-ranking: that code
 weights V by exp(-(2 - 2 cos)) without S1's division by each row's largest distance; here V is
@@ -25,7 +28,8 @@ import scipy.sparse as sp
 import torch
 
 from .distance import as_feature_tensor, check_metric
-from .rerank import _check_params, k_reciprocal_vectors, shared_mass_chunks
+from .neighbours import NeighbourSearch
+from .rerank import _check_params, k_reciprocal_vectors, shared_mass_sparse
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -37,6 +41,7 @@ def jaccard_graph(
     max_distance: float = 0.6,
     metric: str = "cosine",
     block_size: Optional[int] = None,
+    neighbours: Optional[NeighbourSearch] = None,
 ) -> sp.csr_matrix:
     """Sparse ``[N, N]`` float64 CSR of the k-reciprocal Jaccard distances d <= `max_distance`.
 
@@ -48,7 +53,9 @@ def jaccard_graph(
         k1, k2: the k-reciprocal neighbourhood and local query expansion sizes.
         max_distance: the largest distance kept, in [0, 1) (DBSCAN's eps).
         metric: base distance, ``"cosine"`` or ``"euclidean"``.
-        block_size: items per side of a distance block in the neighbour pass.
+        block_size: items per side of a distance block in the exact neighbour pass.
+        neighbours: how the neighbour lists are made (default exact; an approximate pass for
+            large N: reid.evaluation.neighbours.NeighbourSearch).
     """
     k1, k2, _ = _check_params(k1, k2, 0.0)
     eps = float(max_distance)
@@ -57,7 +64,7 @@ def jaccard_graph(
                          f"got {max_distance}.")
     x = as_feature_tensor(feats, "feats").clone()
     n = x.shape[0]
-    enc = k_reciprocal_vectors(x, 0, k1, k2, check_metric(metric), block_size)
+    enc = k_reciprocal_vectors(x, 0, k1, k2, check_metric(metric), block_size, neighbours)
     del x
     # d <= eps  <=>  s >= 2 (1 - eps) / (2 - eps); a slightly lower bar only pre-selects, the
     # exact test is made on d below, as a DBSCAN on the dense matrix would make it.
@@ -65,18 +72,20 @@ def jaccard_graph(
     rows: List[np.ndarray] = []
     cols: List[np.ndarray] = []
     vals: List[np.ndarray] = []
-    for r0, _, ssum in shared_mass_chunks(enc.v, enc.v):
-        flat = np.flatnonzero(ssum >= s_min)
-        s = ssum.ravel()[flat]
+    for r0, chunk in shared_mass_sparse(enc.v, s_min):
+        r = np.repeat(np.arange(chunk.shape[0]), np.diff(chunk.indptr)) + r0
+        s = chunk.data
         d = np.maximum(1.0 - s / (2.0 - s), 0.0)  # rounding can take s a hair over 1
         keep = d <= eps
-        r, c = np.divmod(flat[keep], n)
-        d = d[keep]
-        d[r + r0 == c] = 0.0  # s(i, i) is 1 up to V's float32 rounding
-        rows.append(r + r0)
-        cols.append(c)
+        r, c, d = r[keep], chunk.indices[keep], d[keep]
+        d[r == c] = 0.0  # s(i, i) is 1 up to V's float32 rounding
+        rows.append(r)
+        cols.append(c.astype(np.int64))
         vals.append(d)
-    graph = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+    r, c, d = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    off = r != c  # each pair was computed once (b >= a): mirror it
+    graph = sp.csr_matrix((np.concatenate([d, d[off]]), (np.concatenate([r, c[off]]), np.concatenate([c, r[off]]))),
+                          shape=(n, n))
     graph.sort_indices()
     return graph
 

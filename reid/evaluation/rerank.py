@@ -28,7 +28,9 @@ non-zero entries of V (O(k1^2) per row). So here:
 
   * one pass over the N x N distances in symmetric blocks (each block computed once, used
     for its rows and, transposed, for its columns) keeps a sorted nearest-neighbour list
-    and the maximum distance of every item, and the query x gallery block of the output;
+    and the maximum distance of every item, and the query x gallery block of the output
+    (reid.evaluation.neighbours; from a size on, optionally an approximate inverted-file
+    pass instead, which no longer gives the published algorithm's output exactly);
   * S2-S4 work on those lists for all items at once (padded index arrays, no Python loop
     over items) and store V as sparse CSR rows;
   * S5 is a sparse product; S6 accumulates the min-sum over the gallery items sharing a
@@ -47,22 +49,20 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from reid.utils.stop_request import check_stop
+
 from .distance import (
     as_feature_tensor,
     check_metric,
     check_same_dim,
     feature_center,
-    matmul_operand,
     pair_distances,
-    pairwise_block,
     prepare_features,
 )
+from .neighbours import EXACT_BLOCK, NeighbourSearch, nearest_neighbours
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
-# Items per side of a distance block in the neighbour pass (2048^2 float32 = 16 MB): large
-# enough for an efficient matrix product, small enough to stay in cache-sized pieces.
-_BLOCK = 2048
 # Items per chunk when building reciprocal sets and V rows.
 _ROW_CHUNK = 4096
 # (query, gallery, column) triples materialised at once in the Jaccard min-sum.
@@ -80,100 +80,6 @@ def _check_params(k1: int, k2: int, lambda_value: float) -> Tuple[int, int, floa
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lambda_value must lie in [0, 1], got {lambda_value}.")
     return int(k1), int(k2), lam
-
-
-class _NeighbourLists:
-    """The sorted k nearest items (distances `d`, indices `i`, numpy [N, k]) of every item,
-    updated one distance block at a time.
-
-    Bookkeeping is numpy on the CPU: it is a few light passes per block next to the block's
-    matrix product, and single-threaded numpy avoids the synchronisation cost of many small
-    multi-threaded torch operations.
-    """
-
-    def __init__(self, n: int, k: int) -> None:
-        self.k = k
-        self.d = np.full((n, k), np.inf, dtype=np.float32)
-        self.i = np.full((n, k), -1, dtype=np.int64)
-
-    def fold(self, block: np.ndarray, a0: int, b0: int, columns: bool) -> None:
-        """Fold block[r, c] = d(a0 + r, b0 + c) into the lists of the row items, or with
-        ``columns=True`` into those of the column items (the block read transposed)."""
-        t0, o0, n_t = (b0, a0, block.shape[1]) if columns else (a0, b0, block.shape[0])
-        tau = self.d[t0 : t0 + n_t, -1]
-        if np.isinf(tau).any():
-            # Lists not yet full (first block seen by these items): select from every entry.
-            self._fill(block.T if columns else block, t0, o0)
-            return
-        # Only entries at or below a list's current k-th distance can enter it; "<=" keeps
-        # exact ties as candidates (the merge decides). The mask keeps the block's layout.
-        flat = np.flatnonzero(block <= (tau[None, :] if columns else tau[:, None]))
-        if flat.size == 0:
-            return
-        r, c = np.divmod(flat, block.shape[1])
-        target, other = (c + t0, r + o0) if columns else (r + t0, c + o0)
-        self._merge(target, other, block.ravel()[flat])
-
-    def _fill(self, rows: np.ndarray, t0: int, o0: int) -> None:
-        kk = min(self.k, rows.shape[1])
-        vd, vi = torch.topk(torch.from_numpy(np.ascontiguousarray(rows)), kk, dim=1, largest=False)
-        cat_d = np.concatenate([self.d[t0 : t0 + rows.shape[0]], vd.numpy()], axis=1)
-        cat_i = np.concatenate([self.i[t0 : t0 + rows.shape[0]], vi.numpy() + o0], axis=1)
-        order = np.argsort(cat_d, axis=1, kind="stable")[:, : self.k]
-        self.d[t0 : t0 + rows.shape[0]] = np.take_along_axis(cat_d, order, axis=1)
-        self.i[t0 : t0 + rows.shape[0]] = np.take_along_axis(cat_i, order, axis=1)
-
-    def _merge(self, target: np.ndarray, other: np.ndarray, vals: np.ndarray) -> None:
-        """Merge candidates (target item, neighbour, distance) into full lists: one sort of
-        the affected lists plus candidates by (item, distance), then the first k per item."""
-        k = self.k
-        uniq = np.unique(target)
-        t = np.concatenate([np.repeat(uniq, k), target])
-        d = np.concatenate([self.d[uniq].ravel(), vals])
-        i = np.concatenate([self.i[uniq].ravel(), other])
-        # One int64 key orders by (item, distance) exactly: the bit pattern of a float32
-        # >= 0 read as int32 increases with its value (-0.0 reads as the smallest).
-        key = ((t - uniq[0]) << 32) + d.view(np.int32).astype(np.int64)
-        order = np.argsort(key)
-        d, i = d[order], i[order]
-        first = np.searchsorted(t[order], uniq)
-        pos = np.arange(t.size) - np.repeat(first, np.diff(np.append(first, t.size)))
-        keep = pos < k  # every item has >= k entries: its full old list
-        self.d[uniq] = d[keep].reshape(-1, k)
-        self.i[uniq] = i[keep].reshape(-1, k)
-
-
-def _neighbour_pass(
-    x: torch.Tensor, x_sq: Optional[torch.Tensor], num_q: int, metric: str, k: int, block: int
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The block pass: sorted top-k neighbours (indices, plain distances) and maximum plain
-    distance of every item (S1's row maxima), plus the plain query x gallery distances."""
-    n = x.shape[0]
-    lists = _NeighbourLists(n, k)
-    row_max = np.zeros(n, dtype=np.float32)
-    qg = np.empty((num_q, n - num_q), dtype=np.float32)
-    starts = list(range(0, n, block))
-    # Every block of items takes part in many products: convert each once.
-    ops = [matmul_operand(x[s : s + block], block) for s in starts]
-    # Column block b first meets its own diagonal block, so every list is first filled
-    # from a contiguous row-direction block; then the blocks (a, b), a < b, above it.
-    for bi, b0 in enumerate(starts):
-        b1 = min(b0 + block, n)
-        for ai in [bi] + list(range(bi)):
-            a0, a1 = starts[ai], min(starts[ai] + block, n)
-            sa, sb = (x_sq[a0:a1], x_sq[b0:b1]) if x_sq is not None else (None, None)
-            d = pairwise_block(x[a0:a1], sa, x[b0:b1], sb, metric, a_op=ops[ai], b_op=ops[bi]).cpu().numpy()
-            np.maximum(row_max[a0:a1], d.max(axis=1), out=row_max[a0:a1])
-            lists.fold(d, a0, b0, columns=False)
-            if b0 != a0:
-                # The mirrored block (b, a) is the transpose: d(i, j) = d(j, i).
-                np.maximum(row_max[b0:b1], d.max(axis=0), out=row_max[b0:b1])
-                lists.fold(d, a0, b0, columns=True)
-            # Queries come first, so every (query, gallery) pair lies in a block with a <= b.
-            if a0 < num_q and b1 > num_q:
-                r1, c0 = min(a1, num_q), max(b0, num_q)
-                qg[a0:r1, c0 - num_q : b1 - num_q] = d[: r1 - a0, c0 - b0 :]
-    return lists.i, lists.d, row_max, qg
 
 
 def _reciprocal(nbr: np.ndarray, k: int) -> np.ndarray:
@@ -245,6 +151,41 @@ def _member_distances(
     return out
 
 
+def _shared_triples(
+    v_rows: sp.csr_matrix, v_cols: sp.csr_matrix, rows_cap: int
+) -> Iterator[Tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """The (a, b, min(V_ak, V_bk)) triples of rows a of `v_rows` and b of `v_cols` sharing a
+    non-zero column k, from the inverted index (the `v_cols` rows of each column), one chunk
+    of at most `rows_cap` rows a (and about _TRIPLES triples, at least one row) at a time:
+    yields ``(r0, r1, a - r0, b, min)``; the pairs repeat, once per shared column."""
+    cols_t = v_cols.T.tocsr()
+    col_ptr, col_rows, col_vals = cols_t.indptr, cols_t.indices, cols_t.data
+    # Triples per entry of V and their running total per row (not per entry: at 1,000,000
+    # items V has ~10^8 entries, and an int64 per entry is most of a gigabyte).
+    per_entry = np.diff(col_ptr).astype(np.int32)[v_rows.indices]
+    row_total = np.zeros(v_rows.shape[0], dtype=np.int64)
+    filled = np.diff(v_rows.indptr) > 0
+    row_total[filled] = np.add.reduceat(per_entry, v_rows.indptr[:-1][filled], dtype=np.int64)
+    cum_row = np.concatenate([[0], np.cumsum(row_total)])
+    del row_total
+    num_a = v_rows.shape[0]
+    r0 = 0
+    while r0 < num_a:
+        check_stop("the k-reciprocal distances")  # a run asked to stop gives this up (stop_request.py)
+        r1 = min(num_a, r0 + rows_cap, int(np.searchsorted(cum_row, cum_row[r0] + _TRIPLES, side="right")) - 1)
+        r1 = max(r1, r0 + 1)
+        e0, e1 = v_rows.indptr[r0], v_rows.indptr[r1]
+        cnt = per_entry[e0:e1].astype(np.int64)
+        total = int(cum_row[r1] - cum_row[r0])
+        k, a = v_rows.indices[e0:e1], v_rows.data[e0:e1]
+        row = np.repeat(np.arange(r1 - r0), np.diff(v_rows.indptr[r0 : r1 + 1]))
+        # Ragged gather: entry e expands to positions col_ptr[k_e] ... col_ptr[k_e + 1] - 1.
+        offs = np.repeat(col_ptr[k] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
+        mins = np.minimum(np.repeat(a, cnt), col_vals[offs])
+        yield r0, r1, np.repeat(row, cnt), col_rows[offs], mins
+        r0 = r1
+
+
 def shared_mass_chunks(
     v_rows: sp.csr_matrix, v_cols: sp.csr_matrix, out_elements: int = _OUT_ELEMENTS
 ) -> Iterator[Tuple[int, int, np.ndarray]]:
@@ -253,39 +194,35 @@ def shared_mass_chunks(
     float64 ``[r1 - r0, B]`` array (B = rows of `v_cols`).
 
     s is non-zero only where a and b share a non-zero column of V, so it is accumulated from
-    the inverted index (the `v_cols` rows of each column) over (a entry, b entry) triples
-    sharing a column; a chunk holds as many rows as fit both `out_elements` output entries and
-    the triple budget (at least one row). Both re-ranking (query x gallery) and the Jaccard
-    graph of clustering (all x all) read V through this one function.
+    the (a entry, b entry) triples sharing a column (:func:`_shared_triples`); a chunk holds as
+    many rows as fit both `out_elements` output entries and the triple budget (at least one
+    row). Re-ranking (query x gallery) reads V through this function, the Jaccard graph of
+    clustering (all x all, sparse) through :func:`shared_mass_sparse`.
     """
     num_b = v_cols.shape[0]
-    cols_t = v_cols.T.tocsr()
-    col_ptr, col_rows, col_vals = cols_t.indptr, cols_t.indices, cols_t.data
-    per_entry = np.diff(col_ptr)[v_rows.indices].astype(np.int64)
-    cum_entry = np.concatenate([[0], np.cumsum(per_entry)])
-    cum_row = cum_entry[v_rows.indptr]
-    num_a = v_rows.shape[0]
     rows_cap = max(1, out_elements // max(1, num_b))
-    r0 = 0
-    while r0 < num_a:
-        r1 = min(num_a, r0 + rows_cap, int(np.searchsorted(cum_row, cum_row[r0] + _TRIPLES, side="right")) - 1)
-        r1 = max(r1, r0 + 1)
-        e0, e1 = v_rows.indptr[r0], v_rows.indptr[r1]
-        cnt = per_entry[e0:e1]
-        total = int(cnt.sum())
-        if not total:
+    for r0, r1, row, col, mins in _shared_triples(v_rows, v_cols, rows_cap):
+        if not mins.size:  # (bincount would give integers)
             yield r0, r1, np.zeros((r1 - r0, num_b))
-            r0 = r1
             continue
-        k, a = v_rows.indices[e0:e1], v_rows.data[e0:e1]
-        row = np.repeat(np.arange(r1 - r0), np.diff(v_rows.indptr[r0 : r1 + 1]))
-        # Ragged gather: entry e expands to positions col_ptr[k_e] ... col_ptr[k_e + 1] - 1.
-        offs = np.repeat(col_ptr[k] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
-        mins = np.minimum(np.repeat(a, cnt), col_vals[offs])
-        flat = np.repeat(row, cnt) * num_b + col_rows[offs]
-        del offs
-        yield r0, r1, np.bincount(flat, weights=mins, minlength=(r1 - r0) * num_b).reshape(r1 - r0, num_b)
-        r0 = r1
+        yield r0, r1, np.bincount(row * num_b + col, weights=mins, minlength=(r1 - r0) * num_b).reshape(r1 - r0, num_b)
+
+
+def shared_mass_sparse(
+    v: sp.csr_matrix, s_min: float
+) -> Iterator[Tuple[int, sp.csr_matrix]]:
+    """The shared masses s(a, b) >= `s_min` of the rows of `v` with each other for b >= a (s is
+    symmetric), one chunk of rows at a time: yields ``(r0, s)`` with s a sparse CSR
+    ``[rows, N]`` (float64) holding only those pairs. The triples of a chunk are summed per pair
+    by scipy's COO to CSR conversion (sorting within rows), so no dense row of N entries is
+    ever formed: at 1,000,000 items a dense chunk would hold two rows at most."""
+    num_b = v.shape[0]
+    for r0, r1, row, col, mins in _shared_triples(v, v, v.shape[0]):
+        upper = col >= row + r0
+        s = sp.coo_matrix((mins[upper], (row[upper], col[upper])), shape=(r1 - r0, num_b)).tocsr()
+        s.data[s.data < s_min] = 0.0
+        s.eliminate_zeros()
+        yield r0, s
 
 
 def _jaccard_into(
@@ -324,10 +261,12 @@ class KReciprocalVectors:
 
 
 def k_reciprocal_vectors(
-    x: torch.Tensor, num_q: int, k1: int, k2: int, metric: str, block_size: Optional[int] = None
+    x: torch.Tensor, num_q: int, k1: int, k2: int, metric: str, block_size: Optional[int] = None,
+    neighbours: Optional[NeighbourSearch] = None,
 ) -> KReciprocalVectors:
     """S1-S5 for checked features `x` ``[N, D]`` (queries first, `num_q` of them): the
     k-reciprocal encoding V that re-ranking and the clustering Jaccard distance share.
+    `neighbours` picks the neighbour pass (default: exact; reid.evaluation.neighbours).
 
     `x` is consumed (normalised or centred in place). Memory O(N * k1 + nnz(V) + Q * G).
     """
@@ -337,11 +276,13 @@ def k_reciprocal_vectors(
     # costs little and holds almost every expanded-set member, whose distance is then
     # looked up instead of recomputed from gathered features (slow: random row reads).
     k = min(max(2 * (k1 + 1), k2), n)
-    block = int(block_size) if block_size is not None else _BLOCK
+    block = int(block_size) if block_size is not None else EXACT_BLOCK
     if block < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}.")
 
-    nbr_i, nbr_d, row_max, qg = _neighbour_pass(x, x_sq, num_q, metric, k, block)
+    nb = nearest_neighbours(x, x_sq, num_q, metric, k, neighbours, block)
+    nbr_i, nbr_d, row_max, qg = nb.indices, nb.distances, nb.row_max, nb.qg
+    del nb
     # A row whose items are all identical has maximum 0; its normalised distances are 0/0
     # in the original. Dividing by 1 instead keeps them 0 (and the output finite).
     row_max = np.where(row_max > 0, row_max, 1.0).astype(np.float32)
@@ -379,6 +320,7 @@ def re_ranking(
     lambda_value: float = 0.3,
     metric: str = "cosine",
     block_size: Optional[int] = None,
+    neighbours: Optional[NeighbourSearch] = None,
 ) -> np.ndarray:
     """k-reciprocal re-ranked query x gallery distances, numpy float32 ``[Q, G]``.
 
@@ -397,7 +339,10 @@ def re_ranking(
         k2: neighbours averaged in local query expansion.
         lambda_value: weight of the original distance in the final distance, in [0, 1].
         metric: ``"cosine"`` or ``"euclidean"``.
-        block_size: items per side of a distance block in the neighbour pass.
+        block_size: items per side of a distance block in the exact neighbour pass.
+        neighbours: how the neighbour lists are made (reid.evaluation.neighbours.NeighbourSearch;
+            default exact). An approximate pass (``NeighbourSearch("ivf")``, or "auto" above its
+            size) gives approximately this result, at a fraction of the time for large N.
 
     Memory is O(N * k1 + nnz(V) + Q * G); no N x N matrix is built.
 
@@ -413,7 +358,7 @@ def re_ranking(
     num_q = q.shape[0]
     x = torch.cat([q, g], dim=0)
     del q, g
-    enc = k_reciprocal_vectors(x, num_q, k1, k2, metric, block_size)
+    enc = k_reciprocal_vectors(x, num_q, k1, k2, metric, block_size, neighbours)
     del x
     out = enc.qg
     _jaccard_into(out, enc.v, num_q, lam, enc.row_max, enc.power)  # S6

@@ -181,6 +181,8 @@ class _Counts:
         out = self.below_bin[b].copy()
         inside = (low > 0) & (b < _BINS)
         for bin_ in np.unique(b[inside]):
+            if not self.top[int(bin_)]:
+                continue  # a bin without impostors (a genuine distance's key, say): none inside to count
             sel = inside & (b == bin_)
             out[sel] += self.fine[int(bin_)][low[sel] - 1]
         return out

@@ -4,20 +4,24 @@ Called by tools/train.py when a run with ``TEST.VAL_IDS > 0`` finishes: the weig
 gives (``model_best.pth`` when it selected on the validation split, else ``model_final.pth``)
 are evaluated on the held-out identities, and the thresholds at ``TEST.VERIFICATION.FARS`` are
 written to ``OUTPUT_DIR/thresholds.json`` (reid/evaluation/thresholds.py), where tools/search.py
-(``--far``) and tools/export.py (the exported model's metadata) find them.
+(``--far``) and tools/export.py (the exported model's metadata) find them. A FAR the split's
+impostor pairs cannot resolve gets no threshold (a warning in the run's log says so).
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, List, Tuple
 
 from reid.data import build_test_loader
 from reid.evaluation.extract import extract_features
-from reid.evaluation.thresholds import calibrate, save_thresholds
+from reid.evaluation.thresholds import calibrate, save_thresholds, unresolved_reason
 
 from .loading import build_inference_model, run_weights
 
 Item = Tuple[str, int, int]
+
+logger = logging.getLogger(__name__)
 
 
 def calibrate_run(cfg, run_dir: str, val_query: List[Item], val_gallery: List[Item]) -> Tuple[str, Dict[str, Any]]:
@@ -32,7 +36,11 @@ def calibrate_run(cfg, run_dir: str, val_query: List[Item], val_gallery: List[It
                        source=f"validation split: {int(cfg.TEST.VAL_IDS)} identities held out of training "
                               f"({len(val_query)} query / {len(val_gallery)} gallery images)")
     record["weights"] = os.path.basename(weights)
-    return save_thresholds(run_dir, record), record
+    path = save_thresholds(run_dir, record)
+    for far in record["unresolved"]:
+        logger.warning("No threshold at FAR %s: %s. It is listed as unresolved in %s (search --far %s is refused).",
+                       far, unresolved_reason(record, far), path, far)
+    return path, record
 
 
 __all__ = ["calibrate_run"]

@@ -33,9 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from reid.config import value_range
 from reid.utils.file_io import atomic_write
 
 from .camera_ids import CAMIDS_NAME, model_cameras
+from .identity import weights_identity
 from .exported import (  # noqa: F401  (the reading side, also importable from here as before)
     METADATA_KEY,
     ONNX_EXTRA_HINT,
@@ -97,13 +99,21 @@ def _example_inputs(input_size: Sequence[int], batch: int, cameras: int = 0,
     return (pixels, torch.randint(0, cameras, (batch,), generator=gen)) if cameras else (pixels,)
 
 
-def _check_size(input_size: Sequence[int]) -> Tuple[int, int]:
-    if len(input_size) != 2 or min(int(s) for s in input_size) < 16:
+MIN_SIDE = 16  # smaller inputs pool away to nothing in the backbones
+
+
+def check_input_size(input_size: Sequence[int]) -> Tuple[int, int]:
+    """`input_size` as ``(height, width)``: each side from 16 px to the largest side a config may
+    ask for (``INPUT.SIZE_TEST``'s bound, ``reid.config.value_range``); a ValueError otherwise."""
+    high = value_range("INPUT.SIZE_TEST")[1]
+    if len(input_size) != 2 or not all(MIN_SIDE <= int(s) <= high for s in input_size):
         raise ValueError(
-            f"input_size must be [height, width] of at least 16 px each (INPUT.SIZE_TEST), got "
-            f"{list(input_size)}."
+            f"input_size must be [height, width] of {MIN_SIDE} to {high} px each (the bounds of INPUT.SIZE_TEST), "
+            f"got {list(input_size)}."
         )
     return int(input_size[0]), int(input_size[1])
+
+
 
 
 RAW_PIXELS = "RGB pixels 0-255 (no mean/std to apply)"
@@ -124,6 +134,15 @@ def _metadata(input_size: Tuple[int, int], feature_dim: int, pixels: str = RAW_P
     return json.dumps({**record, **(extra or {})})
 
 
+def _with_identity(model: nn.Module, metadata: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """`metadata` with the identity of `model`'s weights (``weights_sha256``) unless it holds one
+    already (a tracker export records its inner re-ID model's, not the wrapper's)."""
+    metadata = dict(metadata or {})
+    if "weights_sha256" not in metadata:
+        metadata.update(weights_identity(model))
+    return metadata
+
+
 def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.ExportedProgram:
     """The ``torch.export`` program of `model` wrapped with L2 normalisation (CPU, eval mode).
 
@@ -132,7 +151,7 @@ def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.
     """
     from torch._dynamo.exc import UserError, UserErrorType
 
-    size = _check_size(input_size)
+    size = check_input_size(input_size)
     wrapped = _wrap(model)
     example = _example_inputs(size, batch=2, cameras=model_cameras(model))
 
@@ -158,13 +177,14 @@ def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
 
     Load it with ``torch.export.load(path).module()``, or :func:`load_exported`. `metadata`
     (JSON-able) joins what the file records about its input and output (e.g. the run's
-    calibrated decision thresholds).
+    calibrated decision thresholds); the file also records the identity of `model`'s weights
+    (``weights_sha256``, :mod:`reid.inference.identity`) unless `metadata` gives it.
     """
     path = os.fspath(path)
     program = export_program(model, input_size)
     feature_dim = program_feature_dim(program)
-    extra = {f"{METADATA_KEY}.json": _metadata(_check_size(input_size), feature_dim, extra=metadata,
-                                               cameras=model_cameras(model))}
+    extra = {f"{METADATA_KEY}.json": _metadata(check_input_size(input_size), feature_dim,
+                                               extra=_with_identity(model, metadata), cameras=model_cameras(model))}
     atomic_write(path, lambda f: torch.export.save(program, f, extra_files=extra))
     return path
 
@@ -199,6 +219,20 @@ def _require_onnx_exporter() -> None:
         raise ImportError(f"ONNX export needs the onnx and onnxscript packages: {ONNX_EXTRA_HINT}.") from e
 
 
+def check_opset(opset: int) -> int:
+    """`opset` as an int, if torch's exporter can write it: from :data:`DEFAULT_OPSET` (the oldest
+    it writes) to the newest the installed onnx knows (asked for a newer one, the exporter quietly
+    writes another); a ValueError otherwise. Needs the onnx package."""
+    _require_onnx_exporter()
+    import onnx
+
+    newest = int(onnx.defs.onnx_opset_version())
+    if isinstance(opset, bool) or not DEFAULT_OPSET <= int(opset) <= newest:
+        raise ValueError(f"ONNX opset {opset} cannot be written: torch's exporter writes opsets {DEFAULT_OPSET} to "
+                         f"{newest} (the newest the installed onnx {onnx.__version__} knows); use --opset in that range.")
+    return int(opset)
+
+
 def _name_batch_axis(onnx_model, name: str = BATCH_AXIS) -> None:
     """Call the symbolic batch dimension `name` everywhere in the ONNX graph (torch names it s<N>)."""
     import onnx_ir as ir
@@ -225,11 +259,9 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
     convention in the file's metadata (for models that take other inputs than raw pixels);
     `metadata` (JSON-able) joins it.
     """
-    _require_onnx_exporter()
-    if int(opset) < DEFAULT_OPSET:
-        raise ValueError(f"ONNX opset {opset} is too old for torch's exporter; use --opset {DEFAULT_OPSET} or newer.")
+    opset = check_opset(opset)
     path = os.fspath(path)
-    size = _check_size(input_size)
+    size = check_input_size(input_size)
     cameras = model_cameras(model)
     program = export_program(model, size)
     feature_dim = program_feature_dim(program)
@@ -244,7 +276,8 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
         verbose=False,
     )
     _name_batch_axis(onnx_program.model)
-    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels, metadata, cameras)
+    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels,
+                                                                _with_identity(model, metadata), cameras)
     data = onnx_program.model_proto.SerializeToString()
     atomic_write(path, lambda f: f.write(data))
     return path
@@ -290,7 +323,7 @@ def compare_with_export(model: nn.Module, path: PathLike, input_size: Sequence[i
     Batch sizes other than the example's (2) check that the batch axis really is dynamic.
     """
     wrapped = _wrap(model)
-    size = _check_size(input_size)
+    size = check_input_size(input_size)
     cameras = model_cameras(model)
     run = load_exported(path)
     worst = 0.0
@@ -316,6 +349,8 @@ __all__ = [
     "ExportedModel",
     "NormalizedFeatureModel",
     "adaptive_max_pool2d_by_bins",
+    "check_input_size",
+    "check_opset",
     "compare_with_export",
     "export_format",
     "export_model",

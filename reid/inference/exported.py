@@ -14,8 +14,10 @@ import numpy as np
 import torch
 
 from reid.utils.npz_files import json_object
+from reid.utils.path_kinds import check_file
 
 from .camera_ids import CamIds, check_camids
+from .identity import recorded_identity
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -44,6 +46,14 @@ def export_format(path: PathLike) -> str:
         f"Cannot tell the export format of {p!r} from its extension; use .pt2 for a torch.export "
         "program or .onnx for ONNX."
     )
+
+
+def unreadable(path: str, error: BaseException, what: str = "ONNX model") -> ValueError:
+    """A file a runtime cannot load, in one line naming it: the first line of the runtime's own
+    message (onnxruntime's and torch's run to many lines of C++ or Python context)."""
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return ValueError(f"{path!r} is not a readable {what} ({first[:300]}); give a file tools/export.py wrote, "
+                      "or export it again.")
 
 
 def program_feature_dim(program: torch.export.ExportedProgram) -> int:
@@ -102,14 +112,16 @@ class ExportedModel:
     Another size is refused with a ValueError that names both sizes. `camids` are the images'
     camera ids (integers ``0..num_cameras-1``, one per image), checked before they reach the
     graph; models without SIE ignore them. ``.pt2`` files run with torch, ``.onnx`` files
-    with onnxruntime, both on the CPU.
+    with onnxruntime, both on the CPU. :attr:`identity` is the weights identity the file records
+    (``weights_sha256``, ``weights_file``: :mod:`reid.inference.identity`), None for a file
+    exported before identities were written.
     """
 
     def __init__(self, path: PathLike) -> None:
         self.path = os.fspath(path)
         self.format = export_format(self.path)
-        if not os.path.isfile(self.path):
-            raise FileNotFoundError(f"Exported model {self.path!r} does not exist; run tools/export.py first.")
+        check_file(self.path, "Exported model", "name a .onnx or .pt2 file written by tools/export.py.",
+                   missing_hint="run tools/export.py first.")
         if self.format == "onnx":
             self._load_onnx()
         else:
@@ -123,12 +135,14 @@ class ExportedModel:
         try:
             session = ort.InferenceSession(self.path, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own exception types for unreadable files
-            raise ValueError(f"{self.path!r} is not a readable ONNX model ({str(e).strip()}); export it again.") from e
+            raise unreadable(self.path, e) from None
         inputs = session.get_inputs()
         self.input_size = (int(inputs[0].shape[2]), int(inputs[0].shape[3]))
         self.feature_dim = int(session.get_outputs()[0].shape[1])
         self.input_names = tuple(i.name for i in inputs)
-        self.num_cameras = recorded_cameras(session.get_modelmeta().custom_metadata_map.get(METADATA_KEY))
+        metadata = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
+        self.num_cameras = recorded_cameras(metadata)
+        self.identity = self._identity(metadata)
         self._run = lambda *args: session.run(None, onnx_feeds(self.input_names, *args))[0]
 
     def _load_pt2(self) -> None:
@@ -136,13 +150,14 @@ class ExportedModel:
         try:
             program = torch.export.load(self.path, extra_files=extra)
         except Exception as e:  # a truncated or foreign file fails deep inside the loader
-            raise ValueError(f"{self.path!r} is not a readable .pt2 program ({str(e).strip()}); export it again.") from e
+            raise unreadable(self.path, e, ".pt2 program") from None
         self.input_names = tuple(program.graph_signature.user_inputs)
         name = self.input_names[0]
         shape = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == name).meta["val"].shape
         self.input_size = (int(shape[2]), int(shape[3]))
         self.feature_dim = program_feature_dim(program)
         self.num_cameras = recorded_cameras(extra[f"{METADATA_KEY}.json"])
+        self.identity = self._identity(extra[f"{METADATA_KEY}.json"])
         module = program.module()
 
         def run(*args: torch.Tensor) -> np.ndarray:
@@ -150,6 +165,12 @@ class ExportedModel:
                 return module(*args).numpy()
 
         self._run = run
+
+    def _identity(self, metadata: Optional[str]) -> Optional[Dict[str, str]]:
+        try:
+            return recorded_identity(metadata)
+        except ValueError as e:
+            raise ValueError(f"{self.path!r}: {e}.") from None
 
     def check_input(self, images: ImageBatch) -> torch.Tensor:
         """`images` as float32 ``[B, 3, H, W]``; a ValueError when H x W is not the export size."""
@@ -212,4 +233,5 @@ __all__ = [
     "program_feature_dim",
     "recorded_cameras",
     "run_exported",
+    "unreadable",
 ]

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 import numpy as np
 
 from reid.utils.native_stderr import captured_stderr, collapse_repeats
+from reid.utils.text_files import brief
 from reid.utils.value_checks import UNIT_TOLERANCE
 
 from .index_base import (
@@ -51,6 +52,8 @@ HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128  # per HNSW_EF_SEARCH_PER images, at least this (default_ef_search)
 HNSW_EF_SEARCH_PER = 500_000
 HNSW_MAX_EF_SEARCH = 8192  # the largest ef_search that recall tuning tries
+# Links per vector: memory grows by ~8 * hnsw_m bytes per image (faiss suggests 4 to 64).
+HNSW_MAX_M = 256
 # IVF-PQ reconstructions of unit vectors measured up to 1.27 long (docs/inference.md); longer
 # ones in a loaded index mean damaged codes.
 PQ_MAX_NORM = 1.5
@@ -85,12 +88,29 @@ def default_nprobe(nlist: int) -> int:
     return int(min(nlist, max(16, nlist // 64)))
 
 
+def max_candidates(n: int) -> int:
+    """The longest HNSW candidate list (ef_search, ef_construction) for `n` vectors: a list longer
+    than the gallery finds nothing more, and faiss allocates it per query (a list of 10^9 entries
+    exhausts memory), so it is at most max(n, HNSW_MAX_EF_SEARCH)."""
+    return max(int(n), HNSW_MAX_EF_SEARCH)
+
+
 def _int_param(backend: str, name: str, value: Any, minimum: int = 1, maximum: Optional[int] = None) -> int:
     ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
     if ok and value >= minimum and (maximum is None or value <= maximum):
         return int(value)
     bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
     raise ValueError(f"The {backend!r} backend's parameter {name} must be an integer {bound}, got {value!r}.")
+
+
+def _saved_param(params: Dict[str, Any], name: str, minimum: int, maximum: int, default: int) -> int:
+    """Search parameter `name` of a saved index's header: an integer in [minimum, maximum] (else a
+    ValueError naming it; load_index adds the file), or `default` when the header has none."""
+    value = params.get(name, default)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and minimum <= value <= maximum:
+        return int(value)
+    raise ValueError(f"its saved parameter {name} is {brief(value)}, not an integer from {minimum} to {maximum}; "
+                     "rebuild the index from the gallery")
 
 
 def _report_faiss_output(lines: Sequence[str], nlist: int, gallery_size: int) -> None:
@@ -158,15 +178,24 @@ class FaissBackedIndex(SearchIndex):
     def _restore_recall(self, params: Dict[str, Any]) -> None:
         for key in ("target_recall", "measured_recall"):
             value = params.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
-                setattr(self, key, float(value))
+            if value is None:
+                continue
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
+                raise ValueError(f"its saved parameter {key} is {brief(value)}, not a recall in [0, 1]; rebuild the "
+                                 "index from the gallery")
+            setattr(self, key, float(value))
 
-    def _stored_rows(self) -> Iterator[np.ndarray]:
-        """The stored vectors, in chunks (IVF-PQ: their reconstructions from the codes)."""
+    #: whether the stored vectors are the gallery's (IVF-PQ keeps compressed codes)
+    stores_exact_rows = True
+
+    def stored_rows(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        """The stored vectors in chunks of ``(row ids, vectors)`` (IVF-PQ: reconstructions
+        from the codes)."""
         flat = self.index
         n, chunk = int(flat.ntotal), 1 << 16
         for start in range(0, n, chunk):
-            yield flat.reconstruct_n(start, min(chunk, n - start))
+            stop = min(chunk, n - start) + start
+            yield np.arange(start, stop), flat.reconstruct_n(start, stop - start)
 
     def row_norm_problem(self) -> Optional[str]:
         """What is wrong with the stored vectors' lengths, or None when they are unit length.
@@ -176,7 +205,7 @@ class FaissBackedIndex(SearchIndex):
         ``PQ_MAX_NORM`` count there: such rows outscore every true match.
         """
         approximate = self.pq_m is not None if isinstance(self, IVFIndex) else False
-        for rows in self._stored_rows():
+        for _, rows in self.stored_rows():
             norms = np.linalg.norm(rows.astype(np.float64), axis=1)
             if not np.isfinite(norms).all():
                 return "its stored vectors hold NaN or inf"
@@ -316,7 +345,11 @@ class IVFIndex(FaissBackedIndex):
 
         return self.index.search(q, k, params=faiss.SearchParametersIVF(nprobe=self.nlist))
 
-    def _stored_rows(self) -> Iterator[np.ndarray]:
+    @property
+    def stores_exact_rows(self) -> bool:
+        return self.pq_m is None
+
+    def stored_rows(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         import faiss
 
         index, lists = self.index, self.index.invlists
@@ -324,16 +357,17 @@ class IVFIndex(FaissBackedIndex):
             n = int(lists.list_size(i))
             if not n:
                 continue
+            ids = faiss.rev_swig_ptr(lists.get_ids(i), n).copy()
             codes = faiss.rev_swig_ptr(lists.get_codes(i), n * index.code_size).reshape(n, index.code_size)
             if self.pq_m is None:
-                yield codes.view(np.float32)
+                yield ids, codes.view(np.float32)
             else:
                 rows = index.pq.decode(np.ascontiguousarray(codes))
-                yield rows + index.quantizer.reconstruct(i) if index.by_residual else rows
+                yield ids, rows + index.quantizer.reconstruct(i) if index.by_residual else rows
 
     def _restore(self, params: Dict[str, Any]) -> None:
-        self.train_size = int(params.get("train_size", 0))
-        self.nprobe = params.get("nprobe", int(self.index.nprobe))
+        self.train_size = _saved_param(params, "train_size", 0, int(self.index.ntotal), 0)
+        self.nprobe = _saved_param(params, "nprobe", 1, self.nlist, min(int(self.index.nprobe), self.nlist))
 
 
 class HNSWIndex(FaissBackedIndex):
@@ -355,15 +389,16 @@ class HNSWIndex(FaissBackedIndex):
                  ef_search: Optional[int] = None) -> None:
         super().__init__()
         faiss = require_faiss(self.backend)
-        hnsw_m = _int_param(self.backend, "hnsw_m", hnsw_m, 2)
-        ef_construction = _int_param(self.backend, "ef_construction", ef_construction)
-        if ef_search is not None:
-            _int_param(self.backend, "ef_search", ef_search)  # a bad value fails before the slow build
         g = self._gallery(feats)
-        self.ef_search = default_ef_search(len(g)) if ef_search is None else ef_search
+        # Bad values fail before the slow build.
+        hnsw_m = _int_param(self.backend, "hnsw_m", hnsw_m, 2, HNSW_MAX_M)
+        ef_construction = _int_param(self.backend, "ef_construction", ef_construction, 1, max_candidates(len(g)))
+        if ef_search is not None:
+            _int_param(self.backend, "ef_search", ef_search, 1, max_candidates(len(g)))
         self.index = faiss.IndexHNSWFlat(g.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
         self.index.hnsw.efConstruction = ef_construction
         self.index.add(g)
+        self.ef_search = default_ef_search(len(g)) if ef_search is None else ef_search
 
     @property
     def ef_search(self) -> int:
@@ -371,7 +406,7 @@ class HNSWIndex(FaissBackedIndex):
 
     @ef_search.setter
     def ef_search(self, value: int) -> None:
-        self._ef_search = _int_param(self.backend, "ef_search", value)
+        self._ef_search = _int_param(self.backend, "ef_search", value, 1, max_candidates(int(self.index.ntotal)))
 
     @property
     def hnsw_m(self) -> int:
@@ -399,15 +434,17 @@ class HNSWIndex(FaissBackedIndex):
         return faiss.downcast_index(self.index.storage).search(q, k)
 
     def _restore(self, params: Dict[str, Any]) -> None:
-        self.ef_search = params.get("ef_search", default_ef_search(int(self.index.ntotal)))
+        n = int(self.index.ntotal)
+        self.ef_search = _saved_param(params, "ef_search", 1, max_candidates(n), default_ef_search(n))
 
-    def _stored_rows(self) -> Iterator[np.ndarray]:
+    def stored_rows(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         import faiss
 
         storage = faiss.downcast_index(self.index.storage)
         n, chunk = int(storage.ntotal), 1 << 16
         for start in range(0, n, chunk):
-            yield storage.reconstruct_n(start, min(chunk, n - start))
+            stop = min(chunk, n - start) + start
+            yield np.arange(start, stop), storage.reconstruct_n(start, stop - start)
 
 
 __all__: Sequence[str] = [
@@ -419,4 +456,5 @@ __all__: Sequence[str] = [
     "default_nlist",
     "default_nprobe",
     "default_train_size",
+    "max_candidates",
 ]

@@ -25,6 +25,7 @@ import numpy as np
 
 from reid.utils.file_io import atomic_write
 from reid.utils.npz_files import NpzError, is_int_vector, json_object, npz_names, read_npz, string_list
+from reid.utils.path_kinds import check_file
 from reid.utils.text_files import brief
 from reid.utils.value_checks import BadRowsError, check_rows, unit_rows
 
@@ -232,11 +233,9 @@ def load_gallery(path: PathLike) -> Gallery:
     """
     path = os.fspath(path)
     fmt = gallery_format(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"Gallery file {path!r} does not exist; build it with tools/extract.py "
-            "(e.g. python tools/extract.py --run RUN_DIR --input IMAGES_DIR --output gallery.npz)."
-        )
+    check_file(path, "Gallery file", "name a gallery file written by tools/extract.py (.npz or .safetensors).",
+               missing_hint="build it with tools/extract.py (e.g. python tools/extract.py --run RUN_DIR --input "
+                            "IMAGES_DIR --output gallery.npz).")
     try:
         gallery = _read_npz(path) if fmt == "npz" else _read_safetensors(path)
     except ValueError as e:

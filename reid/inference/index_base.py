@@ -124,6 +124,10 @@ class SearchIndex:
         self.measured_recall: Optional[float] = None
         #: the recall the search parameter was tuned for (reid.inference.tuning)
         self.target_recall: Optional[float] = None
+        #: the queries and exact answers the recall was measured on (reid.inference.tuning.RecallSample)
+        self.recall_sample: Any = None
+        #: recall@10 measured again when loaded with verify_recall=True (reid.inference.index_io)
+        self.verified_recall: Optional[float] = None
 
     def max_tunable(self) -> int:
         """The largest value tuning may give the TUNABLE parameter."""

@@ -9,7 +9,12 @@ A saved index is a NumPy ``.npz`` container (zip, no pickle; any file name, we u
 * ``feats`` float32 ``[N, D]`` (the "exact" backend: the normalised features) or
   ``faiss_index`` (faiss's own serialisation as uint8 bytes) and ``faiss_version``;
 * optional ``paths`` (unicode), ``pids`` / ``camids`` (int64 ``[N]``) and ``meta`` (JSON
-  strings about the model that made the features).
+  strings about the model that made the features);
+* for an approximate backend, the sample its recall was measured on
+  (``reid.inference.tuning.RecallSample``): ``recall_rows`` (int64 ``[S]``),
+  ``recall_queries`` (float32 ``[S, D]``) and ``recall_truth`` (int64 ``[S, k]``), so that
+  ``load_index(path, verify_recall=True)`` can measure the recorded recall again (an index
+  written before these existed loads as before; older versions ignore them).
 
 It is written atomically (temporary file, then rename). Saving and loading briefly hold a
 second copy of the index in memory (faiss serialises to a byte array).
@@ -26,6 +31,7 @@ import torch
 
 from reid.utils.file_io import atomic_write
 from reid.utils.npz_files import NpzError, is_int_vector, json_object, npz_names, read_npz, string_list
+from reid.utils.path_kinds import check_file
 from reid.utils.text_files import brief
 from reid.utils.value_checks import BadRowsError, unit_rows
 
@@ -33,6 +39,7 @@ from .faiss_format import FaissLayoutError, check_faiss_bytes
 from .faiss_indexes import FaissBackedIndex
 from .index_base import SearchIndex, require_faiss
 from .search import SEARCH_BACKENDS, ExactIndex
+from .tuning import RecallSample, verify_recall as verify_index_recall
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,9 @@ def save_index(index: SearchIndex, path: PathLike) -> str:
     for name in ("pids", "camids"):
         if getattr(index, name) is not None:
             arrays[name] = getattr(index, name)
+    sample = index.recall_sample
+    if sample is not None:
+        arrays.update(recall_rows=sample.rows, recall_queries=sample.queries, recall_truth=sample.truth)
     atomic_write(path, lambda f: np.savez(f, **arrays))
     return path
 
@@ -78,7 +88,9 @@ def _text(arrays: Dict[str, np.ndarray], key: str, default: Optional[str] = None
 
 # Every entry a saved index may hold; anything else in the file is never read.
 _HEADER = ("format_version", "backend")
-_OPTIONAL = ("params", "meta", "feats", "faiss_index", "faiss_version", "paths", "pids", "camids")
+_OPTIONAL = ("params", "meta", "feats", "faiss_index", "faiss_version", "paths", "pids", "camids", "recall_rows",
+             "recall_queries", "recall_truth")
+_SAMPLE = ("recall_rows", "recall_queries", "recall_truth")
 
 
 def _read_arrays(path: str) -> Dict[str, np.ndarray]:
@@ -97,8 +109,15 @@ def _read_arrays(path: str) -> Dict[str, np.ndarray]:
         raise _bad(path, f"it is damaged ({e.reason})") from None
 
 
-def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None) -> SearchIndex:
+def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None,
+               verify_recall: bool = False) -> SearchIndex:
     """Read an index written by :func:`save_index` (any backend), with its gallery labels.
+
+    With `verify_recall`, an approximate index's recall@10 is measured again on its recorded
+    sample (an index saved without one: on a sample of its stored vectors) and a warning names
+    the file when the recorded ``measured_recall`` is off by more than 0.05
+    (``reid.inference.tuning.verify_recall``; the result is ``index.verified_recall``). The
+    measurement holds the sample and one block of scores, never more than a small fixed amount.
 
     `device` places an "exact" index's features (faiss indexes stay on the CPU). Only the
     entries an index has are read, each after its declared size is checked against the file,
@@ -109,9 +128,8 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
     backend, a faiss that cannot read the stored index, labels that do not match the rows.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Index file {path!r} does not exist; save one with save_index "
-                                "(or tools/search.py --gallery FILE --save-index INDEX).")
+    check_file(path, "Index file", "name an index saved with tools/search.py --save-index.",
+               missing_hint="save one with save_index (or tools/search.py --gallery FILE --save-index INDEX).")
     arrays = _read_arrays(path)
     if _text(arrays, "index_format") != INDEX_FORMAT:
         raise _bad(path, f"its index_format is {brief(_text(arrays, 'index_format'))}, not {INDEX_FORMAT!r}")
@@ -145,7 +163,31 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
         index.set_labels(paths=paths, pids=arrays.get("pids"), camids=arrays.get("camids"), meta=meta)
     except ValueError as e:
         raise _bad(path, str(e).rstrip(".")) from e
+    index.recall_sample = _recall_sample(path, arrays, index)
+    if verify_recall:
+        index.verified_recall = verify_index_recall(index, path)
     return index
+
+
+def _recall_sample(path: str, arrays: Dict[str, np.ndarray], index: SearchIndex) -> Optional[RecallSample]:
+    """The recorded recall sample, checked against the index (None when the file has none)."""
+    present = [name for name in _SAMPLE if name in arrays]
+    if not present:
+        return None
+    if len(present) < len(_SAMPLE) or not index.TUNABLE:
+        raise _bad(path, "its recall sample is incomplete or belongs to no approximate index; rebuild the index")
+    rows, queries, truth = (arrays[name] for name in _SAMPLE)
+    n = len(index)
+    ok = (is_int_vector(rows) and queries.dtype == np.float32 and queries.ndim == 2 and truth.ndim == 2
+          and np.issubdtype(truth.dtype, np.integer) and len(rows) == len(queries) == len(truth) > 0
+          and queries.shape[1] == index.dim and truth.shape[1] >= 1)
+    if ok:
+        rows, truth = rows.astype(np.int64), truth.astype(np.int64)
+        ok = bool(rows.min() >= 0 and rows.max() < n and truth.min() >= 0 and truth.max() < n
+                  and np.isfinite(queries).all())
+    if not ok:
+        raise _bad(path, f"its recall sample does not fit its {n} x {index.dim} index; rebuild the index")
+    return RecallSample(rows, queries, truth)
 
 
 def _restore_index(path: str, arrays: Dict[str, np.ndarray], backend: str, params: Dict[str, Any],

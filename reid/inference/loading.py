@@ -24,6 +24,7 @@ from reid.engine.checkpoint import CheckpointError, load_checkpoint, model_state
 from reid.modeling import build_model
 from reid.modeling.formats import detect_format
 from reid.utils.device import resolve_device
+from reid.utils.path_kinds import WrongPathKindError, check_folder, file_problem, is_missing
 
 RUN_CONFIG = "config.yaml"
 RUN_WEIGHTS = "model_final.pth"
@@ -125,32 +126,35 @@ def config_from_run(run_dir: PathLike, weights: Optional[PathLike] = None,
     that selected on a validation split, else ``model_final.pth``); a relative `weights` is
     looked up in `run_dir` first. `opts` are ``KEY VALUE`` overrides applied after the run's config.
     """
-    run_dir = os.fspath(run_dir)
-    if not os.path.isdir(run_dir):
-        raise FileNotFoundError(
-            f"Run folder {run_dir!r} does not exist; pass the OUTPUT_DIR of a training run "
-            "(it holds config.yaml and model_final.pth)."
-        )
+    run_dir = check_folder(os.fspath(run_dir), "Run folder", "pass the OUTPUT_DIR of a training run (it holds "
+                           "config.yaml and model_final.pth).")
     config_file = os.path.join(run_dir, RUN_CONFIG)
-    if not os.path.isfile(config_file):
+    problem = file_problem(config_file)
+    if is_missing(problem):
         raise FileNotFoundError(
             f"Run folder {run_dir!r} has no {RUN_CONFIG}; pass the OUTPUT_DIR of a training run, "
             "or use a config file and a weights file instead."
         )
+    if problem:
+        raise WrongPathKindError(f"{config_file!r} {problem}; a run's {RUN_CONFIG} is the config file its "
+                                 "training wrote.")
     if weights is None:
         weights = run_weights(run_dir) or os.path.join(run_dir, RUN_WEIGHTS)
     else:
         weights = os.fspath(weights)
         in_run = os.path.join(run_dir, weights)
-        if not os.path.isabs(weights) and os.path.isfile(in_run):
+        if not os.path.isabs(weights) and os.path.lexists(in_run):
             weights = in_run
-    if not os.path.isfile(weights):
+    problem = file_problem(weights)
+    if is_missing(problem):
         found = sorted(f for f in os.listdir(run_dir) if f.endswith(".pth"))
         hint = f"checkpoints there: {', '.join(found)}" if found else "it holds no .pth files"
         raise FileNotFoundError(
             f"Weights file {weights!r} not found ({hint}). Finish training, or pass one of the "
             "checkpoints explicitly."
         )
+    if problem:
+        raise WrongPathKindError(f"Weights file {weights!r} {problem}; pass a checkpoint (.pth) of the run.")
     cfg = load_config(config_file, list(opts or []) + inference_opts(weights), allow_bases=False)
     return cfg, weights
 

@@ -30,6 +30,7 @@ from reid.evaluation.extract import autocast_context, check_feature_batch
 from reid.utils.device import resolve_device
 
 from .camera_ids import NO_CAMIDS, check_camids, model_cameras
+from .identity import file_hash, weights_hash
 from .loading import (
     build_inference_model,
     config_from_checkpoint,
@@ -128,14 +129,22 @@ class Predictor:
         self.num_workers = int(num_workers)
         self.backend = str(backend).lower()
         self._runtime = None
+        self._weights_sha256: Optional[str] = None
+        self._exported_sha256: Optional[str] = None
         if self.backend not in BACKEND_NAMES:
             raise ValueError(f"Unknown inference backend {backend!r}. Valid names: {', '.join(BACKEND_NAMES)}.")
+        if exported and self.backend == "torch":
+            raise ValueError(f"An exported file ({os.fspath(exported)}) runs with backend onnxruntime or openvino; the "
+                             "torch backend runs the weights themselves. Choose one of those backends, or leave the "
+                             "exported file out.")
         if self.backend != "torch":
             if self.flip:
                 raise ValueError(f"TEST.FLIP True averages unnormalised features, which the exported model does not "
                                  f"return; set TEST.FLIP False, or use the torch backend instead of {self.backend}.")
             self._runtime = build_runtime(self.backend, self.model, self.input_size,
-                                          os.fspath(exported) if exported else None)
+                                          os.fspath(exported) if exported else None, weights=str(cfg.MODEL.WEIGHTS))
+            if self._runtime.identity is not None:  # checked equal to the model's: no need to hash it again
+                self._weights_sha256 = self._runtime.identity["weights_sha256"]
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -186,18 +195,47 @@ class Predictor:
         h, w = self.cfg.INPUT.SIZE_TEST
         return int(h), int(w)
 
+    @property
+    def weights_sha256(self) -> str:
+        """The identity of the model's weights: the hash of its state (``reid.inference.identity``),
+        the same for the same weights whatever file they came from (computed once)."""
+        if self._weights_sha256 is None:
+            self._weights_sha256 = weights_hash(self.model)
+        return self._weights_sha256
+
+    @property
+    def exported(self) -> Optional[str]:
+        """The exported file a backend other than torch runs when one was given, else None."""
+        return getattr(self._runtime, "path", None)
+
     # ------------------------------------------------------------------ extraction
     def describe(self) -> Dict[str, str]:
-        """Strings that identify how features were made (stored with a gallery, compared on search)."""
+        """Strings that identify how features were made (stored with a gallery, compared on search).
+
+        ``weights`` is the weights file, ``weights_sha256`` the identity of the weights themselves
+        (so a search notices weights replaced under the same name). With a given exported file,
+        ``exported`` and ``exported_sha256`` name it; when it records no weights identity (exported
+        before identities were written) nothing shows it holds these weights, so ``weights`` names
+        the exported file instead and no ``weights_sha256`` is claimed.
+        """
         h, w = self.input_size
-        return {
+        meta = {
             "weights": os.path.abspath(self.cfg.MODEL.WEIGHTS) if self.cfg.MODEL.WEIGHTS else "",
+            "weights_sha256": self.weights_sha256,
             "meta_architecture": str(self.cfg.MODEL.META_ARCHITECTURE),
             "backbone": str(self.cfg.MODEL.BACKBONE.NAME),
             "input_size": f"{h}x{w}",
             "flip": str(self.flip),
             "feature_dim": str(self.feature_dim),
         }
+        if self.exported:
+            if self._exported_sha256 is None:
+                self._exported_sha256 = file_hash(self.exported)
+            meta.update(exported=os.path.abspath(self.exported), exported_sha256=self._exported_sha256)
+            if self._runtime.identity is None:
+                meta["weights"] = f"{os.path.abspath(self.exported)} (an exported file that records no weights)"
+                del meta["weights_sha256"]
+        return meta
 
     @torch.inference_mode()
     def features_of_batch(self, images: torch.Tensor, paths: Optional[Sequence[str]] = None,

@@ -9,20 +9,27 @@ with PyTorch fp32 to about 1e-6 (``benchmarks/bench_extract.py`` measures both).
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from reid.utils.npz_files import json_object
+from reid.utils.path_kinds import check_file
 from reid.utils.registry import Registry
+from reid.utils.text_files import printable
 
 from .camera_ids import model_cameras
-from .export import ONNX_EXTRA_HINT, export_onnx, onnx_feeds
-from .exported import METADATA_KEY, recorded_cameras
+from .export import ONNX_EXTRA_HINT, RAW_PIXELS, export_onnx, onnx_feeds
+from .exported import METADATA_KEY, recorded_cameras, unreadable
+from .identity import recorded_identity, short, weights_hash
+
+logger = logging.getLogger(__name__)
 
 RUNTIMES = Registry("inference backend")
 # (uint8/float pixels [B, 3, H, W], camera ids int64 [B] or None) -> features [B, D]; the caller
@@ -30,11 +37,24 @@ RUNTIMES = Registry("inference backend")
 Runtime = Callable[[torch.Tensor, Optional[torch.Tensor]], np.ndarray]
 
 
+class ExportedRuntime:
+    """A backend's runner (``runtime(pixels, camids) -> features``) with what it runs: `path` (the
+    given exported file, None when the model was exported for the occasion) and `identity` (the
+    weights identity that file records and that was checked against the model, None when it
+    records none: a file exported before identities were written)."""
+
+    def __init__(self, run: Runtime, path: Optional[str] = None, identity: Optional[Dict[str, str]] = None) -> None:
+        self._run, self.path, self.identity = run, path, identity
+
+    def __call__(self, images: torch.Tensor, camids: Optional[torch.Tensor] = None) -> np.ndarray:
+        return self._run(images, camids)
+
+
 def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str]) -> Tuple[str, Optional[str]]:
     """The ONNX file to run, and a temporary folder to remove afterwards (None for a given file)."""
     if exported:
-        if not os.path.isfile(exported):
-            raise FileNotFoundError(f"Exported model {exported} does not exist; write it with tools/export.py.")
+        check_file(exported, "Exported model", "name a .onnx file written by tools/export.py.",
+                   missing_hint="write it with tools/export.py.")
         return str(exported), None
     folder = tempfile.mkdtemp(prefix="reid_runtime_")
     return export_onnx(model, os.path.join(folder, "model.onnx"), input_size), folder
@@ -45,6 +65,38 @@ def _check_size(path: str, shape: Sequence[object], input_size: Tuple[int, int])
     if size != tuple(input_size):
         raise ValueError(f"{path} was exported for {size[0]}x{size[1]} images, the model's config resizes to "
                          f"{input_size[0]}x{input_size[1]} (INPUT.SIZE_TEST); export it again at this size.")
+
+
+def _check_weights(path: str, model: nn.Module, metadata: Optional[str], weights: str) -> Optional[Dict[str, str]]:
+    """The weights identity `path` records (its ``circle_reid`` `metadata`) must be `model`'s: a
+    file exported from other weights would give features that the gallery's metadata attributes
+    to `weights`. A file recording none (exported before identities were written) is let through
+    with a note. Returns the identity recorded, or None."""
+    try:
+        recorded = recorded_identity(metadata)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}.") from None
+    given = weights or "the model given"
+    if recorded is None:
+        logger.warning("note: %s records no weights identity (exported before circle-reid recorded one), so it cannot "
+                       "be checked against %s; galleries made with it name the file instead of those weights. Export "
+                       "again with tools/export.py to record it.", path, printable(given))
+        return None
+    mine = weights_hash(model)
+    if recorded["weights_sha256"] != mine:
+        source = printable(recorded["weights_file"]) or "unnamed weights"
+        raise ValueError(f"{path} was exported from other weights than {printable(given)}: it records {source} "
+                         f"(sha256 {short(recorded['weights_sha256'])}...), the model given has sha256 {short(mine)}...; "
+                         "pass the --run / --weights it was exported from, or export this model with tools/export.py.")
+    return recorded
+
+
+def _check_pixels(path: str, metadata: Optional[str]) -> None:
+    """The file must take raw pixels (a tracker export takes its tracker's normalised crops)."""
+    described = (json_object(metadata) or {}).get("input", "")
+    if described and RAW_PIXELS not in described:
+        raise ValueError(f"{path} takes other inputs than raw pixels ({described[:200]}): it was exported for a tracker "
+                         "(--for); export without --for for these backends.")
 
 
 def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str]) -> None:
@@ -69,8 +121,19 @@ def _threads() -> int:
     return max(1, torch.get_num_threads())
 
 
+def _check_file(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str], given: bool,
+                weights: str) -> Optional[Dict[str, str]]:
+    """Every check of a file against the model; returns the weights identity it records (a given file)."""
+    _check_inputs(path, names, model, metadata)
+    if not given:  # exported from this model a moment ago
+        return None
+    _check_pixels(path, metadata)
+    return _check_weights(path, model, metadata, weights)
+
+
 @RUNTIMES.register("onnxruntime")
-def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None) -> Runtime:
+def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
+                        weights: str = "") -> ExportedRuntime:
     """ONNX Runtime on the CPU, all graph optimisations, torch's thread count."""
     try:
         import onnxruntime as ort
@@ -81,18 +144,24 @@ def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = _threads()
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        try:
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's own exception types, with the C++ context in the message
+            raise unreadable(path, e) from None
         _check_size(path, session.get_inputs()[0].shape, input_size)
         names = [i.name for i in session.get_inputs()]
-        _check_inputs(path, names, model, session.get_modelmeta().custom_metadata_map.get(METADATA_KEY))
+        identity = _check_file(path, names, model, session.get_modelmeta().custom_metadata_map.get(METADATA_KEY),
+                               folder is None, weights)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
-    return lambda x, camids=None: session.run(None, onnx_feeds(names, x, camids))[0]
+    return ExportedRuntime(lambda x, camids=None: session.run(None, onnx_feeds(names, x, camids))[0],
+                           exported, identity)
 
 
 @RUNTIMES.register("openvino")
-def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None) -> Runtime:
+def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
+                     weights: str = "") -> ExportedRuntime:
     """OpenVINO on the CPU (reads the ONNX file directly), fp32, torch's thread count."""
     try:
         import openvino as ov
@@ -101,7 +170,10 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
     path, folder = _onnx_file(model, input_size, exported)
     try:
         core = ov.Core()
-        graph = core.read_model(path)
+        try:
+            graph = core.read_model(path)
+        except Exception as e:  # OpenVINO's own exception types, with the C++ context in the message
+            raise unreadable(path, e) from None
         # OpenVINO's ONNX reader keeps the file's metadata_props under "framework".
         key = ["framework", METADATA_KEY]
         metadata = graph.get_rt_info(key).astype(str) if graph.has_rt_info(key) else None
@@ -110,25 +182,32 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
                                                      "INFERENCE_PRECISION_HINT": "f32"})
         _check_size(path, compiled.input(0).get_partial_shape(), input_size)
         names = [i.get_any_name() for i in compiled.inputs]
-        _check_inputs(path, names, model, metadata)
+        identity = _check_file(path, names, model, metadata, folder is None, weights)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
     request = compiled.create_infer_request()
-    return lambda x, camids=None: np.asarray(request.infer(onnx_feeds(names, x, camids))[0])
+    return ExportedRuntime(lambda x, camids=None: np.asarray(request.infer(onnx_feeds(names, x, camids))[0]),
+                           exported, identity)
 
 
-def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None) -> Runtime:
-    """A non-PyTorch backend for `model`; an unknown name lists the valid ones (torch included)."""
+def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None,
+                  weights: str = "") -> ExportedRuntime:
+    """A non-PyTorch backend for `model`; an unknown name lists the valid ones (torch included).
+
+    A given `exported` file must hold `model`'s weights (the identity it records, see
+    :mod:`reid.inference.identity`; `weights` names the model's weights file in messages), take
+    raw pixels, and match the model's input size and camera ids.
+    """
     if str(name).lower() not in RUNTIMES:
         raise ValueError(f"Unknown inference backend {name!r}. Valid names: torch, {', '.join(RUNTIMES.names())}.")
     # Checked before the backend's package is imported: a wrong file is the mistake to report first.
     if exported and not str(exported).lower().endswith(".onnx"):
         raise ValueError(f"--exported {exported} is not an .onnx file; these backends run ONNX "
                          "(write one with tools/export.py --output model.onnx).")
-    return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported)
+    return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported, weights=weights)
 
 
 BACKEND_NAMES = ("torch",) + tuple(RUNTIMES.names())
 
-__all__ = ["BACKEND_NAMES", "RUNTIMES", "Runtime", "build_runtime"]
+__all__ = ["BACKEND_NAMES", "RUNTIMES", "ExportedRuntime", "Runtime", "build_runtime"]

@@ -25,7 +25,7 @@ import torch
 from reid.utils.registry import Registry
 
 from .faiss_indexes import FaissIndex, HNSWIndex, IVFIndex
-from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, tune_recall
+from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, draw_recall_sample, tune_recall
 from .gallery import Gallery
 from .index_base import (
     ArrayLike,
@@ -122,9 +122,11 @@ def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
     hnsw_m=32, ef_search=256)``; unset ones follow the gallery size (see faiss_indexes.py).
 
     An approximate backend ("ivf", "hnsw") measures its recall@10 against exact search on a
-    sample of the gallery's rows and, unless `nprobe` / `ef_search` is given, raises it until
-    the recall reaches `target_recall` (reid/inference/tuning.py); the result is the index's
-    ``measured_recall`` (1.0 for the exact backends), saved with it.
+    sample of the gallery's rows, each row's own match left out so that the figure holds for
+    new queries, and, unless `nprobe` / `ef_search` is given, raises it until the recall reaches
+    `target_recall` (reid/inference/tuning.py); the result is the index's ``measured_recall``
+    (1.0 for the exact backends), saved with it and with the sample (``recall_sample``), which
+    ``load_index(..., verify_recall=True)`` measures again.
     """
     target_recall = check_target_recall(target_recall)
     cls = SEARCH_BACKENDS.get(backend)
@@ -142,7 +144,8 @@ def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
     index = cls(feats, device=device, **params) if cls is ExactIndex else cls(feats, **params)
     index.target_recall = target_recall
     if index.TUNABLE:
-        index.measured_recall = tune_recall(index, feats, target_recall, tune=index.TUNABLE not in params)
+        index.recall_sample = draw_recall_sample(feats)
+        index.measured_recall = tune_recall(index, index.recall_sample, target_recall, tune=index.TUNABLE not in params)
     else:
         index.measured_recall = 1.0
     return index.set_labels(paths=paths, pids=pids, camids=camids, meta=meta)

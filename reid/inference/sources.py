@@ -11,6 +11,7 @@ import numpy as np
 from reid.data.datasets.custom import is_header, split_list_line, strip_comment
 from reid.data.image_io import IMAGE_EXTENSIONS
 from reid.utils.folder_scan import scan_folder
+from reid.utils.path_kinds import WrongPathKindError, file_problem, is_missing
 from reid.utils.text_files import text_lines
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,12 @@ def list_entries(list_file: PathLike) -> ImageEntries:
             f"({', '.join(IMAGE_EXTENSIONS)}): {not_images[0]}{', ...' if len(not_images) > 1 else ''}. "
             "List image files only."
         )
-    missing = [p for p in entries.paths if not os.path.isfile(p)]
+    problems = [(p, file_problem(p)) for p in entries.paths]
+    other = next(((p, problem) for p, problem in problems if problem and not is_missing(problem)), None)
+    if other is not None:
+        raise WrongPathKindError(f"List file {list_file!r} names {other[0]!r}, which {other[1]}; list image files "
+                                 "only.")
+    missing = [p for p, problem in problems if problem]
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
         raise FileNotFoundError(
@@ -164,13 +170,12 @@ def collect_entries(sources: Union[PathLike, Iterable[PathLike]]) -> ImageEntrie
                 entries.add(src)
             else:
                 entries.extend(list_entries(src))
-        elif os.path.exists(src):
-            raise ValueError(f"{src!r} is not a regular file or folder (a FIFO or a device?); pass an image file, "
-                             "a folder of images or a list file.")
         else:
-            raise FileNotFoundError(
-                f"{src!r} does not exist; pass an image file, a folder of images or a list file."
-            )
+            problem = file_problem(src)
+            if not is_missing(problem):
+                problem = problem.replace("not a file", "not a file or folder")
+            raise (FileNotFoundError if is_missing(problem) else WrongPathKindError)(
+                f"{src!r} {problem}; pass an image file, a folder of images or a list file.")
     if not entries.paths:
         raise ValueError("No image sources given; pass at least one image, folder or list file.")
     return entries

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from .camera_ids import model_cameras
-from .export import DEFAULT_OPSET, export_onnx
+from .export import DEFAULT_OPSET, MIN_SIDE, check_input_size, export_onnx
+from .identity import weights_identity
 
 #: BoxMOT's input convention: RGB / 255, then ImageNet mean and std.
 BOXMOT_MEAN = (0.485, 0.456, 0.406)
@@ -59,10 +60,10 @@ def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optio
         raise ValueError(f"--for boxmot writes ONNX, which BoxMOT runs with onnxruntime; name {bad[0]} *.onnx "
                          "(BoxMOT's .pt files hold its own architectures, not this toolkit's).")
     size = [int(s) for s in input_size] if input_size else []
-    if len(size) != 2 or min(size) < 16:
+    if len(size) != 2 or min(size) < MIN_SIDE:
         raise ValueError(f"--for boxmot needs a fixed input size (BoxMOT reads the crop size from the ONNX graph); "
                          f"got {size or 'none'}: pass --input-size H W (people: 256 128) or set INPUT.SIZE_TEST.")
-    return size[0], size[1]
+    return check_input_size(size)
 
 
 def check_tracker_model(tracker: str, model: nn.Module) -> None:
@@ -78,10 +79,13 @@ def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int
     """Write `model` as an ONNX file that BoxMOT's ReID backend loads unchanged; returns `path`.
 
     Input ``images``: float32 ``[N, 3, H, W]`` in BoxMOT's convention (:data:`BOXMOT_PIXELS`),
-    H x W fixed to `input_size`, N free; output ``features`` ``[N, D]``, L2-normalised.
+    H x W fixed to `input_size`, N free; output ``features`` ``[N, D]``, L2-normalised. The
+    metadata records the identity of `model`'s weights (``weights_sha256``), as every export's does.
     """
     size = check_tracker_export("boxmot", [os.fspath(path)], input_size)
     check_tracker_model("boxmot", model)
+    # The identity of the re-ID model's weights, not of the wrapper (whose constants are BoxMOT's).
+    metadata = {**weights_identity(model), **(metadata or {})}
     return export_onnx(BoxMOTInput(model), path, size, opset=opset, pixels=BOXMOT_PIXELS, metadata=metadata)
 
 

@@ -10,29 +10,33 @@ N x N matrix at a fraction of its memory.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from reid.evaluation.jaccard import jaccard_graph
+from reid.evaluation.neighbours import NeighbourSearch, neighbour_search
 
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """UDA.K1, K2, EPS, MIN_SAMPLES and the base distance (TEST.METRIC)."""
+    """UDA.K1, K2, EPS, MIN_SAMPLES, the base distance (TEST.METRIC) and how the nearest
+    neighbours are found (UDA.NEIGHBOURS, APPROX_MIN_SIZE)."""
 
     k1: int = 30
     k2: int = 6
     eps: float = 0.6
     min_samples: int = 4
     metric: str = "cosine"
+    neighbours: NeighbourSearch = field(default_factory=NeighbourSearch)
 
     @classmethod
     def from_cfg(cls, cfg) -> "ClusterSettings":
         u = cfg.UDA
-        settings = cls(int(u.K1), int(u.K2), float(u.EPS), int(u.MIN_SAMPLES), str(cfg.TEST.METRIC))
+        settings = cls(int(u.K1), int(u.K2), float(u.EPS), int(u.MIN_SAMPLES), str(cfg.TEST.METRIC),
+                       neighbour_search(u, "UDA"))
         if not 0.0 < settings.eps < 1.0:
             raise ValueError(f"UDA.EPS must lie in (0, 1) (a Jaccard distance; 0.5-0.7 usually), got {u.EPS}.")
         if settings.min_samples < 1:
@@ -73,7 +77,8 @@ def dbscan(graph: sp.csr_matrix, eps: float, min_samples: int) -> np.ndarray:
 def cluster_features(feats: torch.Tensor, settings: ClusterSettings) -> Clusters:
     """Cluster features ``[N, D]`` into pseudo-identities (see the module docstring)."""
     t0 = time.perf_counter()
-    graph = jaccard_graph(feats, settings.k1, settings.k2, settings.eps, settings.metric)
+    graph = jaccard_graph(feats, settings.k1, settings.k2, settings.eps, settings.metric,
+                          neighbours=settings.neighbours)
     t1 = time.perf_counter()
     labels = dbscan(graph, settings.eps, settings.min_samples)
     t2 = time.perf_counter()

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, Dict, Iterator, Mapping, Optional
 
-from .file_io import raise_if_disk_full
+from .file_io import atomic_write_text, raise_if_disk_full
 from .json_values import jsonable
 
 LOGGER_NAME = "reid"
@@ -199,7 +199,13 @@ class MetricsWriter:
         enabled: bool = True,
         tensorboard: bool = True,
         logger: Optional[logging.Logger] = None,
+        resume_at: Optional[int] = None,
+        redo_epoch_end: bool = False,
     ) -> None:
+        """`resume_at`: the iteration a resumed (or restarted) run continues from. Records of later
+        iterations, which it trains again, are removed from metrics.jsonl and TensorBoard, so that
+        each iteration keeps one record; with `redo_epoch_end` also the end-of-epoch records
+        (evaluation, clustering) of `resume_at` itself, which the run makes again."""
         self.enabled = enabled
         self.path = os.path.join(output_dir, "metrics.jsonl")
         self._file = None
@@ -207,6 +213,8 @@ class MetricsWriter:
         if not enabled:
             return
         os.makedirs(output_dir, exist_ok=True)
+        if resume_at is not None and os.path.isfile(self.path):
+            self._drop_after(int(resume_at), redo_epoch_end)
         self._file = open(self.path, "a", encoding="utf-8")
         if self._file.tell() and not _ends_with_newline(self.path):
             self._file.write("\n")  # a line cut short by a crash or a full disk stays a line of its own
@@ -217,7 +225,26 @@ class MetricsWriter:
             except ImportError:
                 log.info("TensorBoard events off: install the 'tensorboard' package to get them.")
             else:
-                self._tb = SummaryWriter(log_dir=os.path.join(output_dir, "tensorboard"))
+                # purge_step: TensorBoard drops the events of the steps trained again.
+                purge = None if resume_at is None else int(resume_at) + 1
+                self._tb = SummaryWriter(log_dir=os.path.join(output_dir, "tensorboard"), purge_step=purge)
+
+    def _drop_after(self, resume_at: int, redo_epoch_end: bool) -> None:
+        """Rewrite metrics.jsonl (atomically) without the records the resumed run makes again."""
+        with open(self.path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+
+        def redone(line: str) -> bool:
+            try:
+                record = json.loads(line)
+                it = int(record["iter"])
+            except (ValueError, TypeError, KeyError):
+                return False  # not a record with an iteration (a line cut short stays as it was)
+            return it > resume_at or (redo_epoch_end and it == resume_at and record.get("type") != "train")
+
+        kept = [line for line in lines if not redone(line)]
+        if len(kept) != len(lines):
+            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append `record` as one JSON line; numeric fields also go to TensorBoard.

@@ -8,9 +8,10 @@ longer than :data:`MAX_LINE` characters, each with one message naming the file.
 """
 from __future__ import annotations
 
-import os
 import reprlib
 from typing import Any, Iterator, Tuple
+
+from .path_kinds import check_file
 
 #: Longest line accepted; an image path is rarely longer than a few hundred characters.
 MAX_LINE = 1 << 16
@@ -39,12 +40,9 @@ def text_lines(path: str, what: str = "List file") -> Iterator[Tuple[int, str]]:
     """``(line number, line)`` for each line of text file `path` (line numbers from 1).
 
     Raises FileNotFoundError / ValueError naming `path` (as "`what` PATH") for a missing
-    file, a file that is not a regular file, text that is not UTF-8, or an overlong line.
+    file, a path that is not a regular file (saying what it is: a FIFO, a folder, ...), text that is not UTF-8, or an overlong line.
     """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{what} {path!r} does not exist; check the path.")
-    if not os.path.isfile(path):
-        raise ValueError(f"{what} {path!r} is not a regular file; name a text file with one entry per line.")
+    check_file(path, what, "name a text file with one entry per line.", missing_hint="check the path.")
     with open(path, "r", encoding="utf-8-sig") as f:
         lineno = 0
         while True:

@@ -2,11 +2,12 @@
 ``tools/visualize.py`` call. Computes distances (and re-ranking) only when not given."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
+
+from reid.utils.path_kinds import check_file
 
 from .items import Items, as_items, to_numpy_2d
 from .ranked_list import RankedVisualization, visualize_ranked_results
@@ -32,11 +33,8 @@ def load_saved_features(path: str) -> SavedFeatures:
 
     Reading goes through ``reid.evaluation.load_features`` so there is one reader of the format.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"Saved features file {path!r} not found. Write one with "
-            "`python tools/test.py --run RUN_FOLDER --save-features FILE.npz`."
-        )
+    check_file(path, "Saved features file", "write one with `python tools/test.py --run RUN_FOLDER --save-features "
+               "FILE.npz`.")
     from reid.evaluation import load_features  # evaluation pulls in torch; loaded on use
 
     return _adapt_loaded(load_features(path), path)

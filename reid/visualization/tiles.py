@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from reid.config import value_range
 from reid.data.image_io import CorruptImageError, read_image
 from reid.utils.file_io import atomic_write
 
@@ -25,6 +26,10 @@ TEXT_COLOR: Color = (0, 0, 0)
 BACKGROUND: Color = (255, 255, 255)
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
+MIN_TILE_HEIGHT = 32  # smaller labels cannot be read
+# A picture's tiles are no taller than the largest image side a config may ask for (each tile
+# and each row of tiles is allocated at that height).
+MAX_TILE_HEIGHT = value_range("INPUT.SIZE_TEST")[1]
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,12 @@ class TileGeometry:
     @classmethod
     def for_height(cls, image_h: int, aspect_wh: float) -> "TileGeometry":
         """Geometry for images `image_h` pixels tall at width/height ratio `aspect_wh`."""
-        if image_h < 32:
-            raise ValueError(f"Tile height {image_h} px is too small to read; use at least 32 (256 is the default).")
+        if image_h < MIN_TILE_HEIGHT:
+            raise ValueError(f"Tile height {image_h} px is too small to read; use at least {MIN_TILE_HEIGHT} "
+                             "(256 is the default).")
+        if image_h > MAX_TILE_HEIGHT:
+            raise ValueError(f"Tile height {image_h} px is larger than any image a model reads; use at most "
+                             f"{MAX_TILE_HEIGHT} (the bound of INPUT.SIZE_TEST; 256 is the default).")
         image_w = max(8, int(round(image_h * aspect_wh)))
         # ~0.5 font scale at 256 px: about 11 px tall digits, readable at 100% zoom
         scale = 0.5 * image_h / 256.0

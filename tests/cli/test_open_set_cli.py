@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from reid.cli import test as cli_test
@@ -41,6 +42,29 @@ def test_your_own_query_and_gallery_folders(trained_run, tmp_path, capsys):  # n
                           str(tmp_path / "gallery"), "--output-dir", str(tmp_path / "res")]) == 0
     report = json.loads((tmp_path / "res" / "metrics.json").read_text())
     assert report["results"]["folders"]["plain"]["num_valid_queries"] == 8
+    assert report["query_files_in_gallery"]["folders"]["count"] == 0
+    # The query files again in the gallery, as hard links under other names: the same numbers.
+    for ident in ("p0", "p1"):
+        for k, q in enumerate(sorted((tmp_path / "query" / ident).iterdir())):
+            os.link(q, tmp_path / "gallery" / ident / f"again_{k}.jpg")
+    assert cli_test.main(["--run", str(out), "--query", str(tmp_path / "query"), "--gallery",
+                          str(tmp_path / "gallery"), "--output-dir", str(tmp_path / "res2"),
+                          "--save-features", str(tmp_path / "f.npz")]) == 0
+    linked = json.loads((tmp_path / "res2" / "metrics.json").read_text())
+    assert linked["query_files_in_gallery"]["folders"] == {"count": 8, "same_file": 8, "identical_bytes": 0,
+                                                           "removed_from_gallery": 0}
+    # Rank-1 computed here: the nearest gallery image that is not the query's own file (os.path.samefile),
+    # equal distances in gallery order. Before: 1.0, every query found itself.
+    from reid.evaluation import compute_distance
+    from reid.evaluation.feature_io import load_features
+
+    q, g = load_features(str(tmp_path / "f.npz"))
+    d = np.asarray(compute_distance(q.feats, g.feats, metric="cosine"))
+    hits = []
+    for i, path in enumerate(q.paths):
+        others = [j for j, other in enumerate(g.paths) if not os.path.samefile(path, other)]
+        hits.append(g.pids[others[int(np.argmin(d[i, others]))]] == q.pids[i])
+    assert linked["results"]["folders"]["plain"]["cmc"][0] == pytest.approx(np.mean(hits), abs=1e-6)
     with pytest.raises(SystemExit):
         cli_test.main(["--run", str(out), "--query", str(tmp_path / "query")])
     assert "--query and --gallery go together" in capsys.readouterr().err
@@ -71,21 +95,32 @@ def test_a_run_with_a_validation_split_calibrates_thresholds_that_search_and_exp
     out = tmp_path / "run"
     opts = tiny_opts(tmp_path / "data", out)
     opts[opts.index("DATASETS.SYNTHETIC.NUM_TRAIN_IDS") + 1] = "8"
-    assert cli_train.main(["--config-file", DEMO] + opts + ["TEST.VAL_IDS", "3", "TEST.VERIFICATION.FARS", "[0.1, 0.01]"]) == 0
+    assert cli_train.main(["--config-file", DEMO] + opts + ["TEST.VAL_IDS", "3", "TEST.VERIFICATION.FARS",
+                                                            "[0.2, 0.01, 0.0001]"]) == 0
     record = json.loads((out / "thresholds.json").read_text())
-    assert set(record["thresholds"]) == {"0.1", "0.01"} and "validation split: 3 identities" in record["source"]
-    assert "Thresholds calibrated on the validation split" in (out / "log.txt").read_text()
+    # 3 validation identities give 18 impostor pairs: enough to show FAR 0.2 (14 needed), not 0.01 or 1e-4.
+    assert record["num_impostor"] == 18 and record["num_identities"] == 3
+    assert set(record["thresholds"]) == {"0.2"} and set(record["unresolved"]) == {"0.01", "0.0001"}
+    assert "validation split: 3 identities" in record["source"]
+    log = (out / "log.txt").read_text()
+    assert "Thresholds calibrated on the validation split" in log
+    assert "No threshold at FAR 0.0001: its validation split had 18 impostor pairs" in log
     crops = sorted((tmp_path / "data" / "synthetic").rglob("*.jpg"))[:12]
     listing = tmp_path / "crops.txt"
     listing.write_text("\n".join(str(p) for p in crops[:-1]) + "\n")  # the last crop stays out of the gallery
     assert cli_extract.main(["--run", str(out), "--input", str(listing), "--output", str(tmp_path / "g.npz"),
                              "--num-workers", "0", "--quiet"]) == 0
     capsys.readouterr()
-    assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[0]),
-                            "--far", "0.01", "--json", str(tmp_path / "m.json"), "-k", "3"]) == 0
+    import cv2
+
+    again = tmp_path / "crop0_again.png"  # crops[0]'s pixels in another file (its own file is never its match)
+    cv2.imwrite(str(again), cv2.imread(str(crops[0])))
+    assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(again),
+                            "--far", "0.2", "--json", str(tmp_path / "m.json"), "-k", "3"]) == 0
+    assert "of 18 validation impostor pairs accepted, so the FAR is at most" in capsys.readouterr().out
     result = json.loads((tmp_path / "m.json").read_text())[0]
-    assert result["threshold"] == pytest.approx(record["thresholds"]["0.01"]["similarity"])
-    assert result["answer"] == "match" and result["matches"][0]["accepted"]  # the query is in the gallery
+    assert result["threshold"] == pytest.approx(record["thresholds"]["0.2"]["similarity"])
+    assert result["answer"] == "match" and result["matches"][0]["accepted"]  # the same pixels are in the gallery
     assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[-1]),
                             "--threshold", "0.9999", "--json", str(tmp_path / "none.json")]) == 0
     printed = capsys.readouterr().out
@@ -93,12 +128,22 @@ def test_a_run_with_a_validation_split_calibrates_thresholds_that_search_and_exp
     assert json.loads((tmp_path / "none.json").read_text())[0]["answer"] == "no match"
     assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[0]),
                             "--far", "0.001"]) == 1
-    assert "has thresholds for FAR 0.01, 0.1, not 0.001" in capsys.readouterr().err
+    assert "has thresholds for FAR 0.2, not 0.001" in capsys.readouterr().err
+    # The issue's case: a FAR the validation split cannot resolve is never applied, whatever was asked at
+    # calibration (before, the threshold of the 18 pairs' smallest distance was used without a word).
+    for far in ("0.0001", "0.01"):
+        assert cli_search.main(["--run", str(out), "--gallery", str(tmp_path / "g.npz"), "--query", str(crops[0]),
+                                "--far", far]) == 1
+        err = capsys.readouterr().err
+        assert f"cannot resolve FAR {far}: its validation split had 18 impostor pairs" in err, err
+        assert "more validation identities would give them (3 now" in err and len(err.splitlines()) == 1
     assert cli_export.main(["--run", str(out), "--output", str(tmp_path / "m.pt2"), "--no-check"]) == 0
     import zipfile
     with zipfile.ZipFile(tmp_path / "m.pt2") as zf:
         meta = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("circle_reid.json"))))
-    assert meta["decision_thresholds"]["thresholds"]["0.01"] == record["thresholds"]["0.01"]
+    assert meta["decision_thresholds"]["thresholds"] == record["thresholds"]  # FAR 0.2 only
+    assert meta["decision_thresholds"]["unresolved"] == record["unresolved"]
+    assert meta["weights_file"] == record["weights"] and meta["weights_sha256"].startswith("sha256:")
     # Other weights of the same run: the thresholds measured on the run's result do not hold for them.
     import shutil
 
@@ -106,7 +151,7 @@ def test_a_run_with_a_validation_split_calibrates_thresholds_that_search_and_exp
     shutil.copy(out / record["weights"], other)
     try:
         assert cli_search.main(["--run", str(out), "--weights", str(other), "--gallery", str(tmp_path / "g.npz"),
-                                "--query", str(crops[0]), "--far", "0.01"]) == 1
+                                "--query", str(crops[0]), "--far", "0.2"]) == 1
         err = capsys.readouterr().err
         assert f"was calibrated on {record['weights']}, not on model_other.pth" in err and "--threshold" in err
         assert cli_export.main(["--run", str(out), "--weights", str(other), "--output", str(tmp_path / "o.pt2"),

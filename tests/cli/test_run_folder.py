@@ -81,6 +81,10 @@ def test_a_run_killed_with_sigkill_resumes_at_once_in_the_same_folder(data, tmp_
     log = (out / "log.txt").read_text()
     assert "Resumed from" in log and "Removed " in log and ".model_0002.pth.zz9.tmp" in log
     assert (out / "model_final.pth").is_file() and not (out / ".model_0002.pth.zz9.tmp").exists()
+    # The steps the killed run logged after its checkpoint were trained again: logged once.
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    iters = [r["iter"] for r in records if r["type"] == "train"]
+    assert iters == list(range(1, len(iters) + 1))
 
 
 @pytest.mark.slow
@@ -147,3 +151,83 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_resume_loses_only_that_epoch(
     a = torch.load(tmp_path / "a" / "model_final.pth", weights_only=True)["model"]
     b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)["model"]
     assert_same_weights(a, b)
+
+
+def _stopped_run(data, out):
+    """A run of 2 epochs stopped by a hook after step 3, as --resume finds it."""
+    from reid.cli import train as cli_train
+    from tests.engine.test_user_hooks import StopAt
+
+    argv = ["--config-file", DEMO] + tiny_opts(data, out) + ["SOLVER.MAX_EPOCH", "2", "TEST.EVAL_PERIOD", "0"]
+    assert cli_train.main(argv, hooks=[StopAt(at=3)]) == 0
+    assert (out / "model_interrupted.pth").is_file()
+    return out / "config.yaml"
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_config_edited_since_the_checkpoint_naming_the_keys(data, tmp_path, capsys):
+    from reid.cli import train as cli_train
+
+    out = tmp_path / "run"
+    config = _stopped_run(data, out)
+    _edit(config, "BASE_LR: 0.001", "BASE_LR: 0.002")
+    _edit(config, "SIZE_TRAIN:\n  - 32\n  - 16", "SIZE_TRAIN:\n  - 64\n  - 32")
+    capsys.readouterr()
+    assert cli_train.main(["--run", str(out), "--resume"]) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: Cannot resume ") and "model_interrupted.pth" in lines[0]
+    assert "INPUT.SIZE_TRAIN (checkpoint [32, 16], now [64, 32])" in lines[0]
+    assert "SOLVER.BASE_LR (checkpoint 0.001, now 0.002)" in lines[0] and "--allow-config-change" in lines[0]
+    assert not (out / "model_final.pth").exists()
+    # The same change on the command line is refused alike.
+    _edit(config, "BASE_LR: 0.002", "BASE_LR: 0.001")
+    _edit(config, "SIZE_TRAIN:\n  - 64\n  - 32", "SIZE_TRAIN:\n  - 32\n  - 16")
+    assert cli_train.main(["--run", str(out), "--resume", "SOLVER.WEIGHT_DECAY", "0.1"]) == 1
+    assert "SOLVER.WEIGHT_DECAY (checkpoint 0.0005, now 0.1)" in capsys.readouterr().err
+    # Keys that do not change what is trained may change (logging, checkpoints, workers).
+    assert cli_train.main(["--run", str(out), "--resume", "SOLVER.LOG_PERIOD", "5", "DATALOADER.NUM_WORKERS", "1",
+                           "SOLVER.CHECKPOINT_PERIOD", "2"]) == 0
+    assert (out / "model_final.pth").is_file()
+
+
+@pytest.mark.slow
+def test_allow_config_change_resumes_with_the_new_values_and_says_so(data, tmp_path):
+    from reid.cli import train as cli_train
+
+    out = tmp_path / "run"
+    _stopped_run(data, out)
+    assert cli_train.main(["--run", str(out), "--resume", "--allow-config-change", "SOLVER.BASE_LR", "0.0005"]) == 0
+    log = (out / "log.txt").read_text()
+    assert ("with settings it was not trained with (--allow-config-change): SOLVER.BASE_LR (checkpoint 0.001, "
+            "now 0.0005)") in log
+    assert "BASE_LR: 0.0005" in (out / "config.yaml").read_text()  # the run's record says what it used
+
+
+@pytest.mark.slow
+def test_a_runs_config_yaml_with_a_base_is_refused_by_train_as_by_every_tool(data, tmp_path, capsys):
+    from reid.cli import train as cli_train
+
+    out = tmp_path / "run"
+    config = _stopped_run(data, out)
+    (tmp_path / "evil.yml").write_text("SOLVER:\n  BASE_LR: 0.5\n")
+    config.write_text("_BASE_: ../evil.yml\n" + config.read_text())
+    capsys.readouterr()
+    assert cli_train.main(["--run", str(out), "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "_BASE_" in err and "a run's config.yaml is self-contained" in err
+
+
+def test_a_run_folder_whose_config_yaml_is_a_fifo_is_named_for_what_it_is(tmp_path, capsys):
+    from reid.cli import train as cli_train
+
+    os.mkfifo(tmp_path / "config.yaml")  # opening it would block: it must be named, never read
+    assert cli_train.main(["--run", str(tmp_path), "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "its config.yaml is a FIFO (named pipe), not a file" in err

@@ -12,6 +12,7 @@ from reid.cli import export as cli_export
 from reid.cli import extract as cli_extract
 from reid.cli import search as cli_search
 from reid.cli.errors import error_text, run_main
+from tests._tools import load_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "tools")) if name.endswith(".py"))
@@ -50,12 +51,18 @@ def test_help_and_argument_errors_of_every_tool_load_no_torch():
 
 
 def test_the_tools_own_names_match_the_library():
-    from reid.inference.export import DEFAULT_OPSET
+    from reid.cli import visualize as cli_visualize
+    from reid.inference.export import DEFAULT_OPSET, MIN_SIDE
+    from reid.inference.faiss_indexes import HNSW_MAX_EF_SEARCH, HNSW_MAX_M
     from reid.inference.search import BACKENDS
     from reid.inference.runtimes import BACKEND_NAMES
     from reid.inference.trackers import TRACKERS
+    from reid.visualization.tiles import MIN_TILE_HEIGHT
 
     assert cli_search.BACKENDS == BACKENDS and cli_export.DEFAULT_OPSET == DEFAULT_OPSET
+    assert cli_export.MIN_SIDE == MIN_SIDE and cli_search.MAX_HNSW_M == HNSW_MAX_M
+    assert cli_search.MAX_EF == HNSW_MAX_EF_SEARCH
+    assert cli_search.MIN_TILE_HEIGHT == cli_visualize.MIN_TILE_HEIGHT == MIN_TILE_HEIGHT
     assert tuple(cli_export.TRACKERS) == tuple(TRACKERS)
     assert tuple(cli_extract.BACKEND_NAMES) == tuple(BACKEND_NAMES)
 
@@ -115,3 +122,57 @@ def test_a_message_of_several_lines_prints_its_first_as_the_error_line(capsys):
     folded = RuntimeError("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call "
                           "last):\n  File \"x.py\", line 1\nValueError: bad image a.jpg")
     assert error_text(folded) == "error: bad image a.jpg"
+
+
+def _bounded_cases():
+    from reid.config import value_range
+
+    side = value_range("INPUT.SIZE_TEST")[1]
+    batch = value_range("TEST.IMS_PER_BATCH")[1]
+    workers = value_range("DATALOADER.NUM_WORKERS")[1]
+    model = ["--weights", "w.pth"]
+    extract = ["extract"] + model + ["--input", "x", "--output", "g.npz"]
+    search = ["search"] + model + ["--gallery", "g.npz", "--query", "q.jpg"]
+    config = "(the bounds of {})"
+    return [
+        # The case: a size the config refuses was allocated until the machine ran out.
+        (["export"] + model + ["--output", "m.onnx", "--input-size", "5000", "5000"],
+         f"argument --input-size: 5000 is out of range: it must lie in [16, {side}] "
+         + config.format("INPUT.SIZE_TEST")),
+        (["export"] + model + ["--output", "m.onnx", "--input-size", "100000", "100000"], "100000 is out of range"),
+        (["export"] + model + ["--output", "m.onnx", "--input-size", "8", "8"], "8 is out of range"),
+        (["export"] + model + ["--output", "m.onnx", "--opset", "9"], "argument --opset: 9 is out of range: it must lie >= 18"),
+        (extract + ["--batch-size", "0"], f"argument --batch-size: 0 is out of range: it must lie in [1, {batch}]"),
+        (extract + ["--batch-size", str(10 ** 9)], config.format("TEST.IMS_PER_BATCH")),
+        (extract + ["--num-workers", "-1"], f"argument --num-workers: -1 is out of range: it must lie in [0, {workers}]"),
+        (extract + ["--num-workers", "100000"], config.format("DATALOADER.NUM_WORKERS")),
+        (search + ["-k", "0"], "argument -k/--topk: 0 is out of range: it must lie in [1, 10000]"),
+        (search + ["-k", str(10 ** 9)], "argument -k/--topk: 1000000000 is out of range"),
+        (search + ["-k", "500", "--draw", "pics"], "--draw puts each query's matches in one row of at most 100 images"),
+        (search + ["--tile-height", str(10 ** 6)], f"argument --tile-height: 1000000 is out of range: it must lie in "
+                                                  f"[32, {side}]"),
+        (search + ["--batch-size", str(10 ** 9)], "argument --batch-size: 1000000000 is out of range"),
+        (search + ["--hnsw-m", str(10 ** 6)], "argument --hnsw-m: 1000000 is out of range: it must lie in [2, 256]"),
+        (search + ["--ef-search", "0"], "argument --ef-search: 0 is out of range"),
+        (search + ["--pq-nbits", "64"], "argument --pq-nbits: 64 is out of range: it must lie in [1, 16]"),
+        (search + ["--far", "2"], "--far is a false accept rate in (0, 1)"),
+        (["test"] + model + ["--vis-topk", "1000"], "argument --vis-topk: 1000 is out of range: it must lie in [1, 100]"),
+        (["test"] + model + ["--open-set", "0"], "argument --open-set: 0 is out of range"),
+        (["visualize", "f.npz", "-o", "out", "--tile-height", "100000"], "argument --tile-height: 100000 is out of range"),
+        (["visualize", "f.npz", "-o", "out", "--topk", "1000"], "argument --topk: 1000 is out of range"),
+        (["visualize", "f.npz", "-o", "out", "--k1", "0"], "argument --k1: 0 is out of range: it must lie >= 1"),
+        (["plot", "similarity", "--features", "f.npz", "--bins", str(10 ** 9)],
+         "argument --bins: 1000000000 is out of range: it must lie in [1, 10000]"),
+        (["plot", "gradients", "--grid", str(10 ** 6)], "argument --grid: 1000000 is out of range: it must lie in [2, 2001]"),
+        (["plot", "cmc", "--features", "f.npz", "--max-rank", str(10 ** 9)], "argument --max-rank: 1000000000 is out"),
+        (["plot", "cmc", "--features", "f.npz", "--max-rank", "ten"], "argument --max-rank: 'ten' is not an integer"),
+    ]
+
+
+@pytest.mark.parametrize("argv, message", _bounded_cases())
+def test_every_size_on_the_command_line_is_bounded_before_any_work(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_tool(argv[0]).main(argv[1:])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err, err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1

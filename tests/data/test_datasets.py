@@ -505,3 +505,38 @@ def test_download_damaged_archive_is_deleted_with_manual_steps(tmp_path, monkeyp
     msg = str(e.value)
     assert mirror["archive"] in msg and "not a valid zip" in msg and "by hand" in msg and mirror["file_id"] in msg
     assert os.listdir(tmp_path) == []  # neither the bad archive nor a .unpack-* folder is left
+
+
+HUGE = "99999999999999999999"  # > 2**63 - 1: numpy and torch would answer "Overflow when unpacking long long"
+
+
+@pytest.mark.parametrize("sub, name, what", [
+    ("query", f"{HUGE}_c1s1_000151_01.jpg", "person id"),
+    ("bounding_box_train", f"{HUGE}_c1s1_000151_01.jpg", "person id"),
+    ("bounding_box_test", f"{HUGE}_c1s1_000151_01.jpg", "person id"),
+])
+def test_a_market_id_past_int64_names_the_file(tmp_path, write_jpeg, sub, name, what):
+    base = make_market(str(tmp_path), write_jpeg)
+    write_jpeg(os.path.join(base, sub, name))
+    with pytest.raises(DatasetFormatError) as info:
+        build_dataset("market1501", str(tmp_path))
+    message = str(info.value)
+    assert name in message and f"{what} {HUGE} does not fit a 64-bit integer" in message, message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("line, what", [(f"a.jpg {HUGE} 0", "pid"), (f"a.jpg 3 {HUGE}{HUGE}", "camid")])
+def test_a_custom_list_id_past_int64_names_file_and_line(tmp_path, write_jpeg, line, what):
+    write_jpeg(str(tmp_path / "a.jpg"))
+    (tmp_path / "train.txt").write_text(f"a.jpg 3 0\n{line}\n")
+    (tmp_path / "q.txt").write_text("a.jpg 3 0\n")
+    with pytest.raises(DatasetFormatError, match=rf"train.txt, line 2: {what} .* does not fit a 64-bit integer"):
+        build_dataset("custom", str(tmp_path), train_list="train.txt", query_list="q.txt", gallery_list="q.txt")
+
+
+def test_an_msmt17_pid_past_int64_names_file_and_line(tmp_path, write_jpeg):
+    base = make_msmt(str(tmp_path), write_jpeg)
+    first = open(os.path.join(base, "list_query.txt")).readline().split()[0]
+    append_line(base, "list_query.txt", f"{first} {HUGE}")
+    with pytest.raises(DatasetFormatError, match=rf"list_query.txt, line \d+: pid {HUGE} does not fit a 64-bit"):
+        build_dataset("msmt17", str(tmp_path))

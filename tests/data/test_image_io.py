@@ -53,12 +53,12 @@ def test_a_header_that_declares_too_many_pixels_is_refused_before_decoding(tmp_p
 def test_special_oversized_and_foreign_files_are_one_line_errors(tmp_path, monkeypatch):
     fifo = tmp_path / "pipe.jpg"
     os.mkfifo(fifo)  # reading it would block forever
-    with pytest.raises(CorruptImageError, match="pipe.jpg': it is not a regular file"):
+    with pytest.raises(CorruptImageError, match=r"pipe.jpg': it is a FIFO \(named pipe\), not a file"):
         read_image(str(fifo))
     hdr = tmp_path / "really_radiance.jpg"
     ok, data = cv2.imencode(".hdr", np.ones((4, 5, 3), np.float32))
     hdr.write_bytes(data.tobytes())  # OpenCV decodes it (guessing from the bytes); no header reader knows it
-    with pytest.raises(CorruptImageError, match="really_radiance.jpg': it is not an image in a format read here"):
+    with pytest.raises(CorruptImageError, match="really_radiance.jpg': it is binary data, not an image in a format read here"):
         read_image(str(hdr))
     big = tmp_path / "big.png"
     assert cv2.imwrite(str(big), np.zeros((64, 32, 3), np.uint8))
@@ -92,3 +92,29 @@ def test_a_tiff_whose_tags_claim_a_huge_size_is_refused(tmp_path, no_decoding):
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptImageError, match=r"huge.tif': its header declares (more than|60000 x 60000)"):
         read_image(str(path))
+
+
+@pytest.mark.parametrize("ext", [".png", ".bmp", ".jpg", ".webp"])
+@pytest.mark.parametrize("width, height", [(1, 1), (3, 10), (10, 3), (2, 7)])
+def test_skip_corrupt_keeps_valid_images_under_4_pixels_a_side(tmp_path, ext, width, height):
+    path = str(tmp_path / f"narrow{ext}")
+    assert cv2.imwrite(path, np.full((height, width, 3), 90, np.uint8))
+    kept, bad = image_io.filter_readable([(path, 1, 0)])  # was: dropped by the 1/4-scale check
+    assert kept == [(path, 1, 0)] and bad == []
+    assert read_image(path).shape == (height, width, 3)
+
+
+@pytest.mark.parametrize("data, kind", [
+    (b"person 1, camera 2\n", "a text file"),
+    (b"MODEL:\n  WEIGHTS: x.pth\n", "a YAML/text file"),
+    (b"PK\x03\x04\x00\x00\x08\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+     b"\x10\x00\x12\x00archive/data.pkl", "a torch checkpoint"),
+    (b"", None),
+])
+def test_a_file_that_is_not_an_image_is_named_for_what_it_is(tmp_path, data, kind):
+    path = tmp_path / "crop.jpg"
+    path.write_bytes(data)
+    with pytest.raises(CorruptImageError) as info:
+        read_image(str(path))
+    expected = "the file is empty" if kind is None else f"it is {kind}, not an image in a format read here"
+    assert f"Cannot read image {str(path)!r}: {expected}" in str(info.value)

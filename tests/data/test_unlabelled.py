@@ -125,3 +125,49 @@ def test_supervised_training_refuses_unlabelled_crops(tmp_path, write_jpeg):
     cfg.TEST.VAL_IDS = 2
     with pytest.raises(ValueError, match="TEST.VAL_IDS 2 holds out labelled identities.*set TEST.VAL_IDS 0"):
         build_train_data(cfg, labels_required=False)
+
+
+def test_repeated_crops_are_kept_once_and_reported(tmp_path, write_jpeg, caplog):
+    import shutil
+
+    crops = tmp_path / "crops"
+    originals = _crops(str(crops), write_jpeg, ["a_c1_1.jpg", "b_c2_1.jpg"])
+    shutil.copy(originals[0], crops / "copy_c1_2.jpg")  # byte-identical, another name
+    (crops / "sub").mkdir()
+    shutil.copy(originals[0], crops / "sub" / "a_c1_1.jpg")  # byte-identical, a sub-folder
+    with caplog.at_level("WARNING", logger="reid"):
+        clean = build_dataset("unlabelled", str(tmp_path), folder=str(crops), camera_regex=r"_c(\d+)_").train
+    assert [os.path.basename(p) for p, _, _ in clean] == ["a_c1_1.jpg", "b_c2_1.jpg"]  # was: 4 crops, a 3 times
+    assert "crops: 2 of 4 images repeat another one (0 the same file" in caplog.text
+    caplog.clear()
+    # A list naming one crop through a hard link, a symbolic link, './' and '..' spellings and twice.
+    os.link(originals[1], tmp_path / "hard_c2_9.jpg")
+    os.symlink(originals[1], tmp_path / "soft_c2_9.jpg")
+    listing = tmp_path / "crops.txt"
+    listing.write_text("crops/a_c1_1.jpg\ncrops/b_c2_1.jpg\nhard_c2_9.jpg\nsoft_c2_9.jpg\n./crops/./b_c2_1.jpg\n"
+                       "crops/sub/../b_c2_1.jpg\ncrops/a_c1_1.jpg\ncrops/copy_c1_2.jpg\n")
+    with caplog.at_level("WARNING", logger="reid"):
+        listed = build_dataset("unlabelled", str(tmp_path), list_file=str(listing), camera_regex=r"_c(\d+)_").train
+    assert [(os.path.basename(p), pid, cam) for p, pid, cam in listed] == [("a_c1_1.jpg", -1, 0), ("b_c2_1.jpg", -1, 1)]
+    lines = [r.getMessage() for r in caplog.records if "repeat another one" in r.getMessage()]
+    assert len(lines) == 1 and "6 of 8 images repeat another one (5 the same file" in lines[0], lines
+    assert "1 byte-identical copies) and are kept once; e.g. " in lines[0] and "hard_c2_9.jpg is the same file as" in lines[0]
+
+
+@pytest.mark.slow
+def test_a_catastrophic_camera_regex_ends_in_one_line_not_a_hang(tmp_path, write_jpeg):
+    import subprocess
+    import sys
+
+    write_jpeg(str(tmp_path / "crops" / ("a" * 40 + "!.jpg")))
+    code = ("from reid.data import build_dataset\n"
+            f"build_dataset('unlabelled', '.', folder={str(tmp_path / 'crops')!r}, camera_regex='(a+)+$')\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:  # before: 2^40 steps of backtracking on the one name
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=root))
+    except subprocess.TimeoutExpired:
+        pytest.fail("the folder scan hung on the camera regex")
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith("reid.utils.safe_regex.RegexError: DATASETS.UNLABELLED.CAMERA_REGEX"), proc.stderr
+    assert "'(a+)+$' can take exponential time" in last and "repeats a group that holds a repeat of its own" in last

@@ -262,7 +262,7 @@ def test_the_last_checkpoint_pointer_never_leads_out_of_the_run(tmp_path):
 
 def test_a_fifo_named_as_checkpoint_is_refused_at_once(tmp_path):
     os.mkfifo(tmp_path / "model.pth")
-    with pytest.raises(CheckpointError, match="model.pth is not a regular file"):
+    with pytest.raises(CheckpointError, match=r"model.pth is a FIFO \(named pipe\), not a file; name a .pth file"):
         load_checkpoint(str(tmp_path / "model.pth"), model=Net())
 
 
@@ -288,3 +288,16 @@ def test_objects_other_than_tensors_and_numpy_scalars_are_still_refused(tmp_path
     with pytest.raises(CheckpointError, match="weights_only=True refuses"):
         load_checkpoint(str(path), model=Net())
 
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda p: open(p, "wb").write(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(64)), "a JPEG image"),
+    (lambda p: np.savez(open(p, "wb"), feats=np.ones(3)), "a NumPy .npz archive"),
+    (lambda p: open(p, "wb").write(b"%PDF-1.4\n\x00binary"), "a PDF document"),
+])
+def test_a_file_that_is_not_a_checkpoint_is_named_for_what_it_is(tmp_path, make, kind):
+    path = str(tmp_path / "weights.pth")
+    make(path)
+    msg = _unreadable(path)
+    assert f"Could not read checkpoint {path}: it is {kind}, not a checkpoint (a file written by torch.save)" in msg
+    assert "\n" not in msg

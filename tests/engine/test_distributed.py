@@ -48,6 +48,38 @@ def test_torchrun_environment_without_rendezvous_is_explained(monkeypatch):
         init_distributed("cpu")
 
 
+def test_a_join_timeout_that_is_not_a_positive_number_is_refused(monkeypatch):
+    from reid.engine.distributed import join_timeout
+
+    monkeypatch.delenv("REID_DIST_JOIN_TIMEOUT", raising=False)
+    assert join_timeout() == 300.0
+    for bad in ("soon", "0", "-5", "nan", "inf", "1e300"):
+        monkeypatch.setenv("REID_DIST_JOIN_TIMEOUT", bad)
+        with pytest.raises(ValueError, match=f"REID_DIST_JOIN_TIMEOUT='{bad}' must be a number of seconds > 0 "
+                                             "and at most 604800"):
+            join_timeout()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
+@pytest.mark.parametrize("rank", [0, 1], ids=["rank 0 alone", "rank 0 unreachable"])
+def test_a_group_that_cannot_form_ends_in_one_line_after_the_join_timeout(rank):
+    from tests.engine.cluster_runs import free_port
+
+    port = free_port()  # rank 0 hosts there and nobody joins, or (rank 1) nobody listens there
+    env = dict(os.environ, PYTHONPATH=ROOT, WORLD_SIZE="2", RANK=str(rank), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port), REID_DIST_JOIN_TIMEOUT="2")
+    # (a hang would end in subprocess.TimeoutExpired)
+    proc = subprocess.run([sys.executable, "-c", "from reid.engine import init_distributed; init_distributed('cpu')"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: process {rank} of 2 waited 2 s for the others to join at 127.0.0.1:{port} "
+                      "(MASTER_ADDR:MASTER_PORT): check that every process of the job started (WORLD_SIZE), that "
+                      "this address reaches rank 0's machine and its port is open; REID_DIST_JOIN_TIMEOUT=SECONDS "
+                      "waits longer."]
+
+
 WORKER = textwrap.dedent(
     """
     import json, os, sys
@@ -163,6 +195,17 @@ def test_two_process_gloo_run_splits_identities_and_only_rank0_writes(backbone, 
     assert sorted(os.listdir(out)) == sorted(expected)
 
 
+def _two_ranks(tmp_path, worker: str, launcher=("-m", "torch.distributed.run")):
+    """Run `worker` (a script: argv out, side) as two gloo processes; (the process, out, side)."""
+    out, side = tmp_path / "out", tmp_path / "side"
+    side.mkdir()
+    script = tmp_path / "worker.py"
+    script.write_text(worker)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    cmd = [sys.executable, *launcher, "--standalone", "--nproc_per_node", "2", str(script), str(out), str(side)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env), out, side
+
+
 FAILING_WORKER = textwrap.dedent(
     """
     import json, os, sys, time
@@ -199,14 +242,7 @@ FAILING_WORKER = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
 def test_a_failing_evaluation_on_rank0_stops_every_process_promptly(tmp_path):
-    out, side = tmp_path / "out", tmp_path / "side"
-    side.mkdir()
-    script = tmp_path / "worker.py"
-    script.write_text(FAILING_WORKER)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(script), str(out), str(side)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    proc, out, side = _two_ranks(tmp_path, FAILING_WORKER)
     assert proc.returncode != 0
     failed_at = float((side / "failed_at").read_text())
     ends = [json.loads((side / f"end{r}.json").read_text()) for r in range(2)]  # both ended by themselves
@@ -216,3 +252,109 @@ def test_a_failing_evaluation_on_rank0_stops_every_process_promptly(tmp_path):
     log = (out / "log.txt").read_text()
     assert "Evaluation after epoch 2 failed: ValueError: the test set has no query with a match" in log
     assert "The weights of epoch 2 were saved to" in log and (out / "model_0002.pth").is_file()
+
+
+STOPPED_EVAL_WORKER = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    from reid.engine import Trainer, TrainingInterrupted, init_distributed, cleanup_distributed
+    from reid.utils.logger import setup_logger
+    from reid.utils.stop_request import check_stop
+    from tests.engine.stubs import StubReID, stub_cfg, stub_loader
+
+    out, side = sys.argv[1:3]
+    info = init_distributed("cpu")
+    cfg = stub_cfg(out, **{"SOLVER.IMS_PER_BATCH": 8, "SOLVER.MAX_EPOCH": 3, "TEST.EVAL_PERIOD": 1})
+    setup_logger(out, rank=info.rank)
+
+    def eval_fn(model, epoch):  # runs on rank 0 only; a SIGTERM reaches it mid-extraction
+        if epoch == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+            check_stop("feature extraction")
+        return [{"split": "test", "dataset": "stub", "mAP": 1.0}]
+
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg, rank=info.rank, world_size=info.world_size),
+                      eval_fn=eval_fn, progress=False)
+    try:
+        trainer.train()
+        end = {"error": None}
+    except TrainingInterrupted as e:
+        end = {"error": "TrainingInterrupted", "code": e.exit_code, "iteration": e.iteration}
+    except Exception as e:
+        end = {"error": type(e).__name__, "message": str(e)}
+    with open(os.path.join(side, f"end{info.rank}.json"), "w") as f:
+        json.dump(end, f)
+    cleanup_distributed()
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
+def test_an_evaluation_abandoned_for_a_stop_on_rank0_stops_every_rank_alike(tmp_path):
+    proc, out, side = _two_ranks(tmp_path, STOPPED_EVAL_WORKER)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ends = [json.loads((side / f"end{r}.json").read_text()) for r in range(2)]
+    ipe = 6  # 48 stub images, a global batch of 8
+    # Rank 1 never got the signal: the agreement after rank 0's evaluation stopped it too.
+    assert ends == [{"error": "TrainingInterrupted", "code": 143, "iteration": 2 * ipe}] * 2
+    ckpt = torch.load(out / "model_interrupted.pth", weights_only=True)
+    assert ckpt["iteration"] == 2 * ipe and ckpt["sampler"] == {"epoch": 1, "start_batch": ipe}
+    assert not (out / "model_0002.pth").exists() and (out / "model_0001.pth").exists()
+
+
+ONE_RANK_SIGNALLED_WORKER = textwrap.dedent(
+    """
+    import json, os, signal, sys, time
+    from reid.engine import Trainer, TrainingInterrupted, init_distributed, cleanup_distributed
+    from reid.utils.logger import setup_logger
+    from tests.engine.stubs import StubReID, stub_cfg, stub_loader
+
+    out, side = sys.argv[1:3]
+    info = init_distributed("cpu")
+    cfg = stub_cfg(out, **{"SOLVER.IMS_PER_BATCH": 8, "SOLVER.MAX_EPOCH": 3, "TEST.EVAL_PERIOD": 0})
+    setup_logger(out, rank=info.rank)
+
+    def on_forward(call):  # only rank 1 is signalled (a node-local preemption), in its 9th step
+        if info.rank == 1 and call == 8:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer = Trainer(cfg, StubReID(on_forward=on_forward), stub_loader(cfg, rank=info.rank, world_size=2),
+                      progress=False)
+    save = trainer.checkpointer.save
+
+    def slow_save(name):  # a checkpoint that takes a while to write (a large model, network storage)
+        time.sleep(3)
+        path = save(name)
+        with open(os.path.join(side, "saved"), "w") as f:
+            f.write(repr(time.time()))
+        return path
+
+    trainer.checkpointer.save = slow_save
+    try:
+        trainer.train()
+        end = {"error": None}
+    except TrainingInterrupted as e:
+        end = {"error": "TrainingInterrupted", "code": e.exit_code, "iteration": e.iteration}
+    end["time"] = time.time()
+    with open(os.path.join(side, f"end{info.rank}.json"), "w") as f:
+        json.dump(end, f)
+    cleanup_distributed()
+    sys.exit(end.get("code", 0))
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed gloo unavailable")
+def test_a_signal_to_one_rank_stops_all_with_its_exit_code_and_none_ends_before_the_save(tmp_path):
+    proc, out, side = _two_ranks(tmp_path, ONE_RANK_SIGNALLED_WORKER, [os.path.join(ROOT, "tools", "launch.py")])
+    assert proc.returncode == 143, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Rank 0 was never signalled: it stopped at the same step, with the signalled rank's exit code,
+    # and wrote the checkpoint before either rank ended (the launcher ends the others once one has
+    # ended, so rank 1 may not get to write its record).
+    ends = [json.loads((side / f"end{r}.json").read_text()) for r in range(2) if (side / f"end{r}.json").exists()]
+    assert (ends[0]["error"], ends[0]["code"], ends[0]["iteration"]) == ("TrainingInterrupted", 143, 9)
+    saved = float((side / "saved").read_text())
+    assert all(e["time"] >= saved and e["code"] == 143 and e["iteration"] == 9 for e in ends)
+    assert torch.load(out / "model_interrupted.pth", weights_only=True)["iteration"] == 9

@@ -14,9 +14,11 @@ from reid.engine.hooks import MetricsLogger, SeedEachEpoch, StopOnSignal
 
 def fake_loop(**kw):
     loop = SimpleNamespace(epoch=0, start_batch=0, iter=0, iters_per_epoch=6, max_epoch=1, max_iter=6,
-                           eval_records=[], last_metrics={}, rank=0, world_size=1, stop_reason=None)
+                           eval_records=[], last_metrics={}, rank=0, world_size=1, stop_reason=None, error=None,
+                           loader=None)
     loop.__dict__.update(kw)
-    loop.request_stop = lambda reason, signum=None: setattr(loop, "stop_reason", reason)
+    # Like TrainLoop.request_stop: the first reason is kept.
+    loop.request_stop = lambda reason, signum=None: setattr(loop, "stop_reason", loop.stop_reason or reason)
     return loop
 
 
@@ -74,19 +76,33 @@ def test_metrics_logger_on_other_ranks_writes_nothing(tmp_path):
     assert not os.path.exists(tmp_path / "rank1")
 
 
-def test_signal_hook_requests_a_stop_and_restores_the_handlers():
+def test_signal_hook_requests_a_stop_and_restores_the_handlers(monkeypatch):
+    from reid.engine import hooks as hooks_module
+    from reid.utils.stop_request import StopRequested, check_stop, stop_signal
+
+    clock = [100.0]
+    monkeypatch.setattr(hooks_module.time, "monotonic", lambda: clock[0])
     hook = StopOnSignal()
     hook.trainer = loop = fake_loop()
-    before = signal.getsignal(signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
     hook.before_train()
     try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert loop.stop_reason == "SIGTERM"
-        with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C means "now"
+        os.kill(os.getpid(), signal.SIGUSR1)  # SLURM's warning ahead of a time limit
+        assert loop.stop_reason == "SIGUSR1" and stop_signal() == signal.SIGUSR1
+        with pytest.raises(StopRequested, match="feature extraction abandoned: SIGUSR1"):
+            check_stop("feature extraction")  # what an evaluation in progress sees
+        os.kill(os.getpid(), signal.SIGINT)  # within a second: the same request delivered twice
+        assert loop.stop_reason == "SIGUSR1"
+        clock[0] += 1.5
+        with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C later means "now"
             os.kill(os.getpid(), signal.SIGINT)
+        hook.after_train()  # other hooks save the last checkpoint here: a signal must still be a request
+        assert signal.getsignal(signal.SIGTERM) != before[signal.SIGTERM]
     finally:
-        hook.after_train()
-    assert signal.getsignal(signal.SIGTERM) is before
+        hook.release()
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert stop_signal() is None  # the request ended with the run that acted on it
+    check_stop("anything")
 
 
 def test_epoch_seeding_depends_on_the_epoch_and_keeps_restored_states_mid_epoch():

@@ -119,6 +119,138 @@ def test_signal_mid_epoch_saves_then_resume_matches_straight(straight, tmp_path,
     assert not os.path.exists(tmp_path / "model_interrupted.pth")  # superseded, removed
 
 
+class AbandonOnSignal:
+    """An eval_fn (or a hook's work) that a stop signal interrupts, as feature extraction is."""
+
+    def __init__(self, at_epoch: int) -> None:
+        self.at_epoch, self.calls = at_epoch, []
+
+    def __call__(self, model, epoch):
+        from reid.utils.stop_request import check_stop
+
+        self.calls.append(epoch)
+        if epoch == self.at_epoch and len(self.calls) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the evaluation runs
+            check_stop("feature extraction")
+        return [{"split": "test", "dataset": "stub", "mAP": float(epoch)}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_second_signal_while_the_stop_is_saved_does_not_lose_the_checkpoint(straight, tmp_path, second):
+    # A scheduler's signal and the copy a launcher forwards arrive together; the second one lands
+    # in the middle of writing model_interrupted.pth.
+    cfg = stub_cfg(tmp_path)
+    setup_logger(cfg.OUTPUT_DIR)
+
+    def on_forward(call):
+        if call == IPE + 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer = Trainer(cfg, StubReID(on_forward=on_forward), stub_loader(cfg), progress=False)
+    save = trainer.checkpointer.save
+
+    def save_under_fire(name):
+        if name == "model_interrupted.pth":
+            os.kill(os.getpid(), second)
+        return save(name)
+
+    trainer.checkpointer.save = save_under_fire
+    with pytest.raises(TrainingInterrupted) as err:
+        trainer.train()
+    assert err.value.exit_code == 143 and err.value.checkpoint.endswith("model_interrupted.pth")
+    assert torch.load(err.value.checkpoint, weights_only=True)["iteration"] == IPE + 3
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back once everything was saved
+    _, result = run(stub_cfg(tmp_path), resume=True)
+    assert_same_weights(model_state(os.path.join(straight, "model_final.pth")), model_state(str(tmp_path / "model_final.pth")))
+
+
+@pytest.mark.slow
+def test_a_stop_during_the_evaluation_saves_the_epoch_and_resume_evaluates_it_again(straight, tmp_path):
+    cfg = stub_cfg(tmp_path)
+    setup_logger(cfg.OUTPUT_DIR)
+    eval_fn = AbandonOnSignal(at_epoch=1)
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg), eval_fn=eval_fn, progress=False)
+    with pytest.raises(TrainingInterrupted) as err:
+        trainer.train()
+    assert err.value.exit_code == 143 and err.value.checkpoint.endswith("model_interrupted.pth")
+    ckpt = torch.load(err.value.checkpoint, weights_only=True)
+    # Epoch 1's steps are all done but not its end-of-epoch work (evaluation, model_0001.pth).
+    assert ckpt["iteration"] == IPE and ckpt["sampler"] == {"epoch": 0, "start_batch": IPE}
+    assert not (tmp_path / "model_0001.pth").exists()
+    log = (tmp_path / "log.txt").read_text()
+    assert "Evaluation after epoch 1 failed" not in log
+    # A resume evaluates epoch 1 (no step is trained twice) and continues to the same weights.
+    trainer, result = run(stub_cfg(tmp_path), eval_fn=eval_fn, resume=True)
+    assert eval_fn.calls == [1, 1, 2] and result.iteration == 2 * IPE
+    assert (tmp_path / "model_0001.pth").exists()
+    evals = [r for r in read_metrics(tmp_path) if r["type"] == "eval"]
+    assert [(r["epoch"], r["mAP"]) for r in evals] == [(1, 1.0), (2, 2.0)]
+    assert_same_weights(model_state(os.path.join(straight, "model_final.pth")), model_state(str(tmp_path / "model_final.pth")))
+
+
+@pytest.mark.slow
+def test_a_stop_during_a_hooks_epoch_start_work_keeps_the_position(straight, tmp_path):
+    from reid.engine import HookBase
+    from reid.utils.stop_request import check_stop
+
+    class Clustering(HookBase):  # like learning without labels: extraction before every epoch
+        def __init__(self):
+            self.starts = []
+
+        def before_epoch(self):
+            self.starts.append((self.trainer.epoch, self.trainer.start_batch))
+            if len(self.starts) == 2:
+                os.kill(os.getpid(), signal.SIGUSR1)
+                check_stop("clustering")
+
+    cfg = stub_cfg(tmp_path)
+    setup_logger(cfg.OUTPUT_DIR)
+    hook = Clustering()
+    trainer = Trainer(cfg, StubReID(), stub_loader(cfg), progress=False, hooks=[hook])
+    with pytest.raises(TrainingInterrupted) as err:
+        trainer.train()
+    assert err.value.exit_code == 138 and "SIGUSR1" in str(err.value)
+    # The epoch-1 checkpoint was written at epoch 2's start, before the abandoned work: nothing newer.
+    assert err.value.checkpoint.endswith("model_0001.pth") and not (tmp_path / "model_interrupted.pth").exists()
+    hook2 = Clustering()
+    setup_logger(cfg.OUTPUT_DIR)
+    trainer = Trainer(stub_cfg(tmp_path), StubReID(), stub_loader(cfg), progress=False, hooks=[hook2])
+    trainer.resume_or_load(resume=True)
+    trainer.train()
+    assert hook.starts == [(0, 0), (1, 0)] and hook2.starts == [(1, 0)]
+    assert_same_weights(model_state(os.path.join(straight, "model_final.pth")), model_state(str(tmp_path / "model_final.pth")))
+
+
+def _resumable_copy(straight, tmp_path, cfg_text=None):
+    """model_0001.pth of the straight run as the last checkpoint of a run in tmp_path, its stored
+    config replaced by `cfg_text` (None: removed)."""
+    data = torch.load(os.path.join(straight, "model_0001.pth"), weights_only=True)
+    if cfg_text is None:
+        del data["cfg"]
+    else:
+        data["cfg"] = cfg_text
+    torch.save(data, tmp_path / "model_0001.pth")
+    (tmp_path / "last_checkpoint").write_text("model_0001.pth")
+
+
+@pytest.mark.slow
+def test_a_stored_config_of_another_version_is_still_compared_on_the_keys_both_know(straight, tmp_path, reid_log):
+    stored = torch.load(os.path.join(straight, "model_0001.pth"), weights_only=True)["cfg"]
+    _resumable_copy(straight, tmp_path, stored + "RENAMED_LATER:\n  KEY: 1\n")
+    with pytest.raises(CheckpointError, match=r"SOLVER.BASE_LR \(checkpoint 0.05, now 0.1\)"):
+        run(stub_cfg(tmp_path, **{"SOLVER.BASE_LR": 0.1}), resume=True)
+    assert "has keys this version does not know (RENAMED_LATER); the others are compared" in reid_log.text
+
+
+@pytest.mark.slow
+def test_a_checkpoint_without_a_stored_config_says_nothing_was_compared(straight, tmp_path, reid_log):
+    _resumable_copy(straight, tmp_path, None)
+    _, result = run(stub_cfg(tmp_path), resume=True)
+    assert result.iteration == 2 * IPE
+    assert "stores no config to compare this run's settings with" in reid_log.text
+
+
 SIGTERM_SCRIPT = textwrap.dedent(
     """
     import os, sys

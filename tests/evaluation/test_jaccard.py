@@ -42,3 +42,23 @@ def test_graph_takes_torch_features_and_leaves_them_untouched():
 def test_eps_outside_its_range_is_refused(eps):
     with pytest.raises(ValueError, match=r"max_distance must lie in \[0, 1\)"):
         jaccard_graph(np.eye(4, dtype=np.float32), 2, 1, eps)
+
+
+def test_a_stop_request_abandons_the_graph_and_re_ranking_between_chunks():
+    # A training run stopped by a scheduler gives up its clustering (learning without labels) and its
+    # re-ranked evaluation instead of finishing them past the scheduler's grace period.
+    import signal
+
+    from reid.evaluation import re_ranking
+    from reid.utils import stop_request
+
+    feats = np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32)
+    stop_request.request_stop(signal.SIGUSR1)
+    try:
+        with pytest.raises(stop_request.StopRequested, match="abandoned: SIGUSR1 asked the run to stop"):
+            jaccard_graph(feats, k1=5, k2=2)
+        with pytest.raises(stop_request.StopRequested):
+            re_ranking(feats[:10], feats[10:], k1=5, k2=2)
+    finally:
+        stop_request.clear_stop()
+    assert jaccard_graph(feats, k1=5, k2=2).shape == (40, 40)

@@ -127,3 +127,22 @@ def test_exact_however_the_distances_spread_over_the_key_bins(transform):
     got = verification_metrics(d, *ids, fars=fars)
     assert got["threshold"] == ref["threshold"] and got["tar"] == ref["tar"]
     assert got["eer"] == ref["eer"] and got["eer_threshold"] == ref["eer_threshold"]
+
+
+def test_a_genuine_distance_alone_in_its_key_bin_beyond_the_crossing():
+    # Few pairs: the first genuine distance after the EER's bin lies in a bin that holds no impostor
+    # (and was never refined). It once failed with a KeyError (found calibrating 68 pairs).
+    q_pids, g_pids = np.array([0, 1, 2, 0]), np.array([0] * 7 + [1] * 9 + [2] * 9)
+    q_cams, g_cams = np.zeros(4, np.int64), np.ones(25, np.int64)
+    rng = np.random.default_rng(1)
+    centers = rng.standard_normal((3, 16)).astype(np.float32)
+    q = centers[q_pids] + 0.5 * rng.standard_normal((4, 16)).astype(np.float32)
+    g = centers[g_pids] + 0.5 * rng.standard_normal((25, 16)).astype(np.float32)
+    d = np.asarray(compute_distance(torch.from_numpy(q), torch.from_numpy(g), metric="cosine"))
+    fars = (0.1, 0.05)
+    ref, _, n_imp = brute_force(d, q_pids, g_pids, q_cams, g_cams, fars)
+    for got in (verification_metrics(d, q_pids, g_pids, q_cams, g_cams, fars=fars),
+                verification_metrics_from_features(q, g, q_pids, g_pids, q_cams, g_cams, fars=fars)):
+        assert n_imp == 68 and got["num_impostor"] == 68
+        assert got["eer"] == pytest.approx(ref["eer"]) and got["eer_threshold"] == pytest.approx(ref["eer_threshold"])
+        assert got["threshold"] == pytest.approx(ref["threshold"]) and got["tar"] == pytest.approx(ref["tar"])

@@ -21,6 +21,7 @@ from reid.inference.export import (
     load_exported,
     run_exported,
 )
+from reid.inference.identity import weights_hash
 from reid.modeling import build_model
 from reid.modeling.heads import HEAD_DEFAULTS
 from tests._tools import load_tool
@@ -154,7 +155,9 @@ def test_exported_files_say_what_they_expect(model, exported):
     extra = {"circle_reid.json": ""}
     torch.export.load(exported["pt2"], extra_files=extra)  # fills in the extra file's text
     meta = json.loads(extra["circle_reid.json"])
-    assert set(meta) == {"input", "input_size", "output"}  # a model without SIE: no camera ids, one input
+    # A model without SIE: no camera ids, one input; the identity of the weights it was exported from.
+    assert set(meta) == {"input", "input_size", "output", "weights_sha256"}
+    assert meta["weights_sha256"] == weights_hash(model)
     assert meta["input_size"] == list(SIZE) and "RGB pixels 0-255" in meta["input"]
     for path in exported.values():
         if path.endswith(".onnx"):
@@ -334,3 +337,46 @@ def test_demo_and_mgn_models_export_to_onnx_and_pt2(tmp_path, capsys):
             expected = _eager(predictor.model, x)
             assert np.abs(session.run(None, {"images": x.numpy()})[0] - expected).max() < 1e-4
             assert np.abs(load_exported(outs[1])(x) - expected).max() < 1e-4
+
+
+def test_export_sizes_are_bounded_as_the_config_bounds_them(tmp_path):
+    from reid.config import value_range
+    from reid.inference.export import check_input_size
+
+    high = value_range("INPUT.SIZE_TEST")[1]
+    assert check_input_size([16, high]) == (16, high)
+    for size in ([5000, 5000], [100000, 100000], [high + 1, 64], [15, 64], [64]):
+        with pytest.raises(ValueError, match=rf"input_size must be \[height, width\] of 16 to {high} px each"):
+            check_input_size(size)
+    # Refused before the model is wrapped or traced: nothing of that size is ever allocated.
+    with pytest.raises(ValueError, match="of 16 to"):
+        export_pt2(torch.nn.Identity(), tmp_path / "m.pt2", (100000, 100000))
+    assert not os.path.exists(tmp_path / "m.pt2")
+
+
+def test_an_opset_the_exporter_cannot_write_is_refused():
+    onnx = pytest.importorskip("onnx", reason=ONNX_MISSING)
+    pytest.importorskip("onnxscript", reason=ONNX_MISSING)
+    from reid.inference.export import check_opset
+
+    newest = onnx.defs.onnx_opset_version()
+    assert check_opset(18) == 18 and check_opset(newest) == newest
+    for opset in (17, newest + 1, 1000):  # torch quietly wrote opset 18 when asked for 1000
+        with pytest.raises(ValueError, match=rf"ONNX opset {opset} cannot be written: torch's exporter writes opsets "
+                                             rf"18 to {newest}"):
+            check_opset(opset)
+
+
+@pytest.mark.slow
+def test_the_export_tool_records_the_weights_and_refuses_a_bad_opset_before_exporting(tmp_path, capsys):
+    _need_onnx()
+    export_tool = load_tool("export")
+    trained = _saved_run(_cfg("baseline"), tmp_path / "run")
+    out = tmp_path / "m.onnx"
+    assert export_tool.main(["--run", str(tmp_path / "run"), "--output", str(out), "--opset", "1000"]) == 1
+    err = capsys.readouterr().err
+    assert "ONNX opset 1000 cannot be written" in err and err.count("\n") == 1 and not out.exists()
+    assert export_tool.main(["--run", str(tmp_path / "run"), "--output", str(out), "--no-check"]) == 0
+    assert "the weights' identity goes into the metadata" in capsys.readouterr().out
+    record = load_exported(out).identity
+    assert record == {"weights_sha256": weights_hash(trained), "weights_file": "model_final.pth"}

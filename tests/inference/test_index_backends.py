@@ -177,8 +177,12 @@ def test_bad_parameters_get_one_line_errors():
         (dict(backend="ivf", nlist=2, pq_m=5), "pq_m=5 must divide the feature width 16"),
         (dict(backend="ivf", nlist=2, pq_m=4, pq_nbits=8), "pq_nbits=8 needs at least 256 training vectors, got 100"),
         (dict(backend="ivf", nlist=2, pq_m=4, pq_nbits=17), "pq_nbits must be an integer from 1 to 16"),
-        (dict(backend="hnsw", hnsw_m=1), "hnsw_m must be an integer >= 2"),
-        (dict(backend="hnsw", ef_search=0), "ef_search must be an integer >= 1"),
+        (dict(backend="hnsw", hnsw_m=1), "hnsw_m must be an integer from 2 to 256, got 1"),
+        # Sizes that faiss would allocate per vector or per query: bounded before the build.
+        (dict(backend="hnsw", hnsw_m=10**6), "hnsw_m must be an integer from 2 to 256, got 1000000"),
+        (dict(backend="hnsw", ef_search=0), "ef_search must be an integer from 1 to 8192, got 0"),
+        (dict(backend="hnsw", ef_search=10**9), "ef_search must be an integer from 1 to 8192, got 1000000000"),
+        (dict(backend="hnsw", ef_construction=10**9), "ef_construction must be an integer from 1 to 8192"),
         (dict(backend="annoy"), "Unknown search backend 'annoy'.*exact, faiss, hnsw, ivf"),
     ]
     for kwargs, message in cases:

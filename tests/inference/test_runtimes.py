@@ -95,3 +95,99 @@ def test_extract_tool_refuses_an_unknown_backend(capsys):
         load_tool("extract").main(["--weights", "w.pth", "--input", "x", "--output", "g.npz", "--backend", "trt"])
     err = capsys.readouterr().err
     assert "invalid choice: 'trt'" in err and "onnxruntime" in err
+
+
+@pytest.fixture(scope="module")
+def exported_files(tmp_path_factory):
+    """The model of _model_and_cfg exported once, plain and for BoxMOT (ONNX)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from reid.inference.trackers import export_for_boxmot
+
+    model, _ = _model_and_cfg()
+    folder = tmp_path_factory.mktemp("exported")
+    return {"plain": export_onnx(model, folder / "m.onnx", SIZE, metadata={"weights_file": "model_final.pth"}),
+            "boxmot": export_for_boxmot(model, folder / "boxmot.onnx", SIZE)}
+
+
+def _with_metadata(src, dst, edit):
+    """A copy of ONNX file `src` whose circle_reid metadata is `edit`ed (a dict in, a dict out)."""
+    import json
+
+    import onnx
+
+    proto = onnx.load(str(src))
+    prop = next(p for p in proto.metadata_props if p.key == "circle_reid")
+    prop.value = json.dumps(edit(json.loads(prop.value)))
+    onnx.save(proto, str(dst))
+    return str(dst)
+
+
+@pytest.mark.slow
+def test_an_exported_file_must_hold_the_weights_it_is_run_for(exported_files, tmp_path, caplog):
+    from reid.inference.identity import weights_hash
+
+    model, cfg = _model_and_cfg()
+    same = Predictor(model, cfg, backend="onnxruntime", exported=exported_files["plain"])
+    meta = same.describe()
+    assert meta["weights_sha256"] == weights_hash(model) and meta["exported"] == str(exported_files["plain"])
+    assert meta["exported_sha256"].startswith("sha256:")
+    # Other weights of the same architecture (another run, another checkpoint): refused, both named.
+    other = _model_and_cfg()[0]
+    with torch.no_grad():
+        other.backbone.conv1.conv.weight.mul_(1.5)
+    cfg.defrost()
+    cfg.MODEL.WEIGHTS = "/runs/b/model_final.pth"
+    with pytest.raises(ValueError) as err:
+        Predictor(other, cfg, backend="onnxruntime", exported=exported_files["plain"])
+    message = str(err.value)
+    assert "m.onnx was exported from other weights than /runs/b/model_final.pth: it records model_final.pth" in message
+    assert f"(sha256 {weights_hash(model)[7:19]}...)" in message and weights_hash(other)[7:19] in message
+    # A file from before identities were written: it loads, with a note, and a gallery made with it
+    # names the file instead of claiming the weights.
+    old = _with_metadata(exported_files["plain"], tmp_path / "old.onnx",
+                         lambda m: {k: v for k, v in m.items() if not k.startswith("weights_")})
+    with caplog.at_level("WARNING"):
+        legacy = Predictor(other, cfg, backend="onnxruntime", exported=old)
+    assert "old.onnx records no weights identity" in caplog.text
+    assert "weights_sha256" not in legacy.describe()
+    assert legacy.describe()["weights"].endswith("old.onnx (an exported file that records no weights)")
+    damaged = _with_metadata(exported_files["plain"], tmp_path / "damaged.onnx",
+                             lambda m: {**m, "weights_sha256": "sha256:0123"})
+    with pytest.raises(ValueError, match="damaged.onnx: its recorded weights identity is damaged"):
+        Predictor(model, cfg, backend="onnxruntime", exported=damaged)
+
+
+@pytest.mark.slow
+def test_a_tracker_export_records_the_inner_model_and_is_refused_here(exported_files):
+    from reid.inference.export import load_exported
+    from reid.inference.identity import weights_hash
+
+    model, cfg = _model_and_cfg()
+    assert load_exported(exported_files["boxmot"]).identity["weights_sha256"] == weights_hash(model)
+    with pytest.raises(ValueError, match="boxmot.onnx takes other inputs than raw pixels.*export without --for"):
+        Predictor(model, cfg, backend="onnxruntime", exported=exported_files["boxmot"])
+
+
+def test_a_file_that_is_not_onnx_is_one_line(tmp_path):
+    pytest.importorskip("onnxruntime")
+    model, cfg = _model_and_cfg()
+    (tmp_path / "notes.onnx").write_text("these are my notes, not a model\n" * 20)
+    with pytest.raises(ValueError) as err:
+        Predictor(model, cfg, backend="onnxruntime", exported=str(tmp_path / "notes.onnx"))
+    assert "notes.onnx' is not a readable ONNX model (" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_exported_file_with_the_torch_backend_is_refused(tmp_path):
+    model, cfg = _model_and_cfg()
+    with pytest.raises(ValueError, match="m.onnx.*runs with backend onnxruntime or openvino"):
+        Predictor(model, cfg, exported=str(tmp_path / "m.onnx"))
+
+
+def test_extract_refuses_exported_without_a_backend_that_runs_it(capsys):
+    for extra in ([], ["--backend", "torch"]):
+        with pytest.raises(SystemExit) as e:
+            load_tool("extract").main(["--weights", "w.pth", "--input", "x", "--output", "g.npz",
+                                       "--exported", "m.onnx", *extra])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "--exported m.onnx runs with --backend onnxruntime or --backend openvino" in err

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 
 import cv2
@@ -160,8 +159,8 @@ def test_faiss_asked_for_but_missing(monkeypatch):
 # ---------------------------------------------------------------------------- tools/search.py
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """A run folder (untrained resnet18, 64x32), 8 gallery images, one query (a copy of gallery
-    image 5) and the gallery file tools/extract.py makes from them."""
+    """A run folder (untrained resnet18, 64x32), 8 gallery images, one query (the pixels of gallery
+    image 5 in another file) and the gallery file tools/extract.py makes from them."""
     root = tmp_path_factory.mktemp("search")
     cfg = get_cfg()
     cfg.MODEL.BACKBONE.NAME = "resnet18"
@@ -178,7 +177,9 @@ def tiny_run(tmp_path_factory):
     for i in range(8):
         cv2.imwrite(str(root / "gallery" / f"{i}.jpg"), rng.integers(0, 256, (64, 32, 3), dtype=np.uint8))
     (root / "queries").mkdir()
-    shutil.copy(root / "gallery" / "5.jpg", root / "queries" / "q.jpg")  # an exact copy of gallery image 5
+    # Gallery image 5's pixels, stored losslessly in another file: the same features, not the same file
+    # (an exact copy would be the query's own image, which search never answers with).
+    cv2.imwrite(str(root / "queries" / "q.png"), cv2.imread(str(root / "gallery" / "5.jpg")))
     assert load_tool("extract").main(["--run", str(run), "--input", str(root / "gallery"),
                                        "--output", str(root / "g.npz"), "--quiet", "--num-workers", "0"]) == 0
     return root
@@ -193,7 +194,7 @@ def test_search_tool_finds_the_query_itself(tiny_run, tmp_path, capsys):
             "-k", "3", "--draw", str(tmp_path / "pics"), "--json", str(tmp_path / "m.json")]
     assert tool.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("query 1/1:") and lines[0].endswith("q.jpg")
+    assert lines[0].startswith("query 1/1:") and lines[0].endswith("q.png")
     first = lines[1].split()  # rank, similarity, path
     assert first[0] == "1" and first[2].endswith(os.sep + "5.jpg") and float(first[1]) > 0.9999
     matches = json.loads((tmp_path / "m.json").read_text())[0]["matches"]
@@ -266,3 +267,29 @@ def test_search_tool_builds_an_index_once_then_searches_it(backend, tiny_run, tm
     with pytest.raises(SystemExit):  # nothing to do: neither queries nor --save-index
         tool.main(["--gallery", gallery])
     assert "--save-index" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_search_tells_weights_apart_by_their_hash_not_their_file_name(tiny_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run / "run", run)
+    gallery = str(tmp_path / "g.npz")
+    assert load_tool("extract").main(["--run", str(run), "--input", str(tiny_run / "gallery"), "--output", gallery,
+                                       "--quiet", "--num-workers", "0"]) == 0
+    meta = load_gallery(gallery).meta
+    assert meta["weights_sha256"].startswith("sha256:") and meta["weights"] == str(run / "model_final.pth")
+    search = load_tool("search")
+    query = ["--gallery", gallery, "--query", str(tiny_run / "queries"), "-k", "1"]
+    # The same weights under another name: not a different model.
+    shutil.copy(run / "model_final.pth", tmp_path / "copy.pth")
+    capsys.readouterr()
+    assert search.main(["--weights", str(tmp_path / "copy.pth")] + query) == 0
+    assert "warning" not in capsys.readouterr().out
+    # Other weights swapped in under the gallery's own file name (the run trained again): said.
+    data = torch.load(run / "model_final.pth", weights_only=True)
+    data["model"] = {k: (v * 1.01 if v.is_floating_point() else v) for k, v in data["model"].items()}
+    torch.save(data, run / "model_final.pth")
+    assert search.main(["--run", str(run)] + query) == 0
+    out = capsys.readouterr().out
+    assert f"warning: the gallery was made with other weights than the queries: {run / 'model_final.pth'} (sha256" in out
+    assert meta["weights_sha256"][7:19] in out

@@ -39,3 +39,14 @@ def test_a_truncated_file_names_the_reason(tmp_path):
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(PretrainedWeightsError, match="cut.pth' cannot be read as a weights file written by torch.save"):
         read_pretrained(str(path), EXPECTED)
+
+
+@pytest.mark.parametrize("data, kind", [(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(64), "a JPEG image"),
+                                        (b"weights: imagenet\n", "a YAML/text file")])
+def test_a_file_that_is_not_weights_is_named_for_what_it_is(tmp_path, data, kind):
+    path = tmp_path / "imagenet.pth"
+    path.write_bytes(data)
+    with pytest.raises(PretrainedWeightsError) as info:  # was: "damaged or holds Python objects"
+        read_pretrained(str(path), EXPECTED)
+    assert str(info.value) == (f"MODEL.BACKBONE.PRETRAINED_PATH={str(path)!r} is {kind}, not a weights file written by "
+                               f"torch.save; point it to {EXPECTED}.")

@@ -1,8 +1,10 @@
 """MetricsWriter's TensorBoard events (optional package) next to metrics.jsonl; the console
 handler; progress in a terminal and in a log file."""
+import json
 import logging
 import os
 import sys
+import time
 
 import pytest
 
@@ -86,3 +88,54 @@ def test_progress_lines_in_between_come_at_most_once_a_minute(monkeypatch):
     lines = out.getvalue().splitlines()
     assert len(lines) == 6 and lines[0].startswith("extract:   0% 60/10000 img [0:01:00 elapsed, 1.0 img/s, eta 2:45:40")
     assert lines[-1].endswith(", loss=1.234]")
+
+
+def _records(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def test_a_resumed_run_keeps_one_record_per_iteration(tmp_path):
+    # A run killed after logging iteration 7 whose last checkpoint holds iteration 4: the resumed
+    # run trains 5, 6, 7 again, so their first records go; a line cut by the kill stays as it was.
+    with MetricsWriter(str(tmp_path), tensorboard=False) as w:
+        for it in range(1, 8):
+            w.write({"type": "train", "iter": it, "loss": float(it)})
+        w.write({"type": "eval", "iter": 4, "epoch": 1, "mAP": 50.0})
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"type": "train", "it')
+    with MetricsWriter(str(tmp_path), tensorboard=False, resume_at=4) as w:
+        w.write({"type": "train", "iter": 5, "loss": -5.0})
+    lines = open(tmp_path / "metrics.jsonl").read().splitlines()
+    assert lines[5] == '{"type": "train", "it'
+    kept = [json.loads(line) for line in lines[:5] + lines[6:]]
+    assert [(r["type"], r["iter"]) for r in kept] == [("train", 1), ("train", 2), ("train", 3), ("train", 4),
+                                                      ("eval", 4), ("train", 5)]
+    assert kept[-1]["loss"] == -5.0
+
+
+def test_a_run_resumed_before_its_epoch_end_work_redoes_that_work_once(tmp_path):
+    with MetricsWriter(str(tmp_path), tensorboard=False) as w:
+        w.write({"type": "train", "iter": 4, "loss": 1.0})
+        w.write({"type": "eval", "iter": 4, "epoch": 1, "mAP": 50.0})
+    MetricsWriter(str(tmp_path), tensorboard=False, resume_at=4, redo_epoch_end=True).close()
+    assert [(r["type"], r["iter"]) for r in _records(tmp_path / "metrics.jsonl")] == [("train", 4)]
+
+
+@pytest.mark.slow
+def test_tensorboard_forgets_the_steps_trained_again(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with MetricsWriter(str(tmp_path)) as w:
+        for it in range(1, 8):
+            w.write({"type": "train", "iter": it, "loss": float(it)})
+    # TensorBoard reads event files in name order, which starts with the second they were made in:
+    # the resumed run's file must come later, as it does when a run really is resumed.
+    time.sleep(1.1)
+    with MetricsWriter(str(tmp_path), resume_at=4) as w:
+        for it in range(5, 9):
+            w.write({"type": "train", "iter": it, "loss": -float(it)})
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [
+        (1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, -5.0), (6, -6.0), (7, -7.0), (8, -8.0)]

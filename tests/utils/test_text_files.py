@@ -21,9 +21,9 @@ def test_binary_fifo_and_overlong_lines_are_one_line_errors(tmp_path):
         list_entries(binary)
     fifo = tmp_path / "pipe.txt"
     os.mkfifo(fifo)
-    with pytest.raises(ValueError, match="is not a regular file"):
+    with pytest.raises(ValueError, match=r"pipe.txt' is a FIFO \(named pipe\), not a file; name a text file"):
         list(text_lines(str(fifo)))
-    with pytest.raises(ValueError, match="not a regular file or folder"):
+    with pytest.raises(ValueError, match=r"pipe.txt' is a FIFO \(named pipe\), not a file or folder; pass an image"):
         collect_entries([str(fifo)])
     long_line = tmp_path / "long.txt"
     long_line.write_text("x" * (MAX_LINE + 10))

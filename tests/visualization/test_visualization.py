@@ -389,3 +389,15 @@ def test_make_examples_creates_its_output_folder_first(tmp_path, monkeypatch):
     with pytest.raises(Stop):
         script.main(["--out", str(out), "--work", str(tmp_path / "work")])
     assert out.is_dir()
+
+
+def test_tile_heights_are_bounded_as_image_sides_are():
+    from reid.config import value_range
+
+    high = value_range("INPUT.SIZE_TEST")[1]
+    assert TileGeometry.for_height(high, 0.5).image_h == high
+    with pytest.raises(ValueError, match=rf"Tile height {high + 1} px is larger than any image a model reads; use at "
+                                         rf"most {high}"):
+        TileGeometry.for_height(high + 1, 0.5)
+    with pytest.raises(ValueError, match="too small to read; use at least 32"):
+        TileGeometry.for_height(31, 0.5)

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from reid.utils.path_kinds import file_problem, folder_problem, is_missing
 from reid.utils.registry import Registry
 
 #: One image: (absolute or root-relative path, person id, 0-based camera id).
@@ -40,6 +41,35 @@ def not_found_message(dataset: str, root: str, searched: Sequence[str], layout: 
 
 class DatasetFormatError(ValueError):
     """A file name or a list line does not follow the dataset's naming scheme."""
+
+
+def check_listed_image(path: str, where: str, base: str) -> None:
+    """Raise, naming `where` (list file and line), when the image a list line names is not a file:
+    DatasetNotFoundError when nothing is there (paths start at the list's folder `base`),
+    DatasetFormatError saying what it is otherwise (a folder, a FIFO, a device)."""
+    problem = file_problem(path)
+    if problem is None:
+        return
+    if is_missing(problem):
+        raise DatasetNotFoundError(f"{where}: image {path!r} {problem}. Paths are relative to the list file's "
+                                   f"folder ({base}); fix the path or remove the line.")
+    raise DatasetFormatError(f"{where}: image {path!r} {problem}; list image files only.")
+
+
+#: Largest person or camera id: ids become int64 arrays (relabelling, evaluation).
+MAX_ID = int(np.iinfo(np.int64).max)
+
+
+def check_id(text: str, what: str, where: str) -> int:
+    """The integer of id `text` (digits, optionally '-'), or DatasetFormatError naming `where` when it
+    does not fit int64 (which numpy and torch would report as an overflow that names no file)."""
+    digits = text.lstrip("-")
+    value = int(text) if len(digits) <= 19 else None
+    if value is None or not -MAX_ID - 1 <= value <= MAX_ID:
+        shown = text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(digits)} digits)"
+        raise DatasetFormatError(f"{where}: {what} {shown} does not fit a 64-bit integer (at most {MAX_ID}); "
+                                 "number identities and cameras from 0 (or 1) up.")
+    return value
 
 
 def relabel_pids(items: Sequence[Item]) -> Tuple[List[Item], Dict[int, int]]:
@@ -97,6 +127,9 @@ class ReIDDataset:
             self.train, self.train_pid_map = list(train), {}
         self.query: List[Item] = list(query)
         self.gallery: List[Item] = list(gallery)
+        #: What a test of this query/gallery should record beside its metrics (e.g. query files found
+        #: in the gallery and left out, reid/data/datasets/folders.py).
+        self.test_notes: Dict[str, Any] = {}
 
     @property
     def num_train_pids(self) -> int:
@@ -170,7 +203,8 @@ def find_dataset_dir(
         if os.path.isdir(folder):
             searched.append(f"  {folder} (exists, but lacks: {', '.join(missing)})")
         else:
-            searched.append(f"  {folder} (not found)")
+            problem = folder_problem(folder)
+            searched.append(f"  {folder} ({'not found' if is_missing(problem) else problem})")
     error = DatasetNotFoundError(not_found_message(dataset, root, searched, layout))
     error.searched = searched
     raise error

@@ -45,6 +45,7 @@ import cv2
 import numpy as np
 
 from reid.utils.file_io import atomic_write_text, build_folder_atomically
+from reid.utils.path_kinds import check_file, file_problem, is_missing
 
 from ..image_io import MAX_IMAGE_PIXELS
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, README_HINT, ReIDDataset
@@ -181,6 +182,8 @@ def extract_crops(mat_path: str, image_set: str, out_dir: str) -> Dict:
         import h5py
     except ImportError as e:  # a declared dependency; only a broken install lacks it
         raise ImportError(f"Reading {mat_path} needs h5py (pip install h5py).") from e
+    check_file(mat_path, "CUHK03", f"put the {MAT_NAME} file there ({OBTAIN}).", error=DatasetFormatError,
+               missing_error=DatasetNotFoundError)
     try:
         f = h5py.File(mat_path, "r")
     except OSError as e:
@@ -256,7 +259,7 @@ def find_mat(dataset_dir: str) -> Optional[str]:
     """Path of cuhk-03.mat inside `dataset_dir`, or None."""
     for rel in MAT_PLACES:
         path = os.path.join(dataset_dir, rel)
-        if os.path.isfile(path):
+        if os.path.lexists(path):  # whatever it is: a FIFO or a folder is named for what it is when read
             return path
     return None
 
@@ -417,7 +420,11 @@ class CUHK03(ReIDDataset):
         if self.protocol == "new":
             split_path = os.path.join(self.dataset_dir, SPLIT_FILE.format(self.image_set))
             # Checked before any extraction: a missing split file should not cost the crops' time.
-            if not os.path.isfile(split_path):
+            problem = file_problem(split_path)
+            if problem and not is_missing(problem):
+                raise DatasetFormatError(f"CUHK03 new protocol: split file {split_path} {problem}; put "
+                                         f"{SPLIT_FILE.format(self.image_set)} there ({OBTAIN_SPLIT}).")
+            if problem:
                 raise DatasetNotFoundError(
                     f"CUHK03 new protocol: split file {split_path} not found; put "
                     f"{SPLIT_FILE.format(self.image_set)} there ({OBTAIN_SPLIT}), or set "

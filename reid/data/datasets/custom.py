@@ -23,7 +23,8 @@ from typing import List, Optional
 
 from reid.utils.text_files import text_lines
 
-from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset
+from .base import (DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset, check_id,
+                   check_listed_image)
 
 _HEADER_TOKENS = ("path", "pid", "camid")
 _PID_RE = re.compile(r"-?\d+", re.ASCII)
@@ -42,7 +43,7 @@ CUSTOM_HINT = (
 def _resolve_list(root: str, list_file: str, what: str) -> str:
     candidates = [list_file] if os.path.isabs(list_file) else [os.path.join(root, list_file), list_file]
     for cand in candidates:
-        if os.path.isfile(cand):
+        if os.path.lexists(cand):  # whatever it is: text_lines names a FIFO or a folder for what it is
             return cand
     raise DatasetNotFoundError(
         f"Custom dataset: the {what} list {list_file!r} was not found (looked at: "
@@ -111,15 +112,13 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
                 f"camid an integer >= 0; separated by spaces or commas), got {raw.strip()!r}. "
                 f"Fix or remove the line. {CUSTOM_HINT}"
             )
-        path, pid, camid = fields[0], int(fields[1]), int(fields[2])
+        where = f"{list_path}, line {lineno}"
+        path, pid, camid = fields[0], check_id(fields[1], "pid", where), check_id(fields[2], "camid", where)
         if pid == -1:
             continue
         full = path if os.path.isabs(path) else os.path.join(base, path)
-        if check_files and not os.path.isfile(full):
-            raise DatasetNotFoundError(
-                f"{list_path}, line {lineno}: image {full!r} does not exist. Paths are relative "
-                f"to the list file's folder ({base}); fix the path or remove the line."
-            )
+        if check_files:
+            check_listed_image(full, where, base)
         items.append((full, pid, camid))
     return items
 

@@ -11,7 +11,7 @@ import re
 from typing import List, Optional
 
 from ..image_io import IMAGE_EXTENSIONS
-from .base import DatasetFormatError, Item, README_HINT
+from .base import DatasetFormatError, Item, README_HINT, check_id
 
 
 _NAME_RE = re.compile(r"^(-?\d+)_c(\d+)")
@@ -33,7 +33,7 @@ def parse_market_name(path: str, max_cams: Optional[int] = None) -> tuple:
             f"'<pid>_c<camera>...' such as 0002_c1s1_000451_03.jpg. Remove or rename the file. "
             f"{README_HINT}"
         )
-    pid, cam = int(m.group(1)), int(m.group(2))
+    pid, cam = check_id(m.group(1), "person id", repr(path)), check_id(m.group(2), "camera number", repr(path))
     if cam < 1 or (max_cams is not None and cam > max_cams):
         limit = f"1..{max_cams}" if max_cams is not None else ">= 1"
         raise DatasetFormatError(

@@ -26,6 +26,9 @@ import os
 import re
 from typing import List, Sequence
 
+from reid.utils.path_kinds import file_problem
+from reid.utils.text_files import text_lines
+
 from .base import (
     DATASET_REGISTRY,
     DatasetFormatError,
@@ -33,6 +36,7 @@ from .base import (
     Item,
     README_HINT,
     ReIDDataset,
+    check_id,
     find_dataset_dir,
     not_found_message,
 )
@@ -74,20 +78,19 @@ def parse_msmt_camera(fname: str, where: str) -> int:
 def read_msmt_list(list_path: str, image_dir: str) -> List[Item]:
     """Items of one MSMT17 list file; paths are joined to `image_dir`."""
     items = []
-    with open(list_path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            where = f"{list_path}, line {lineno}"
-            # Strict: MSMT17 lists have no junk pid -1, and int() alone would read "1_0" as 10.
-            if len(fields) != 2 or re.fullmatch(r"\d+", fields[1], re.ASCII) is None:
-                raise DatasetFormatError(
-                    f"{where}: expected '<relative/path.jpg> <pid>' with a pid >= 0, got {line.strip()!r}. "
-                    f"The list files must be the ones shipped with MSMT17. {README_HINT}"
-                )
-            camid = parse_msmt_camera(fields[0], where)
-            items.append((os.path.join(image_dir, fields[0]), int(fields[1]), camid))
+    for lineno, line in text_lines(list_path, "MSMT17 list file"):  # a regular UTF-8 file, bounded lines
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{list_path}, line {lineno}"
+        # Strict: MSMT17 lists have no junk pid -1, and int() alone would read "1_0" as 10.
+        if len(fields) != 2 or re.fullmatch(r"\d+", fields[1], re.ASCII) is None:
+            raise DatasetFormatError(
+                f"{where}: expected '<relative/path.jpg> <pid>' with a pid >= 0, got {line.strip()!r}. "
+                f"The list files must be the ones shipped with MSMT17. {README_HINT}"
+            )
+        camid = parse_msmt_camera(fields[0], where)
+        items.append((os.path.join(image_dir, fields[0]), check_id(fields[1], "pid", where), camid))
     return items
 
 
@@ -97,9 +100,10 @@ def check_first_image(items: Sequence[Item], list_path: str, image_dir: str) -> 
     One file per list is enough to catch a list / folder mismatch (e.g. V2 lists next to V1
     folders, or an extra folder level) at load time instead of at the first batch.
     """
-    if items and not os.path.isfile(items[0][0]):
+    problem = file_problem(items[0][0]) if items else None
+    if problem:
         raise DatasetNotFoundError(
-            f"{list_path}: its first image {items[0][0]!r} does not exist (the paths of this list are "
+            f"{list_path}: its first image {items[0][0]!r} {problem} (the paths of this list are "
             f"relative to {image_dir!r}). The list files and the image folders must come from the same "
             f"release and sit side by side, the folders unpacked without an extra level: check "
             f"DATASETS.ROOT and DATASETS.MSMT17_VERSION. {README_HINT}\nExpected layout:\n{LAYOUT}"

@@ -15,9 +15,13 @@ Sources (exactly one):
 
 Camera ids are optional (models with SIE use them): from the list's second column, or
 from the file names through ``DATASETS.UNLABELLED.CAMERA_REGEX`` (one group that captures the
-camera, e.g. ``_c(\\d+)`` for Market-1501 names), else every image is camera 0. Camera values are
-numbered 0..C-1 in sorted order (only equality matters). A relative folder or list path is
-looked up under the dataset root first, then the working folder.
+camera, e.g. ``_c(\\d+)`` for Market-1501 names; matched within the bounds of
+reid/utils/safe_regex.py, so that no expression can hang the scan), else every image is camera 0.
+Camera values are numbered 0..C-1 in sorted order (only equality matters). A relative folder or
+list path is looked up under the dataset root first, then the working folder.
+
+Every image is used once: a second name of a file or a byte-identical copy is dropped with one
+warning (:func:`keep_once`), since a repeated crop would weigh twice in the clustering.
 """
 from __future__ import annotations
 
@@ -27,10 +31,13 @@ import re
 from typing import List, Optional, Sequence, Tuple
 
 from reid.utils.folder_scan import scan_folder
+from reid.utils.path_kinds import check_file, check_folder, file_problem
+from reid.utils.safe_regex import compile_bounded, search_names
+from reid.utils.same_files import RELATION, SAME_FILE, first_copies
 from reid.utils.text_files import text_lines
 
 from ..image_io import IMAGE_EXTENSIONS
-from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset
+from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset, check_listed_image
 from .custom import strip_comment
 
 logger = logging.getLogger(__name__)
@@ -44,29 +51,31 @@ def _resolve(root: str, path: str) -> List[str]:
     return [path] if os.path.isabs(path) else [os.path.join(root, path), path]
 
 
+_CAMERA_KEY = "DATASETS.UNLABELLED.CAMERA_REGEX"
+
+
 def _camera_pattern(regex: str) -> Optional[re.Pattern]:
     if not regex:
         return None
-    try:
-        pattern = re.compile(regex)
-    except re.error as e:
-        raise ValueError(f"DATASETS.UNLABELLED.CAMERA_REGEX {regex!r} is not a regular expression ({e}); "
-                         r"give one with a group that captures the camera number, e.g. '_c(\d+)'.") from None
+    # Bounded: a length cap, no shapes that backtrack exponentially, a time limit per name (safe_regex).
+    pattern = compile_bounded(regex, _CAMERA_KEY, example=r"_c(\d+)")
     if pattern.groups != 1:
-        raise ValueError(f"DATASETS.UNLABELLED.CAMERA_REGEX {regex!r} has {pattern.groups} groups; it needs exactly "
+        raise ValueError(f"{_CAMERA_KEY} {regex!r} has {pattern.groups} groups; it needs exactly "
                          r"one, capturing the camera number of a file name, e.g. '_c(\d+)'.")
     return pattern
 
 
-def camera_from_name(path: str, pattern: re.Pattern) -> str:
-    """The camera value that `pattern`'s group finds in the file name of `path` (searched)."""
-    m = pattern.search(os.path.basename(path))
-    if m is None or not m.group(1):
-        raise DatasetFormatError(
-            f"Image {path!r}: its file name does not match DATASETS.UNLABELLED.CAMERA_REGEX {pattern.pattern!r}. "
-            "Rename the file, fix the expression, or set it to '' (all images from one camera)."
-        )
-    return m.group(1)
+def cameras_from_names(paths: Sequence[str], pattern: re.Pattern) -> List[str]:
+    """The camera value that `pattern`'s group finds in the file name of each of `paths` (searched,
+    within the bounds of reid/utils/safe_regex.py)."""
+    found = search_names(pattern, [os.path.basename(p) for p in paths], _CAMERA_KEY)
+    for path, groups in zip(paths, found):
+        if groups is None or not groups[0]:
+            raise DatasetFormatError(
+                f"Image {path!r}: its file name does not match {_CAMERA_KEY} {pattern.pattern!r}. "
+                "Rename the file, fix the expression, or set it to '' (all images from one camera)."
+            )
+    return [groups[0] for groups in found]
 
 
 def number_cameras(values: Sequence[Optional[str]]) -> List[int]:
@@ -82,7 +91,7 @@ def _check_listed_image(list_path: str, lineno: int, base: str, path: str, with_
     """The absolute path of a list line's image; one line naming file and line for what is wrong."""
     where = f"{list_path}, line {lineno}"
     full = path if os.path.isabs(path) else os.path.join(base, path)
-    if os.path.isfile(full):
+    if file_problem(full) is None:
         if not full.lower().endswith(IMAGE_EXTENSIONS):
             raise DatasetFormatError(f"{where}: {full!r} is not an image file ({', '.join(IMAGE_EXTENSIONS)}); "
                                      "list image files only.")
@@ -95,8 +104,8 @@ def _check_listed_image(list_path: str, lineno: int, base: str, path: str, with_
     if not with_cam and rest.strip() and os.path.isfile(head_full):  # 'img.jpg -3', 'img.jpg 1 extra'
         raise DatasetFormatError(f"{where}: {rest.strip()!r} after the image path is not a camera id (a "
                                  "non-negative integer); write 'path' or 'path camid'.")
-    raise DatasetNotFoundError(f"{where}: image {full!r} does not exist. Paths are relative to the list file's "
-                               f"folder ({base}); fix the path or remove the line.")
+    check_listed_image(full, where, base)  # raises, saying what it is: missing, a FIFO, a broken link, ...
+    return full
 
 
 def read_unlabelled_list(list_path: str) -> List[Tuple[str, Optional[str]]]:
@@ -127,6 +136,23 @@ def read_unlabelled_list(list_path: str) -> List[Tuple[str, Optional[str]]]:
         full = _check_listed_image(list_path, lineno, base, path, cam is not None)
         rows.append((full, cam))
     return rows
+
+
+def keep_once(rows: List[Tuple[str, Optional[str]]], source: str) -> List[Tuple[str, Optional[str]]]:
+    """`rows` with every image kept once: a second name of a file (a hard or symbolic link, another
+    spelling of its path) or a byte-identical copy is dropped (reid/utils/same_files.py), and one
+    warning says how many, why and gives an example. A repeated crop would weigh twice in the
+    clustering (its own dense cluster of identical features) and in the memory's centroid."""
+    copies = first_copies([p for p, _ in rows])
+    repeats = [(i, c) for i, c in enumerate(copies) if c is not None]
+    if not repeats:
+        return rows
+    same = sum(c[1] == SAME_FILE for _, c in repeats)
+    i, (first, how) = repeats[0]
+    logger.warning("%s: %d of %d images repeat another one (%d the same file: a link or another spelling of its path; "
+                   "%d byte-identical copies) and are kept once; e.g. %s %s %s", source, len(repeats), len(rows),
+                   same, len(repeats) - same, rows[i][0], RELATION[how], rows[first][0])
+    return [row for row, c in zip(rows, copies) if c is None]
 
 
 def scan_crops(folder: str) -> List[str]:
@@ -161,13 +187,18 @@ class UnlabelledDataset(ReIDDataset):
         pattern = _camera_pattern(camera_regex)
         key = "DIR" if folder else "LIST"
         candidates = _resolve(root, folder or list_file)
-        found = next((c for c in candidates if (os.path.isdir(c) if folder else os.path.isfile(c))), None)
+        what = "a folder of image crops" if folder else "a list file with one image path per line"
+        right_kind = os.path.isdir if folder else os.path.isfile
+        # The first of the right kind; else the first that is something (named below for what it is).
+        found = next((c for c in candidates if right_kind(c)), None) or next(
+            (c for c in candidates if os.path.lexists(c)), None)
         if found is None:
-            what = "a folder of image crops" if folder else "a list file with one image path per line"
             raise DatasetNotFoundError(
                 f"DATASETS.UNLABELLED.{key} {folder or list_file!r} was not found (looked at: "
                 f"{', '.join(repr(c) for c in candidates)}); set it to {what}."
             )
+        (check_folder if folder else check_file)(found, f"DATASETS.UNLABELLED.{key}", f"set it to {what}.",
+                                                 error=DatasetFormatError, missing_error=DatasetNotFoundError)
         if folder:
             rows: List[Tuple[str, Optional[str]]] = [(p, None) for p in scan_crops(found)]
         else:
@@ -177,13 +208,14 @@ class UnlabelledDataset(ReIDDataset):
                 f"DATASETS.UNLABELLED.{key} {found!r} names no images (.jpg, .jpeg, .png, .bmp"
                 f"{', searched recursively' if folder else ''}); put the crops there or point the key at them."
             )
+        rows = keep_once(rows, f"DATASETS.UNLABELLED.{key} {found}")
         if pattern is not None:
-            rows = [(p, camera_from_name(p, pattern)) for p, _ in rows]
+            rows = list(zip([p for p, _ in rows], cameras_from_names([p for p, _ in rows], pattern)))
         self.source = found
         cams = number_cameras([c for _, c in rows])
         train: List[Item] = [(p, UNKNOWN_PID, c) for (p, _), c in zip(rows, cams)]
         super().__init__(train, [], [], relabel=False)
 
 
-__all__ = ["UNKNOWN_PID", "UnlabelledDataset", "camera_from_name", "number_cameras", "read_unlabelled_list",
-           "scan_crops"]
+__all__ = ["UNKNOWN_PID", "UnlabelledDataset", "cameras_from_names", "keep_once", "number_cameras",
+           "read_unlabelled_list", "scan_crops"]

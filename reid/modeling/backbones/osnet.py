@@ -36,6 +36,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.registry import UnknownNameError
 
 from .pretrained import PretrainedWeightsError, check_pretrained, read_pretrained
@@ -289,9 +290,10 @@ class OSNetBackbone(nn.Module):
         source = path or self.cache_file
         if not path and not os.path.isfile(source):
             self._download(source)
-        if not os.path.isfile(source):
+        problem = file_problem(source)
+        if is_missing(problem):  # other kinds (a FIFO, a folder) are named by read_pretrained
             raise FileNotFoundError(
-                f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not exist. Set it to a local copy of torchreid's "
+                f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} {problem}. Set it to a local copy of torchreid's "
                 f"ImageNet file for {self.name} (from {self.url}), clear it to download, or set "
                 "MODEL.BACKBONE.PRETRAINED False to train from scratch.")
         expected = f"torchreid's ImageNet file for {self.name} ({self.url})"

@@ -6,6 +6,8 @@ from typing import Dict, Mapping
 
 import torch
 
+from reid.utils.file_signatures import file_kind
+from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.value_checks import weight_problem
 
 
@@ -59,21 +61,29 @@ def unwrap_state_dict(obj: object, path: str, expected: str) -> Dict[str, torch.
 def read_pretrained(path: str, expected: str) -> Dict[str, torch.Tensor]:
     """The state dict in weights file `path` (``weights_only=True``); one error line when the file
     cannot be read or holds no state dict. `expected` names the file that should have been given."""
+    key = f"MODEL.BACKBONE.PRETRAINED_PATH={path!r}"
+    problem = file_problem(path)  # a FIFO would block torch.load forever
+    if is_missing(problem):
+        raise PretrainedWeightsError(
+            f"{key} {problem}; download {expected} and point it there, or set MODEL.BACKBONE.PRETRAINED False."
+        )
+    if problem:
+        raise PretrainedWeightsError(f"{key} {problem}; point it to {expected}.")
+    kind = file_kind(path)
+    if not kind.startswith("a torch checkpoint") and kind != "a zip archive":
+        raise PretrainedWeightsError(f"{key} is {kind}, not a weights file written by torch.save; point it to "
+                                     f"{expected}.")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise PretrainedWeightsError(
-            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not exist; download {expected} and point it there, or set MODEL.BACKBONE.PRETRAINED False."
-        ) from None
     except pickle.UnpicklingError:  # damaged, or Python objects besides tensors (never unpickled: unsafe)
         raise PretrainedWeightsError(
-            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} is damaged or holds Python objects besides tensors (e.g. a "
+            f"{key} is damaged or holds Python objects besides tensors (e.g. a "
             "training checkpoint that saved its arguments), which are not loaded from files; save its state "
             "dict alone (docs/transformers.md, 'Files with Python objects') and point it to that."
         ) from None
     except Exception as e:  # truncated or foreign
         raise PretrainedWeightsError(
-            f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} cannot be read as a weights file written by torch.save "
+            f"{key} cannot be read as a weights file written by torch.save "
             f"({type(e).__name__}); point it to {expected}."
         ) from None
     return unwrap_state_dict(obj, path, expected)

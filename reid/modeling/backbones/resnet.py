@@ -16,6 +16,7 @@ from torch import nn
 from torchvision import models as tv_models
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
+from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.registry import UnknownNameError
 
 from .ibn import apply_ibn_a
@@ -190,9 +191,10 @@ class ResNetBackbone(nn.Module):
         return self._load_checked(state, source)
 
     def _read_local(self, path: str) -> Dict[str, torch.Tensor]:
-        if not os.path.isfile(path):
+        problem = file_problem(path)
+        if is_missing(problem):  # other kinds (a FIFO, a folder) are named by read_pretrained
             raise FileNotFoundError(
-                f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} does not exist. Set it to a local copy "
+                f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} {problem}. Set it to a local copy "
                 f"of the {self._source} file ({os.path.basename(self._url)}), clear it to "
                 "download the weights, or set MODEL.BACKBONE.PRETRAINED False to train from scratch."
             )

@@ -7,6 +7,8 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from reid.utils.path_kinds import check_file
+
 from ._figure import PlotFiles, fmt, new_figure, save_plot
 
 
@@ -84,8 +86,7 @@ def read_cmc_json(path: str) -> Dict[str, np.ndarray]:
     layouts, and a ``curves`` mapping as written by :func:`plot_cmc`. Percentages (values
     above 1) are converted to fractions.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Metrics file {path!r} not found; give a JSON file with a 'cmc' list (e.g. tools/test.py's metrics.json).")
+    check_file(path, "Metrics file", "give a JSON file with a 'cmc' list (e.g. tools/test.py's metrics.json).")
     with open(path, encoding="utf-8") as f:
         try:
             obj = json.load(f)

@@ -7,12 +7,12 @@ arccos(s_p) + m = arccos(s_n).
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from reid.utils.npz_files import npz_names, read_npz
+from reid.utils.path_kinds import check_file
 
 from ..items import to_numpy_2d
 from ._figure import PlotFiles, fmt, new_figure, save_plot
@@ -105,10 +105,7 @@ def similarity_pairs(features: Any, labels: Any, class_weights: Any, chunk: int 
 
 def load_pairs_npz(path: str) -> Tuple[np.ndarray, np.ndarray]:
     """(s_n, s_p) from an npz holding ``s_n`` and ``s_p``, or ``features`` + ``labels`` + ``class_weights``."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{path!r} not found; give an .npz with arrays s_n and s_p (or features, labels and class_weights)."
-        )
+    check_file(path, "File", "give an .npz with arrays s_n and s_p (or features, labels and class_weights).")
     keys = set(npz_names(path))
     if {"s_n", "s_p"} <= keys:
         z = read_npz(path, ["s_n", "s_p"])
@@ -183,8 +180,7 @@ def head_from_config(config_file: str) -> Tuple[str, float]:
     """(head name, margin) of a run's config (e.g. ``OUTPUT_DIR/config.yaml``), defaults resolved."""
     from reid.config import load_config  # only this entry point reads configs
 
-    if not os.path.isfile(config_file):
-        raise FileNotFoundError(f"Config {config_file!r} not found; give a run's config.yaml or a configs/*.yml file.")
+    check_file(config_file, "Config", "give a run's config.yaml or a configs/*.yml file.")
     cfg = load_config(config_file)
     name = str(cfg.MODEL.HEADS.NAME).lower()
     return name, resolve_margin(name, cfg.MODEL.HEADS.MARGIN)

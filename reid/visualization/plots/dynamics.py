@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from reid.utils.path_kinds import check_file
 from reid.utils.text_files import text_lines
 
 from ._figure import PlotFiles, fmt, new_figure, save_plot
@@ -21,11 +22,8 @@ def metrics_file(path: str) -> str:
     """`path` itself, or ``path/metrics.jsonl`` for a run folder; the error says what is missing."""
     if os.path.isdir(path):
         path = os.path.join(path, "metrics.jsonl")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{path!r} not found. Give a training run's folder (OUTPUT_DIR, which holds metrics.jsonl) "
-            "or the metrics.jsonl file itself."
-        )
+    check_file(path, "Metrics file", "give a training run's folder (OUTPUT_DIR, which holds metrics.jsonl) or the "
+               "metrics.jsonl file itself.")
     return path
 
 

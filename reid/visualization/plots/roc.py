@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Dict, Mapping
 
 import numpy as np
+
+from reid.utils.path_kinds import check_file
 
 from ._figure import PlotFiles, fmt, new_figure, save_plot
 
@@ -49,9 +50,7 @@ def plot_roc(curves: Mapping[str, Mapping[str, Any]], output_path: str, title: s
 def read_roc_json(path: str) -> Dict[str, Curve]:
     """Every ROC of a tools/test.py metrics.json (``verification`` -> dataset -> row -> ``roc``),
     labelled ``dataset/row`` (``row`` alone with one dataset)."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Metrics file {path!r} not found; give tools/test.py's metrics.json (run it with "
-                                "--verification).")
+    check_file(path, "Metrics file", "give tools/test.py's metrics.json (run it with --verification).")
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.loads(f.read(64 << 20))
