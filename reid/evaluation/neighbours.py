@@ -49,6 +49,9 @@ DEFAULT_APPROX_MIN_SIZE = 500_000
 #: Below this share of the exact neighbours found, the approximate pass warns.
 LOW_RECALL = 0.8
 
+# The size keys whose "faiss is not installed" warning this process has given.
+_TOLD_NO_FAISS: set = set()
+
 NEIGHBOUR_PASSES = Registry("neighbour backend")
 NEIGHBOUR_PASSES.register("exact")(exact_pass)
 NEIGHBOUR_PASSES.register("ivf")(ivf_pass)
@@ -87,7 +90,11 @@ class NeighbourSearch:
         if n < self.approx_min_size:
             return "exact"
         if not _faiss_installed():
-            logger.warning(
+            # Once per setting and process: clustering asks every epoch, and one line says it all.
+            level = logging.DEBUG if self.size_key in _TOLD_NO_FAISS else logging.WARNING
+            _TOLD_NO_FAISS.add(self.size_key)
+            logger.log(
+                level,
                 "%d items reach %s=%d, but faiss is not installed: the neighbours are computed exactly, "
                 "O(N^2) (hours at 1,000,000 items); %s for the approximate pass.",
                 n, self.size_key, self.approx_min_size, FAISS_HINT,
