@@ -30,7 +30,7 @@ few chunk-sized buffers and the genuine distances. Distances are compared as flo
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import torch
