@@ -84,8 +84,10 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
 
     if not outputs:
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
+    from reid.utils.file_io import check_output_file
+
     for out in outputs:
-        if export_format(out) == "onnx":  # fail on a bad extension or opset before any slow work
+        if export_format(check_output_file(out)) == "onnx":  # a bad extension, folder or opset fails before slow work
             check_opset(opset)
     size = list(input_size) if input_size else list(predictor.input_size)
     model, pixels = predictor.model, "RGB 0-255"

@@ -215,3 +215,11 @@ def test_search_never_answers_a_query_with_its_own_file(checkpoint, images, tmp_
     assert [os.path.basename(m["path"]) for m in record["matches"]] == ["good0.jpg"]  # was: good1.jpg at 1.0000 first
     assert record["own_images_left_out"] == 1
     assert "left out 1 gallery images that are a query's own image (1 the same file" in proc.stdout
+
+
+def test_an_output_that_is_a_folder_is_one_line_before_any_work(checkpoint, images, tmp_path):  # noqa: F811
+    (tmp_path / "g.npz").mkdir()
+    proc = tool("extract", "--weights", checkpoint, "--input", images / "good0.jpg", "--output", tmp_path / "g.npz",
+                "--num-workers", "0", "--quiet")
+    assert_one_line_error(proc, "g.npz' is a folder, not a file; name a file to write")
+    assert "extracting features" not in proc.stdout + proc.stderr and ".tmp" not in proc.stderr
