@@ -456,8 +456,14 @@ def similarity_at(record: Dict[str, Any], far: float, path: str = THRESHOLDS_FIL
             return float(entry["similarity"])
     for key, entry in unresolved.items():
         if math.isclose(float(key), far, rel_tol=1e-9):
-            raise ValueError(f"{path!r} cannot resolve FAR {far:g}: {unresolved_reason(record, key)}. Use a resolved "
-                             f"FAR ({_far_list(list(table))}), or pass --threshold S.")
+            other = (f"Use a resolved FAR ({_far_list(list(table))})" if table else
+                     "Its split resolves no FAR: calibrate on more validation identities")
+            raise ValueError(f"{path!r} cannot resolve FAR {far:g}: {unresolved_reason(record, key)}. {other}, or "
+                             "pass --threshold S.")
+    if not table:  # "has thresholds for FAR none" said nothing useful
+        raise ValueError(f"{path!r} has no threshold at any FAR (its split resolves none), and none at {far:g}; "
+                         "calibrate on more validation identities (TEST.VAL_IDS) at it (TEST.VERIFICATION.FARS), or "
+                         "pass --threshold S.")
     raise ValueError(f"{path!r} has thresholds for FAR {_far_list(list(table))}, not {far:g}; pick one of those, or "
                      "calibrate at it (TEST.VERIFICATION.FARS) and train again.")
 

@@ -252,3 +252,15 @@ def test_thresholds_hold_only_for_features_made_as_they_were_calibrated_on(tmp_p
     cfg.INPUT.SIZE_TEST = [96, 48]
     assert "INPUT.SIZE_TEST [96, 48] (calibrated with [64, 32])" in extraction_difference(record, cfg)
     assert extraction_difference(load_thresholds(write(tmp_path, good)), cfg) is None  # not recorded: not known
+
+
+def test_a_file_that_resolves_no_far_says_so_instead_of_listing_none(tmp_path):
+    """Before: "Use a resolved FAR (none)" and "has thresholds for FAR none, not 0.5"."""
+    record = calibrate(*few_impostors(), fars=(1e-4,))  # 69 pairs: nothing resolved
+    path = write(tmp_path, record)
+    back = load_thresholds(path)
+    for far, says in ((1e-4, "Its split resolves no FAR: calibrate on more validation identities, or pass"),
+                      (0.5, "has no threshold at any FAR (its split resolves none), and none at 0.5")):
+        with pytest.raises(ValueError) as err:
+            similarity_at(back, far, path)
+        assert says in str(err.value) and "(none)" not in str(err.value) and "FAR none" not in str(err.value)
