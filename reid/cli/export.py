@@ -84,8 +84,10 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
 
     if not outputs:
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
+    from reid.utils.file_io import check_output_file
+
     for out in outputs:
-        if export_format(out) == "onnx":  # fail on a bad extension or opset before any slow work
+        if export_format(check_output_file(out)) == "onnx":  # a bad extension, folder or opset fails before slow work
             check_opset(opset)
     size = list(input_size) if input_size else list(predictor.input_size)
     model, pixels = predictor.model, "RGB 0-255"
@@ -106,7 +108,14 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         from reid.evaluation.thresholds import load_thresholds, resolution_known
 
         record = load_thresholds(thresholds)  # checked as a whole before any of it is copied
-        if resolution_known(record):
+        made = record.get("extraction")
+        # The exported model computes one pass at `size` (no flip averaging): thresholds calibrated
+        # on other features would not hold their FAR for its scores.
+        if made is not None and (made["input_size"] != size or made["flip"]):
+            log(f"note: {thresholds} was calibrated on features of input size {made['input_size']}"
+                f"{' with flip averaging' if made['flip'] else ''}, not those of this export ({size}, one pass); "
+                "its thresholds are not stored in the exported model.")
+        elif resolution_known(record):
             metadata["decision_thresholds"] = record
             log(f"the run's calibrated thresholds ({thresholds}) go into the metadata")
         else:

@@ -74,7 +74,9 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     from reid.inference.sources import collect_entries
     from reid.utils.logger import progress_bar
 
-    fmt = gallery_format(output)  # a bad extension fails now, not after an hour of extraction
+    from reid.utils.file_io import check_output_file
+
+    fmt = gallery_format(check_output_file(output))  # a bad extension or a folder fails now, not after an hour
     if fmt == "safetensors":
         require_safetensors()
     entries = collect_entries(sources)

@@ -71,10 +71,13 @@ BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_constru
 SEARCH_PARAMS = ("nprobe", "ef_search")
 
 
-def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log) -> None:
+def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log,
+                        calibrated: bool = False) -> None:
     """Feature width must match (else an error naming `source`); other model details warn: the
     weights by their hash where the gallery records one (``reid.inference.identity``), else by
-    file name; the input size; flip averaging."""
+    file name; the input size; flip averaging. With a `calibrated` threshold (--far) each of
+    those is an error too: the threshold's FAR holds only for scores of the features it was
+    calibrated on, and a gallery made otherwise gives other scores."""
     from reid.inference.identity import short
 
     if predictor.feature_dim != dim:
@@ -86,22 +89,27 @@ def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], so
         )
     mine = predictor.describe()
     keys = ["input_size", "flip"]
+    differences: List[str] = []
     theirs_hash, mine_hash = meta.get("weights_sha256"), mine.get("weights_sha256")
     if theirs_hash and mine_hash:
         # The weights themselves are identified: a file name may differ for the same weights, and
         # the same name may hold other weights (a run folder trained again, a swapped export).
         if theirs_hash != mine_hash:
             theirs = printable(meta.get("weights", "")[:500])  # a path from someone else's file: escaped
-            log(f"warning: the gallery was made with other weights than the queries: {theirs} (sha256 "
-                f"{short(theirs_hash)}...) against {mine['weights']} (sha256 {short(mine_hash)}...); scores are only "
-                "meaningful when both come from the same model and settings.")
+            differences.append(f"the gallery was made with other weights than the queries: {theirs} (sha256 "
+                               f"{short(theirs_hash)}...) against {mine['weights']} (sha256 {short(mine_hash)}...)")
     else:  # a gallery from before weight hashes were recorded: only the names can be compared
         keys.insert(0, "weights")
     for key in keys:
         theirs = meta.get(key)
         if theirs is not None and theirs != mine[key]:
-            log(f"warning: the gallery was made with {key} {brief(theirs)}, the queries use {brief(mine[key])}; "
-                "scores are only meaningful when both come from the same model and settings.")
+            differences.append(f"the gallery was made with {key} {brief(theirs)}, the queries use {brief(mine[key])}")
+    if differences and calibrated:
+        raise ValueError(f"--far: {'; '.join(differences)} (gallery {source!r}), so the calibrated threshold's FAR "
+                         "would not hold for its scores; make the gallery again with the queries' model and settings "
+                         "(tools/extract.py with the same --run / --weights and settings), or pass --threshold S.")
+    for difference in differences:
+        log(f"warning: {difference}; scores are only meaningful when both come from the same model and settings.")
 
 
 def _flags(names: Sequence[str]) -> str:
@@ -174,7 +182,8 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
                    json_path: Optional[str] = None, tile_height: int = 128, log: Log = print,
                    index_path: Optional[str] = None, save_index_path: Optional[str] = None,
                    params: Optional[Dict[str, Any]] = None, threshold: Optional[float] = None,
-                   threshold_note: str = "", verify_recall: bool = False) -> List[Dict[str, Any]]:
+                   threshold_note: str = "", verify_recall: bool = False,
+                   calibrated: bool = False) -> List[Dict[str, Any]]:
     """Top-`k` gallery matches of every query image: printed, and optionally drawn / saved.
 
     The gallery is `gallery_path` (a file from tools/extract.py, indexed with `backend` and
@@ -186,6 +195,8 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     With a `threshold` (a cosine similarity) a match is accepted only when its score is above
     it: each match gets ``"accepted"`` and each query ``"answer"`` ("match" or "no match",
     decided by its best match) and ``"threshold"``; `threshold_note` says where it came from.
+    A `calibrated` threshold (--far) refuses a gallery made with other weights or settings
+    (:func:`_check_gallery_fits`).
     """
     if backend is not None and str(backend).lower() not in BACKENDS:
         raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
@@ -195,7 +206,7 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     # model cannot use (a folder for a model with SIE) fails before minutes of indexing.
     q_paths, q_camids = predictor.collect(queries) if queries else ([], None)
     check = None if predictor is None else (
-        lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log))
+        lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log, calibrated))
     index = open_index(gallery_path, index_path, backend, params, save_index_path,
                        device=predictor.device if predictor is not None else None, check=check, log=log,
                        verify_recall=verify_recall, need_paths=bool(queries))
@@ -257,13 +268,14 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     from reid.evaluation.thresholds import (
         calibrated_for,
         describe_threshold,
+        extraction_difference,
         find_thresholds,
         load_thresholds,
         similarity_at,
     )
     from reid.inference.loading import resolve_model
 
-    _, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
+    cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
     path = find_thresholds(weights)
     if path is None:
         raise ValueError(f"--far {args.far:g}: no calibrated thresholds next to {weights} (thresholds.json, written "
@@ -275,6 +287,11 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
                          f"{os.path.basename(weights)}, and thresholds hold only for the weights they were measured "
                          f"on; search with --weights {os.path.join(os.path.dirname(path), record['weights'])}, or pass "
                          "--threshold S.")
+    changed = extraction_difference(record, cfg)
+    if changed:  # other features give other scores: the FAR measured on the calibrated ones would not hold
+        raise ValueError(f"--far {args.far:g}: {path} was calibrated on features made otherwise than this search "
+                         f"makes them: {changed}; thresholds hold only for the features they were measured on. Drop "
+                         "the override (or undo the edit of the run's config.yaml), or pass --threshold S.")
     similarity = similarity_at(record, args.far, path)  # refused where the split cannot resolve the FAR
     print(f"threshold: similarity {similarity:.4f} from {path}; {describe_threshold(record, args.far)}")
     return similarity, f", calibrated at FAR {args.far:g}: {path}"
@@ -354,7 +371,8 @@ def main(argv=None) -> int:
         search_command(predictor, args.gallery, args.query or (), k=args.topk, backend=args.backend,
                        draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height,
                        index_path=args.index, save_index_path=args.save_index, params=params,
-                       threshold=threshold, threshold_note=note, verify_recall=args.verify_recall)
+                       threshold=threshold, threshold_note=note, verify_recall=args.verify_recall,
+                       calibrated=args.far is not None)
 
     return run_main(work)
 

@@ -26,7 +26,11 @@ Format (version 2)::
                              "far_reached": k / N, "far_upper": u, "accepted_impostors": k,
                              "accepted_genuine": c, "num_impostor": N, "num_genuine": G}},
      "unresolved": {"0.0001": {"num_impostor": N, "num_genuine": G, "impostors_needed": n}},
-     "eer": e}
+     "extraction": {"input_size": [h, w], "flip": false}, "eer": e}
+
+``extraction`` says how the features behind the thresholds were made (INPUT.SIZE_TEST, TEST.FLIP):
+a search that makes them otherwise gets other scores, so ``--far`` is refused there
+(:func:`extraction_difference`).
 
 Version 1 files (no per-threshold counts, every FAR under ``thresholds``) are read with their
 split's pair counts; a file without any count (not one this toolkit wrote) loads, but its
@@ -63,6 +67,29 @@ _MAX_COUNT = 1 << 52
 # Distances are float32 (a cosine distance of equal features may come out at -1e-7).
 _SLACK = 1e-4
 _DERIVED_TOL = 1e-6
+# The largest input side a config accepts (reid.config.value_range("INPUT.SIZE_TEST")), kept here
+# so that reading a thresholds file needs no config.
+_MAX_SIDE = 4096
+
+
+def extraction_settings(cfg) -> Dict[str, Any]:
+    """How `cfg` makes features, as a thresholds file records it: the settings that change a
+    feature of the same weights (the input size and flip averaging), as a search compares them."""
+    h, w = (int(v) for v in cfg.INPUT.SIZE_TEST)
+    return {"input_size": [h, w], "flip": bool(cfg.TEST.FLIP)}
+
+
+def extraction_difference(record: Dict[str, Any], cfg) -> Optional[str]:
+    """What differs between the features a checked thresholds record was calibrated on and those
+    `cfg` makes (None: the same, or a file that does not record them); e.g.
+    "TEST.FLIP True (calibrated with False)". A threshold holds only for the scores it was measured on."""
+    calibrated = record.get("extraction")
+    if calibrated is None:
+        return None
+    now = extraction_settings(cfg)
+    keys = {"input_size": "INPUT.SIZE_TEST", "flip": "TEST.FLIP"}
+    changed = [f"{keys[k]} {now[k]} (calibrated with {calibrated[k]})" for k in keys if now[k] != calibrated[k]]
+    return ", ".join(changed) or None
 
 
 def _stats(distance: float, tar: float, far_reached: float, num_impostor: int, num_genuine: int) -> Dict[str, Any]:
@@ -247,6 +274,21 @@ def _check_monotone(table: Dict[str, Any], fars: Dict[str, float]) -> None:
                                                                  f"the smaller FAR {a} (a larger FAR accepts more)")
 
 
+def _extraction(entry: Any) -> Optional[Dict[str, Any]]:
+    """The ``extraction`` field checked (None when the file does not record it)."""
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise _Damaged("extraction", f"{brief(entry)} is not a mapping")
+    size, flip = entry.get("input_size"), entry.get("flip")
+    if (not isinstance(size, list) or len(size) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _MAX_SIDE for v in size)):
+        raise _Damaged("extraction.input_size", f"{brief(size)} is not [height, width] in pixels (1 to {_MAX_SIDE})")
+    if not isinstance(flip, bool):
+        raise _Damaged("extraction.flip", f"{brief(flip)} is not true or false")
+    return {"input_size": list(size), "flip": flip}
+
+
 def check_thresholds(record: Any) -> Dict[str, Any]:
     """`record` (a thresholds file's JSON) checked as a whole and returned in the version-2 form.
 
@@ -268,6 +310,7 @@ def check_thresholds(record: Any) -> Dict[str, Any]:
     if weights is not None and (not isinstance(weights, str) or not weights or weights in (".", "..")
                                 or os.path.basename(weights) != weights or "\\" in weights):
         raise _Damaged("weights", f"{brief(weights)} is not the file name of a weights file")
+    extraction = _extraction(record.get("extraction"))
     n_imp = _count(record, "num_impostor", "", required=version >= 2)
     n_gen = _count(record, "num_genuine", "", required=version >= 2)
     identities = _count(record, "num_identities", "", required=False)
@@ -305,6 +348,8 @@ def check_thresholds(record: Any) -> Dict[str, Any]:
                resolution=RESOLUTION_RULE, thresholds=out_table, unresolved=unresolved)
     if identities is not None:
         out["num_identities"] = identities
+    if extraction is not None:
+        out["extraction"] = extraction
     if "eer" in record:
         out["eer"] = _number(record, "eer", "", 0.0, 1.0)
     return out
@@ -411,8 +456,14 @@ def similarity_at(record: Dict[str, Any], far: float, path: str = THRESHOLDS_FIL
             return float(entry["similarity"])
     for key, entry in unresolved.items():
         if math.isclose(float(key), far, rel_tol=1e-9):
-            raise ValueError(f"{path!r} cannot resolve FAR {far:g}: {unresolved_reason(record, key)}. Use a resolved "
-                             f"FAR ({_far_list(list(table))}), or pass --threshold S.")
+            other = (f"Use a resolved FAR ({_far_list(list(table))})" if table else
+                     "Its split resolves no FAR: calibrate on more validation identities")
+            raise ValueError(f"{path!r} cannot resolve FAR {far:g}: {unresolved_reason(record, key)}. {other}, or "
+                             "pass --threshold S.")
+    if not table:  # "has thresholds for FAR none" said nothing useful
+        raise ValueError(f"{path!r} has no threshold at any FAR (its split resolves none), and none at {far:g}; "
+                         "calibrate on more validation identities (TEST.VAL_IDS) at it (TEST.VERIFICATION.FARS), or "
+                         "pass --threshold S.")
     raise ValueError(f"{path!r} has thresholds for FAR {_far_list(list(table))}, not {far:g}; pick one of those, or "
                      "calibrate at it (TEST.VERIFICATION.FARS) and train again.")
 
@@ -428,6 +479,7 @@ def describe_threshold(record: Dict[str, Any], far: float) -> str:
 
 
 __all__ = ["FORMAT_VERSION", "INTERVAL_METHOD", "METRIC", "READABLE_VERSIONS", "RESOLUTION_RULE", "THRESHOLDS_FILE",
-           "calibrate", "calibrated_for", "check_thresholds", "describe_threshold", "find_thresholds",
+           "calibrate", "calibrated_for", "check_thresholds", "describe_threshold", "extraction_difference",
+           "extraction_settings", "find_thresholds",
            "identities_to_resolve", "load_thresholds", "resolution_known", "save_thresholds", "similarity_at",
            "unresolved_reason"]

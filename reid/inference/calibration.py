@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 
 from reid.data import build_test_loader
 from reid.evaluation.extract import extract_features
-from reid.evaluation.thresholds import calibrate, save_thresholds, unresolved_reason
+from reid.evaluation.thresholds import calibrate, extraction_settings, save_thresholds, unresolved_reason
 
 from .loading import build_inference_model, run_weights
 
@@ -36,6 +36,8 @@ def calibrate_run(cfg, run_dir: str, val_query: List[Item], val_gallery: List[It
                        source=f"validation split: {int(cfg.TEST.VAL_IDS)} identities held out of training "
                               f"({len(val_query)} query / {len(val_gallery)} gallery images)")
     record["weights"] = os.path.basename(weights)
+    # The thresholds hold for features made this way only: search --far compares (input size, flip).
+    record["extraction"] = extraction_settings(cfg)
     path = save_thresholds(run_dir, record)
     for far in record["unresolved"]:
         logger.warning("No threshold at FAR %s: %s. It is listed as unresolved in %s (search --far %s is refused).",

@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from reid.utils.file_signatures import content_kind, read_head
 from reid.utils.npz_files import json_object
 from reid.utils.path_kinds import check_file
 
@@ -49,8 +50,16 @@ def export_format(path: PathLike) -> str:
 
 
 def unreadable(path: str, error: BaseException, what: str = "ONNX model") -> ValueError:
-    """A file a runtime cannot load, in one line naming it: the first line of the runtime's own
-    message (onnxruntime's and torch's run to many lines of C++ or Python context)."""
+    """A file a runtime cannot load, in one line naming it: what its first bytes say it is (an empty
+    file, a JPEG image, a text file, ...), else the first line of the runtime's own message
+    (onnxruntime's and torch's run to many lines of C++ or Python context)."""
+    head = read_head(path)
+    # ONNX models are binary data and .pt2 programs zip archives: only another kind is named by its bytes.
+    archive = head is not None and head.startswith(b"PK") and what != "ONNX model"
+    kind = content_kind(head, os.path.basename(path)) if head is not None and not archive else None
+    if kind is not None and kind != "binary data":
+        return ValueError(f"{path!r} is not a readable {what}: it is {kind}; give a file tools/export.py wrote, "
+                          "or export it again.")
     first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
     return ValueError(f"{path!r} is not a readable {what} ({first[:300]}); give a file tools/export.py wrote, "
                       "or export it again.")

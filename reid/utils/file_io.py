@@ -59,12 +59,25 @@ def raise_if_disk_full(error: BaseException, path: str, kept: str = "") -> None:
     raise full from None
 
 
+def check_output_file(path: str) -> str:
+    """`path` when a file can be written there; a folder in the way raises one line saying so (the
+    rename of :func:`atomic_write` would fail only after all the work, with "Is a directory" naming
+    its temporary file). Tools call it before slow work; :func:`atomic_write` calls it too."""
+    if os.path.isdir(path):
+        from .path_kinds import WrongPathKindError
+
+        raise WrongPathKindError(f"Output {path!r} is a folder, not a file; name a file to write (inside it or "
+                                 "elsewhere), or move the folder away.")
+    return path
+
+
 def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -> None:
     """Call ``write_fn(fileobj)`` on a temp file next to `path`, fsync it, then rename over `path`.
 
     On any failure the temp file is removed and `path` is as it was; a full disk raises
     :class:`DiskFullError` (one line naming `path`).
     """
+    check_output_file(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     existed = os.path.exists(path)

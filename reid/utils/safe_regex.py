@@ -46,10 +46,14 @@ STARTUP_SECONDS = 30.0
 _REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | ({_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set())
 _BACKREFS = {_sre.GROUPREF, _sre.GROUPREF_EXISTS, getattr(_sre, "GROUPREF_IGNORE", _sre.GROUPREF)}
 
-# The child: compile, then answer each JSON-encoded name with the JSON of its groups (null: no match).
+# The child: compile, say it is ready (so that its start-up is timed apart from the names), then
+# answer each JSON-encoded name with the JSON of its groups (null: no match).
+_READY = '"ready"'
 _CHILD = (
     "import json, re, sys\n"
     "p = re.compile(sys.argv[1], int(sys.argv[2]))\n"
+    f"sys.stdout.write({_READY!r} + '\\n')\n"
+    "sys.stdout.flush()\n"
     "for line in sys.stdin:\n"
     "    m = p.search(json.loads(line))\n"
     "    sys.stdout.write(json.dumps(None if m is None else m.groups()) + '\\n')\n"
@@ -146,9 +150,17 @@ def search_names(pattern: re.Pattern, names: Sequence[str], key: str,
         thread.start()
     found: List[Optional[Tuple[Optional[str], ...]]] = []
     try:
-        for i, name in enumerate(names):
+        try:  # the start-up has its own allowance: the first name then gets the same time as the others
+            ready = lines.get(timeout=STARTUP_SECONDS)
+        except queue.Empty:
+            raise RegexError(f"{key} {pattern.pattern!r}: the matching process did not start within "
+                             f"{STARTUP_SECONDS:g} s (a very busy machine?); try again.") from None
+        if ready is None or ready.strip() != _READY:
+            raise RegexError(f"{key} {pattern.pattern!r}: the matching process ended as it started (code "
+                             f"{child.wait()}).")
+        for name in names:
             try:
-                line = lines.get(timeout=seconds_per_name + (STARTUP_SECONDS if i == 0 else 0.0))
+                line = lines.get(timeout=seconds_per_name)
             except queue.Empty:
                 raise RegexError(
                     f"{key} {pattern.pattern!r} took more than {seconds_per_name:g} s on the name {brief(name)} and was "

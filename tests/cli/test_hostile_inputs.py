@@ -122,6 +122,38 @@ def test_a_threshold_is_never_applied_at_a_far_its_split_cannot_resolve(checkpoi
     assert proc.returncode == 0 and "FAR 0.1: " in proc.stdout and "of 69 validation impostor pairs" in proc.stdout
 
 
+def test_a_threshold_is_never_applied_to_features_made_otherwise_than_calibrated(checkpoint, images, tmp_path):  # noqa: F811
+    """search --far with TEST.FLIP True (calibrated without flip), or on a gallery of other weights, accepted
+    a wrong person 'at FAR 0.05' with exit code 0: the scores were not those the threshold was measured on."""
+    from reid.evaluation.thresholds import calibrate, extraction_settings, save_thresholds
+    from reid.inference.loading import resolve_model
+    from tests.evaluation.test_thresholds import few_impostors
+
+    run = tmp_path / "run"
+    run.mkdir()
+    weights = run / "model_final.pth"
+    weights.write_bytes(open(checkpoint, "rb").read())
+    cfg, _ = resolve_model(weights=str(weights))
+    record = calibrate(*few_impostors(), fars=(0.1,))
+    save_thresholds(str(run), {**record, "weights": "model_final.pth", "extraction": extraction_settings(cfg)})
+    out = tmp_path / "g.npz"
+    extract = ["--input", images / "good0.jpg", images / "good1.jpg", "--num-workers", "0", "--quiet"]
+    assert tool("extract", "--weights", weights, *extract, "--output", out).returncode == 0
+    search = ["--query", images / "good1.jpg", "--far", "0.1"]
+    proc = tool("search", "--weights", weights, "--gallery", out, *search, "TEST.FLIP", "True")
+    assert_one_line_error(proc, "was calibrated on features made otherwise than this search makes them",
+                          "TEST.FLIP True (calibrated with False)", "--threshold S")
+    data = read_checkpoint(checkpoint)
+    other = save_checkpoint(str(tmp_path / "other.pth"),
+                            **{**data, "model": {k: v * 1.5 if v.is_floating_point() else v
+                                                 for k, v in data["model"].items()}})
+    assert tool("extract", "--weights", other, *extract, "--output", tmp_path / "other.npz").returncode == 0
+    proc = tool("search", "--weights", weights, "--gallery", tmp_path / "other.npz", *search)
+    assert_one_line_error(proc, "--far: the gallery was made with other weights than the queries",
+                          "FAR would not hold", "other.npz")
+    assert tool("search", "--weights", weights, "--gallery", out, *search).returncode == 0  # as calibrated: applied
+
+
 def test_an_exported_file_of_other_weights_or_not_onnx_at_all_is_one_line(checkpoint, images, tmp_path):  # noqa: F811
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
@@ -183,3 +215,11 @@ def test_search_never_answers_a_query_with_its_own_file(checkpoint, images, tmp_
     assert [os.path.basename(m["path"]) for m in record["matches"]] == ["good0.jpg"]  # was: good1.jpg at 1.0000 first
     assert record["own_images_left_out"] == 1
     assert "left out 1 gallery images that are a query's own image (1 the same file" in proc.stdout
+
+
+def test_an_output_that_is_a_folder_is_one_line_before_any_work(checkpoint, images, tmp_path):  # noqa: F811
+    (tmp_path / "g.npz").mkdir()
+    proc = tool("extract", "--weights", checkpoint, "--input", images / "good0.jpg", "--output", tmp_path / "g.npz",
+                "--num-workers", "0", "--quiet")
+    assert_one_line_error(proc, "g.npz' is a folder, not a file; name a file to write")
+    assert "extracting features" not in proc.stdout + proc.stderr and ".tmp" not in proc.stderr

@@ -150,3 +150,18 @@ def test_same_size_other_bytes_and_the_queries_own_copies(tmp_path):
         assert _scores(ds) == (pytest.approx(1 / 3), pytest.approx((0.5 + 0.5 + (1 + 2 / 3) / 2) / 3))
     finally:
         del VECTORS[b"alice-x"]
+
+
+def test_images_the_folder_scan_leaves_out_are_reported(tmp_path, caplog):
+    """A gallery of links to crops elsewhere lost those images without a word (only extract said so)."""
+    img(tmp_path / "q" / "alice" / "1.jpg")
+    img(tmp_path / "g" / "alice" / "2.jpg")
+    os.symlink(img(tmp_path / "elsewhere" / "3.jpg"), tmp_path / "g" / "alice" / "3.jpg")
+    os.mkfifo(tmp_path / "g" / "alice" / "4.jpg")
+    with caplog.at_level("WARNING", logger="reid"):
+        ds = build_dataset("folders", query_path=str(tmp_path / "q"), gallery_path=str(tmp_path / "g"))
+    assert [os.path.basename(p) for p, _, _ in ds.gallery] == ["2.jpg"]
+    lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert any(line.startswith("gallery: ") and "1 symbolic links that point outside the folder" in line
+               and "3.jpg" in line for line in lines), lines
+    assert any("1 entries that are not regular files" in line for line in lines), lines

@@ -12,6 +12,7 @@ from reid.evaluation.thresholds import (
     calibrate,
     calibrated_for,
     describe_threshold,
+    extraction_difference,
     find_thresholds,
     identities_to_resolve,
     load_thresholds,
@@ -167,6 +168,10 @@ def _swap_similarities(record):
     (_set(["thresholds", "1e-2"], {"similarity": 0.5}), "thresholds.1e-2", "a second entry for FAR 0.01"),
     (_set(["unresolved"], {"0.001": {"num_impostor": 5}}), "unresolved.0.001.num_impostor", "not the split's count"),
     (_set(["eer"], "0.2"), "eer", "not a finite number"),
+    (_set(["extraction"], [64, 32]), "extraction", "is not a mapping"),
+    (_set(["extraction"], {"input_size": [64, True], "flip": False}), "extraction.input_size", "is not [height, width]"),
+    (_set(["extraction"], {"input_size": [10 ** 6, 32], "flip": False}), "extraction.input_size", "(1 to 4096)"),
+    (_set(["extraction"], {"input_size": [64, 32], "flip": "no"}), "extraction.flip", "is not true or false"),
 ])
 def test_a_damaged_or_contradicting_thresholds_file_is_one_line_naming_the_field(tmp_path, good, change, field, what):
     path = write(tmp_path, edited(good, change))
@@ -230,3 +235,32 @@ def test_thresholds_hold_only_for_the_weights_they_were_calibrated_on():
     record = {"weights": "model_best.pth", "thresholds": {"0.01": {"similarity": 0.5}}}
     assert calibrated_for(record, "/runs/a/model_best.pth")
     assert not calibrated_for(record, "/runs/a/model_0010.pth")
+
+
+def test_thresholds_hold_only_for_features_made_as_they_were_calibrated_on(tmp_path, good):
+    """A search with TEST.FLIP or INPUT.SIZE_TEST other than the calibration's gives other scores: a
+    threshold 'at FAR 0.05' then accepted a wrong person with exit code 0 (flip changed the scores)."""
+    from reid.config import get_cfg
+
+    cfg = get_cfg()
+    cfg.INPUT.SIZE_TEST, cfg.TEST.FLIP = [64, 32], False
+    record = load_thresholds(write(tmp_path, {**good, "extraction": {"input_size": [64, 32], "flip": False}}))
+    assert record["extraction"] == {"input_size": [64, 32], "flip": False}
+    assert extraction_difference(record, cfg) is None
+    cfg.TEST.FLIP = True
+    assert extraction_difference(record, cfg) == "TEST.FLIP True (calibrated with False)"
+    cfg.INPUT.SIZE_TEST = [96, 48]
+    assert "INPUT.SIZE_TEST [96, 48] (calibrated with [64, 32])" in extraction_difference(record, cfg)
+    assert extraction_difference(load_thresholds(write(tmp_path, good)), cfg) is None  # not recorded: not known
+
+
+def test_a_file_that_resolves_no_far_says_so_instead_of_listing_none(tmp_path):
+    """Before: "Use a resolved FAR (none)" and "has thresholds for FAR none, not 0.5"."""
+    record = calibrate(*few_impostors(), fars=(1e-4,))  # 69 pairs: nothing resolved
+    path = write(tmp_path, record)
+    back = load_thresholds(path)
+    for far, says in ((1e-4, "Its split resolves no FAR: calibrate on more validation identities, or pass"),
+                      (0.5, "has no threshold at any FAR (its split resolves none), and none at 0.5")):
+        with pytest.raises(ValueError) as err:
+            similarity_at(back, far, path)
+        assert says in str(err.value) and "(none)" not in str(err.value) and "FAR none" not in str(err.value)

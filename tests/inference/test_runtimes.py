@@ -175,7 +175,21 @@ def test_a_file_that_is_not_onnx_is_one_line(tmp_path):
     (tmp_path / "notes.onnx").write_text("these are my notes, not a model\n" * 20)
     with pytest.raises(ValueError) as err:
         Predictor(model, cfg, backend="onnxruntime", exported=str(tmp_path / "notes.onnx"))
-    assert "notes.onnx' is not a readable ONNX model (" in str(err.value) and "\n" not in str(err.value)
+    assert "notes.onnx' is not a readable ONNX model: it is a text file;" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name, content, kind", [("empty.onnx", b"", "an empty file"),
+                                                 ("photo.onnx", b"\xff\xd8\xff\xe0" + b"\0" * 64, "a JPEG image")])
+def test_a_file_that_is_not_onnx_is_named_for_what_it_is(tmp_path, name, content, kind):
+    """Before: the first line of onnxruntime's C++ error (an empty file: 'onnxruntime::Model::Model(...')."""
+    pytest.importorskip("onnxruntime")
+    model, cfg = _model_and_cfg()
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError) as err:
+        Predictor(model, cfg, backend="onnxruntime", exported=str(tmp_path / name))
+    assert f"{name}' is not a readable ONNX model: it is {kind}; give a file" in str(err.value)
+    assert "onnxruntime" not in str(err.value) and "\n" not in str(err.value)
 
 
 def test_an_exported_file_with_the_torch_backend_is_refused(tmp_path):

@@ -126,3 +126,17 @@ def test_metrics_and_log_survive_a_full_disk_without_tracebacks(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("warning: cannot write") == 1 and "Traceback" not in err and "log.txt" in err
     assert handler not in logger.handlers
+
+
+def test_a_folder_where_the_output_file_goes_is_one_line_and_nothing_is_left_behind(tmp_path):
+    """Before: "[Errno 21] Is a directory: '.../.g.npz.x1y2.tmp' -> '.../g.npz'", after all the work."""
+    from reid.utils.file_io import atomic_write_text, check_output_file
+    from reid.utils.path_kinds import WrongPathKindError
+
+    folder = tmp_path / "g.npz"
+    folder.mkdir()
+    for write in (check_output_file, lambda p: atomic_write_text(p, "x")):
+        with pytest.raises(WrongPathKindError, match=r"Output '.*g\.npz' is a folder, not a file; name a file"):
+            write(str(folder))
+    assert sorted(os.listdir(tmp_path)) == ["g.npz"] and os.listdir(folder) == []
+    assert check_output_file(str(tmp_path / "new.npz")) == str(tmp_path / "new.npz")

@@ -47,3 +47,16 @@ def test_a_name_that_takes_too_long_stops_the_match_with_its_name():
     pattern = compile_bounded(r"\d*\d*\d*\d*\d*\d*x", KEY)
     with pytest.raises(RegexError, match=r"took more than 0.3 s on the name '1111.*!' and was stopped"):
         search_names(pattern, ["12x", "1" * 200 + "!", "never reached"], KEY, seconds_per_name=0.3)
+
+
+@pytest.mark.slow
+def test_the_first_name_gets_its_time_limit_not_the_start_up_allowance_as_well():
+    """The first name was given the 30 s start-up allowance on top of its 2 s, and the error then said
+    'took more than 2 s' after 32 s."""
+    import time
+
+    pattern = compile_bounded(r"\d*\d*\d*\d*\d*\d*x", KEY)
+    start = time.monotonic()
+    with pytest.raises(RegexError, match=r"took more than 0.3 s on the name '1111.*!'"):
+        search_names(pattern, ["1" * 200 + "!", "12x"], KEY, seconds_per_name=0.3)
+    assert time.monotonic() - start < 10  # start-up (well under a second here) + 0.3 s, not 30 s more

@@ -48,6 +48,10 @@ def _is_image(name: str) -> bool:
 
 def _from_folder(folder: str, side: str) -> List[Entry]:
     scan = scan_folder(folder, _is_image)
+    # What the scan left out (links out of the folder, FIFOs, ...): one line per reason, as for
+    # extract and unlabelled crops, so that a gallery never shrinks without a word.
+    for note in scan.notes():
+        logger.warning("%s: %s", side, note)
     loose = [p for p in scan.files if os.path.dirname(os.path.relpath(p, folder)) == ""]
     if loose:
         raise DatasetFormatError(
