@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -12,7 +13,7 @@ from reid.data.datasets.custom import is_header, split_list_line, strip_comment
 from reid.data.image_io import IMAGE_EXTENSIONS
 from reid.utils.folder_scan import scan_folder
 from reid.utils.path_kinds import WrongPathKindError, file_problem, is_missing
-from reid.utils.text_files import text_lines
+from reid.utils.text_files import brief, text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,16 @@ def _labelled_line(content: str) -> Optional[Tuple[str, int, int]]:
         return None
 
 
+def _looks_like_fields(content: str) -> bool:
+    """Whether a line that is not ``path pid camid`` is an image path followed by numbers (``path
+    pid``, or more fields): a list line in another format, which would otherwise be reported as a
+    file that is not an image."""
+    fields = [f for f in re.split(r"[\s,]+", content) if f]
+    image_at = next((i for i, f in enumerate(fields) if is_image_file(f)), None)
+    return (image_at is not None and image_at < len(fields) - 1
+            and all(re.fullmatch(r"[+-]?\d+", f) for f in fields[image_at + 1:]))
+
+
 def list_entries(list_file: PathLike) -> ImageEntries:
     """The images named in a text file, one per line, with their labels where given.
 
@@ -118,6 +129,9 @@ def list_entries(list_file: PathLike) -> ImageEntries:
         if is_header(split_list_line(content)):
             continue
         labelled = _labelled_line(content)
+        if (labelled is None or not is_image_file(labelled[0])) and _looks_like_fields(content):
+            raise ValueError(f"List file {list_file!r} line {number}: {brief(content)} is neither an image path nor "
+                             "'path pid camid' (three fields); give one image path per line, or all three fields.")
         if labelled is not None:
             if not all(_INT64.min <= v <= _INT64.max for v in labelled[1:]):
                 raise ValueError(f"List file {list_file!r} line {number}: pid {labelled[1]} / camid {labelled[2]} "
