@@ -51,8 +51,12 @@ demo: setup
 	$(PY) tools/train.py --config-file $(DEMO_CONFIG) --resume OUTPUT_DIR $(DEMO_OUT)
 	$(PY) tools/test.py --run $(DEMO_OUT) --rerank --visualize 5
 
+# Test processes (pytest-xdist): each test runs whole in one of them, so a test's own subprocesses
+# (torchrun jobs, loader workers, signals to its process group) are unaffected; 2 halves CI's time
+# on its 2 cores. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # The minimum versions (requirements/min.txt as constraints: pip fails if setup.py asks for more).
 $(MIN_VENV)/.installed: setup.py requirements/min.txt
@@ -73,8 +77,8 @@ setup-min: $(MIN_VENV)/.installed
 MIN_SLOW_TESTS ?= tests/engine tests/data tests/evaluation tests/uda tests/visualization tests/inference/test_export.py \
 	tests/inference/test_export_camera_ids.py
 test-min: setup-min
-	$(MIN_VENV)/bin/python -m pytest -q -m "not slow"
-	$(MIN_VENV)/bin/python -m pytest -q -m slow $(MIN_SLOW_TESTS) --ignore=tests/engine/test_multi_node.py
+	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
+	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m slow $(MIN_SLOW_TESTS) --ignore=tests/engine/test_multi_node.py
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache

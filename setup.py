@@ -46,7 +46,7 @@ setup(
         "scikit-learn>=1.2.2",
     ],
     extras_require={
-        "dev": ["pytest>=9.1.0"],  # 9.1: caplog also sees non-propagating loggers ("reid")
+        "dev": ["pytest>=9.1.0", "pytest-xdist>=3.8.0"],  # 9.1: caplog also sees non-propagating loggers ("reid"); xdist: make test on 2 cores
         **OPTIONAL_EXTRAS,
         "all": [req for reqs in OPTIONAL_EXTRAS.values() for req in reqs],
     },

@@ -72,11 +72,12 @@ def tight_clusters(num, dim, num_queries, per_id=50, seed=0):
     return clustered_features(num, dim, num_queries=num_queries, per_id=per_id, seed=seed, noise=0.1)
 
 
+# The default target on 200,000 clustered features with new queries: test_index_backends.py
+# (test_default_parameters_reach_recall_095_at_200k); here the galleries of long tracks.
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["ivf", "hnsw"])
-@pytest.mark.parametrize("generator", [clustered_features, tight_clusters])
-def test_the_target_holds_at_200k_on_two_differently_clustered_galleries(backend, generator):
-    gallery, queries = generator(200_000, 256, num_queries=500, seed=7)
+def test_the_target_holds_at_200k_on_long_tracks_of_near_duplicates(backend):
+    gallery, queries = tight_clusters(200_000, 256, num_queries=500, seed=7)
     index = build_index(gallery, backend)
     assert index.measured_recall >= 0.95
     assert held_out_recall(index, gallery, queries) >= 0.95, repr(index)
