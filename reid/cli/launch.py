@@ -134,7 +134,8 @@ def rendezvous_message(error: BaseException, args) -> str:
                 f"--rdzv-id {run_id} and --rdzv-endpoint {endpoint}, or lower --nnodes (a range such as 1:2 "
                 "starts with fewer).")
     cause = f" ({error.__cause__})" if error.__cause__ is not None else ""
-    return f"the rendezvous at {endpoint} failed: {error}{cause}"
+    return (f"the rendezvous at {endpoint} failed: {error}{cause}; check that --rdzv-endpoint names a host and port "
+            "every node reaches, and that every node uses the same --rdzv-backend and --rdzv-id.")
 
 
 def stop_exit_code(exit_codes: Sequence[int]) -> Optional[int]:

@@ -254,10 +254,10 @@ class Trainer:
             self.logger.info("A stop (%s) arrived after the last epoch was complete.", loop.stop_reason)
             loop.stop_reason = loop.stop_signal = None
         if loop.stop_reason is not None:
-            epoch, _ = loop.position()
-            self.logger.warning("Stopped (%s) after iteration %d; continue with --resume.", loop.stop_reason, loop.iter)
-            if loop.stop_signal is not None:
+            if loop.stop_signal is not None:  # its message (the tool's one line) says what to do
+                epoch, _ = loop.position()
                 raise TrainingInterrupted(loop.stop_signal, self.checkpointer.last_saved, epoch, loop.iter)
+            self.logger.warning("Stopped (%s) after iteration %d; continue with --resume.", loop.stop_reason, loop.iter)
         final, best = os.path.join(self.output_dir, FINAL_NAME), os.path.join(self.output_dir, BEST_NAME)
         if loop.rank == 0 and loop.stop_reason is None:
             if self.best is not None:

@@ -221,7 +221,6 @@ class Predictor:
         h, w = self.input_size
         meta = {
             "weights": os.path.abspath(self.cfg.MODEL.WEIGHTS) if self.cfg.MODEL.WEIGHTS else "",
-            "weights_sha256": self.weights_sha256,
             "meta_architecture": str(self.cfg.MODEL.META_ARCHITECTURE),
             "backbone": str(self.cfg.MODEL.BACKBONE.NAME),
             "input_size": f"{h}x{w}",
@@ -234,7 +233,9 @@ class Predictor:
             meta.update(exported=os.path.abspath(self.exported), exported_sha256=self._exported_sha256)
             if self._runtime.identity is None:
                 meta["weights"] = f"{os.path.abspath(self.exported)} (an exported file that records no weights)"
-                del meta["weights_sha256"]
+                return meta
+        # Only where claimed: hashing the weights reads every tensor.
+        meta["weights_sha256"] = self.weights_sha256
         return meta
 
     @torch.inference_mode()

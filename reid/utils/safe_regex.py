@@ -157,7 +157,7 @@ def search_names(pattern: re.Pattern, names: Sequence[str], key: str,
                              f"{STARTUP_SECONDS:g} s (a very busy machine?); try again.") from None
         if ready is None or ready.strip() != _READY:
             raise RegexError(f"{key} {pattern.pattern!r}: the matching process ended as it started (code "
-                             f"{child.wait()}).")
+                             f"{child.wait()}): check that this Python starts ({sys.executable}), or leave {key} empty.")
         for name in names:
             try:
                 line = lines.get(timeout=seconds_per_name)
@@ -168,7 +168,8 @@ def search_names(pattern: re.Pattern, names: Sequence[str], key: str,
                     "repeat per part, e.g. '_c(\\d+)'), or rename the file.") from None
             if line is None:
                 raise RegexError(f"{key} {pattern.pattern!r}: matching stopped at the name {brief(name)} (the matching "
-                                 f"process ended with code {child.wait()}).")
+                                 f"process ended with code {child.wait()}, out of memory?); write the expression more simply, or leave "
+                                 f"{key} empty.")
             groups = json.loads(line)
             found.append(None if groups is None else tuple(groups))
     finally:

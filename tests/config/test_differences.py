@@ -34,3 +34,13 @@ def test_how_features_are_extracted_is_free_only_without_learning_without_labels
     assert EXTRACTION_KEYS <= resume_free_keys(cfg)
     cfg.UDA.ENABLED = True  # the clusters it trains on come from features extracted so
     assert not EXTRACTION_KEYS & resume_free_keys(cfg)
+
+
+def test_every_test_time_rerank_setting_is_free_but_the_clustering_neighbours_are_not():
+    # Re-ranking runs at evaluation only; UDA's neighbour pass makes the pseudo-labels it trains on.
+    before, after = get_cfg(), get_cfg()
+    for key in before.TEST.RERANK.keys():
+        assert f"TEST.RERANK.{key}" in RESUME_FREE_KEYS, key
+    after.TEST.RERANK.NEIGHBOURS, after.TEST.RERANK.APPROX_MIN_SIZE = "ivf", 1000
+    after.UDA.NEIGHBOURS = "exact"
+    assert [k for k, _, _ in changed_keys(before, after)] == ["UDA.NEIGHBOURS"]
