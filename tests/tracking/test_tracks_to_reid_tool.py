@@ -21,6 +21,7 @@ def _scene(root):
     return root
 
 
+@pytest.mark.slow
 def test_tool_converts_and_train_py_reads_the_result(tmp_path, capsys):
     seqs, out = _scene(str(tmp_path / "seqs")), str(tmp_path / "reid")
     args = ["--sequences", seqs, "--output", out, "--frame-step", "1", "--min-height", "20", "--seed", "1"]

@@ -19,6 +19,7 @@ def test_each_tracklet_takes_the_majority_cluster_of_its_crops():
     assert tracklet_majority(np.array([-1, -1]), np.array([0, 1])).tolist() == [-1, -1]
 
 
+@pytest.mark.slow
 def test_clustering_keeps_a_tracklet_together():
     rng = np.random.default_rng(0)
     centres = np.eye(8)[:2] * 10
