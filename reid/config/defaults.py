@@ -410,6 +410,8 @@ _C.UDA.TEMPERATURE = 0.05
 _C.UDA.MOMENTUM = 0.1
 # Memory update from a batch: "mean" (mean feature of each cluster) or "hard" (its least similar feature).
 _C.UDA.MEMORY_UPDATE = "mean"
+# Regex (one group) capturing a crop's tracklet from its file name, e.g. '^(.+_t\d+)_f\d+' for tools/tracks_to_reid.py crops: each tracklet joins its crops' majority cluster; '' = off.
+_C.UDA.TRACKLET_REGEX = ""
 
 # Keys whose values name files or folders. A config stored inside a checkpoint (someone else's,
 # perhaps) never sets them: reid.config.merge_from_text leaves them at their defaults, so a

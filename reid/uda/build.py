@@ -1,7 +1,8 @@
 """Learning without labels from a config: the pseudo-label loader, the cluster memory, the hooks."""
 from __future__ import annotations
 
-from typing import List, Tuple
+import os
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -14,6 +15,7 @@ from reid.evaluation.extract import extract_features
 from reid.modeling.heads import ClusterMemory
 from reid.modeling.heads.cluster_memory import UPDATE_MODES
 from reid.utils.process import get_world_size
+from reid.utils.safe_regex import compile_bounded, search_names
 
 from .clustering import ClusterSettings
 from .hooks import uda_hooks
@@ -43,6 +45,25 @@ def check_uda_settings(cfg, num_images: int) -> None:
         raise ValueError(f"UDA.MOMENTUM must lie in [0, 1) (0.1 is usual), got {u.MOMENTUM}.")
     if str(u.MEMORY_UPDATE) not in UPDATE_MODES:
         raise ValueError(f"UDA.MEMORY_UPDATE {u.MEMORY_UPDATE!r} is not one of: {', '.join(UPDATE_MODES)}.")
+
+
+_TRACKLET_KEY = "UDA.TRACKLET_REGEX"
+
+
+def tracklets_from_names(paths: Sequence[str], regex: str) -> np.ndarray:
+    """The tracklet of each of `paths` (int ``[N]``, numbered 0..T-1 in sorted order): the text that
+    `regex`'s one group captures in the file name (searched within the bounds of reid/utils/safe_regex.py).
+    A name it does not match is one line naming the file and the key."""
+    pattern = compile_bounded(regex, _TRACKLET_KEY, example=r"^(.+_t\d+)_f\d+")
+    if pattern.groups != 1:
+        raise ValueError(f"{_TRACKLET_KEY} {regex!r} has {pattern.groups} groups; it needs exactly one, capturing "
+                         r"the tracklet part of a file name, e.g. '^(.+_t\d+)_f\d+'.")
+    found = search_names(pattern, [os.path.basename(p) for p in paths], _TRACKLET_KEY)
+    for path, groups in zip(paths, found):
+        if groups is None or not groups[0]:
+            raise ValueError(f"Image {path!r}: its file name does not match {_TRACKLET_KEY} {regex!r}; fix the "
+                             "expression, or set it to '' (no tracklets).")
+    return np.unique([groups[0] for groups in found], return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def set_identity_head(model: nn.Module, head: nn.Module) -> None:
@@ -85,8 +106,10 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     if data.labelled:  # e.g. a labelled dataset adapted to as if it had none: measure, never train on it
         truth = np.array([pid for _, pid, _ in data.items], dtype=np.int64)
         score = lambda labels: pseudo_label_scores(labels, truth)  # noqa: E731
+    tracklets = tracklets_from_names([p for p, _, _ in items], str(u.TRACKLET_REGEX)) if u.TRACKLET_REGEX else None
     per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
-    return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score)
+    return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score,
+                             tracklets)
 
 
-__all__ = ["build_uda_training", "check_uda_settings", "set_identity_head"]
+__all__ = ["build_uda_training", "check_uda_settings", "set_identity_head", "tracklets_from_names"]

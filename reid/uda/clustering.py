@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -74,13 +75,41 @@ def dbscan(graph: sp.csr_matrix, eps: float, min_samples: int) -> np.ndarray:
     return DBSCAN(eps=eps, min_samples=min_samples, metric="precomputed").fit_predict(graph).astype(np.int64)
 
 
-def cluster_features(feats: torch.Tensor, settings: ClusterSettings) -> Clusters:
-    """Cluster features ``[N, D]`` into pseudo-identities (see the module docstring)."""
+def tracklet_majority(labels: np.ndarray, tracklets: np.ndarray) -> np.ndarray:
+    """`labels` with every tracklet in one cluster: the cluster most of its crops fell in (ties: the
+    lower label); a tracklet whose crops are all outliers stays outliers. Clusters left empty are
+    dropped and the rest renumbered 0..C-1 in order.
+
+    A tracker's tracklet is one person far more reliably than a radius in feature space says, so
+    its crops should never train as different pseudo-identities (nor a few as outliers).
+    """
+    labels, tracklets = np.asarray(labels, np.int64), np.asarray(tracklets, np.int64)
+    inside = labels >= 0
+    if not inside.any():
+        return labels.copy()
+    # votes per (tracklet, cluster) pair, sorted per tracklet by most votes, then lowest label
+    pairs, counts = np.unique(np.stack([tracklets[inside], labels[inside]], 1), axis=0, return_counts=True)
+    pairs = pairs[np.lexsort((pairs[:, 1], -counts, pairs[:, 0]))]
+    first = np.r_[True, pairs[1:, 0] != pairs[:-1, 0]]
+    winner = np.full(int(tracklets.max()) + 1, -1, np.int64)
+    winner[pairs[first, 0]] = pairs[first, 1]
+    voted = winner[tracklets]
+    used = np.unique(voted[voted >= 0])
+    renumber = np.full(int(labels.max()) + 1, -1, np.int64)
+    renumber[used] = np.arange(len(used))
+    return np.where(voted >= 0, renumber[np.maximum(voted, 0)], -1)
+
+
+def cluster_features(feats: torch.Tensor, settings: ClusterSettings, tracklets: Optional[np.ndarray] = None) -> Clusters:
+    """Cluster features ``[N, D]`` into pseudo-identities (see the module docstring); with `tracklets`
+    (int ``[N]``, the tracklet of each image) each tracklet ends up in one cluster (:func:`tracklet_majority`)."""
     t0 = time.perf_counter()
     graph = jaccard_graph(feats, settings.k1, settings.k2, settings.eps, settings.metric,
                           neighbours=settings.neighbours)
     t1 = time.perf_counter()
     labels = dbscan(graph, settings.eps, settings.min_samples)
+    if tracklets is not None:
+        labels = tracklet_majority(labels, tracklets)
     t2 = time.perf_counter()
     return Clusters(labels, int(labels.max()) + 1 if labels.size else 0, t1 - t0, t2 - t1)
 
@@ -94,4 +123,4 @@ def cluster_centroids(feats: torch.Tensor, labels: np.ndarray, num_clusters: int
     return (sums / counts[:, None]).float()
 
 
-__all__ = ["ClusterSettings", "Clusters", "cluster_centroids", "cluster_features", "dbscan"]
+__all__ = ["ClusterSettings", "Clusters", "cluster_centroids", "cluster_features", "dbscan", "tracklet_majority"]

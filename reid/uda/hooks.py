@@ -67,12 +67,15 @@ class ClusterEachEpoch(HookBase):
         per_batch: pseudo-identities one batch needs (P).
         score: optional ``score(labels) -> dict`` of purity figures (only when the images happen
             to have ground truth, which training never sees).
+        tracklets: optional tracklet of each image (int ``[N]``, UDA.TRACKLET_REGEX): each tracklet
+            is kept in one cluster.
     """
 
     def __init__(self, extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory,
-                 per_batch: int, score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None) -> None:
+                 per_batch: int, score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
+                 tracklets: Optional[np.ndarray] = None) -> None:
         self.extract, self.settings, self.sampler, self.memory = extract, settings, sampler, memory
-        self.per_batch, self.score = int(per_batch), score
+        self.per_batch, self.score, self.tracklets = int(per_batch), score, tracklets
         self.labels: Optional[np.ndarray] = None
         self.epoch: Optional[int] = None  # the epoch self.labels belong to
         self._restored = False
@@ -105,7 +108,7 @@ class ClusterEachEpoch(HookBase):
         rng = get_rng_state()  # extraction (loader seeds) must not shift the training streams
         try:
             feats = self.extract(t.model)
-            clusters = cluster_features(feats, self.settings)
+            clusters = cluster_features(feats, self.settings, self.tracklets)
         finally:
             set_rng_state(rng)
         check_clusters(clusters, len(feats), self.per_batch, self.settings)
@@ -154,9 +157,10 @@ class MemoryUpdate(HookBase):
 
 
 def uda_hooks(extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory, per_batch: int,
-              score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None) -> List[HookBase]:
+              score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
+              tracklets: Optional[np.ndarray] = None) -> List[HookBase]:
     """The two hooks, in the order they must run."""
-    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score), MemoryUpdate(memory)]
+    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score, tracklets), MemoryUpdate(memory)]
 
 
 __all__ = ["ClusterEachEpoch", "ExtractFn", "MemoryUpdate", "NoClustersError", "check_clusters",
