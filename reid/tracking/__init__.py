@@ -1,0 +1,1 @@
+"""Tracking: MOTChallenge sequences, trackers driven by the re-ID model, linking people across cameras."""
