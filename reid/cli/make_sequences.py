@@ -38,10 +38,14 @@ def _size(text: str) -> Tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from reid.tracking.synthetic_sequences import SequenceSettings
+#: ``reid.tracking.synthetic_scene.SequenceSettings()``'s values, named here so that --help answers
+#: without loading numpy and torch (a test keeps the two equal).
+DEFAULTS = dict(cameras=2, identities=16, frames=150, width=640, height=360, people_per_frame=6.0, frame_rate=10.0,
+                miss_rate=0.1, false_positives=0.5, jitter=3.0, seed=0, scene="synth", style="demo")
 
-    d = SequenceSettings()
+
+def build_parser() -> argparse.ArgumentParser:
+    d = argparse.Namespace(**DEFAULTS)
     p = tool_parser(__doc__)
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the sequences (created)")
     p.add_argument("--cameras", type=int, default=d.cameras, help=f"cameras of the scene, 1-8 (default {d.cameras})")

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
+from reid.cli.make_sequences import DEFAULTS
 from reid.cli.make_sequences import main as make_sequences_main
 from reid.data.datasets.synthetic_render import STYLES, render_image, sample_cameras, sample_identity
 from reid.tracking.synthetic_sequences import (
@@ -214,6 +215,10 @@ def test_bad_settings_are_one_line_errors(bad, words):
     with pytest.raises(ValueError, match=words.replace(".", r"\.").replace("(", r"\(")) as e:
         SequenceSettings(**bad).check()
     assert "\n" not in str(e.value)
+
+
+def test_the_tools_defaults_are_the_librarys():
+    assert DEFAULTS == SequenceSettings().__dict__
 
 
 def test_tool_reports_bad_values_and_existing_folders(tmp_path, capsys):
