@@ -19,12 +19,12 @@ import time
 from dataclasses import asdict
 from typing import Callable, Dict
 
-import cv2
 import numpy as np
 
 from reid.data.datasets.synthetic_render import (
     STYLES, IdentitySpec, apply_camera_look, draw_background, draw_person, sample_cameras, sample_identity,
 )
+from reid.data.datasets.synthetic import write_jpeg
 from reid.utils.file_io import atomic_write_text, build_folder_atomically
 
 from .synthetic_scene import (
@@ -124,13 +124,6 @@ def _camera_summary(truth: CameraTruth, det_false: np.ndarray, frames: int) -> D
     }
 
 
-def _write_jpeg(path: str, rgb: np.ndarray) -> None:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-    if not ok:
-        raise OSError(f"could not encode {path} as JPEG")
-    buf.tofile(path)
-
-
 def sequence_name(settings: SequenceSettings, camera: int) -> str:
     """Folder name of camera `camera` (1-based): ``<scene>-c<camera>``."""
     return f"{settings.scene}-c{camera}"
@@ -169,7 +162,7 @@ def make_sequences(output: str, settings: SequenceSettings = SequenceSettings(),
             for sub in ("img1", "gt", "det"):
                 os.makedirs(os.path.join(tmp, sub))
             render_frames(s, truth, identities,
-                          lambda k, img: _write_jpeg(os.path.join(tmp, "img1", f"{k:06d}.jpg"), img))
+                          lambda k, img: write_jpeg(os.path.join(tmp, "img1", f"{k:06d}.jpg"), img, JPEG_QUALITY))
             with open(os.path.join(tmp, "gt", "gt.txt"), "w", encoding="utf-8") as f:
                 f.write(_gt_text(truth))
             with open(os.path.join(tmp, "det", "det.txt"), "w", encoding="utf-8") as f:
