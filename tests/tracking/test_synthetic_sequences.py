@@ -235,6 +235,17 @@ def test_tool_reports_bad_values_and_existing_folders(tmp_path, capsys):
     assert "WIDTHxHEIGHT" in capsys.readouterr().err
 
 
+def test_the_docs_command_runs_as_written(tmp_path):
+    from tests.cli.test_docs_examples import doc_command
+
+    argv = doc_command("tracking.md", "make-sequences")
+    assert argv[:2] == ["python", "tools/make_sequences.py"]
+    argv = argv[2:]
+    argv[argv.index("--output") + 1] = str(tmp_path / "synth_mot")
+    assert make_sequences_main(argv + ["--quiet"]) == 0
+    assert sorted(os.listdir(tmp_path / "synth_mot")) == ["sequences.json", "synth-c1", "synth-c2"]
+
+
 def test_renderer_crops_unchanged():
     """render_image draws what RENDER_VERSION 4 drew (the demo's dataset stays byte-identical):
     this digest was taken before the renderer gained draw_person/apply_camera_look."""
