@@ -118,8 +118,9 @@ def plan_images(p: SyntheticParams) -> List[_Job]:
     return jobs
 
 
-def _write_jpeg(path: str, rgb: np.ndarray) -> None:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+def write_jpeg(path: str, rgb: np.ndarray, quality: int = JPEG_QUALITY) -> None:
+    """Save a uint8 RGB image as a JPEG (the same bytes for the same pixels)."""
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
     if not ok:
         raise OSError(f"could not encode {path}")
     buf.tofile(path)
@@ -147,7 +148,7 @@ def generate(folder: str, p: SyntheticParams, verbose: bool = True) -> Dict[str,
         if ident is None:
             ident = identities[ident_key] = sample_identity(np.random.default_rng(list(ident_key)), style)
         img = render_image(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size)
-        _write_jpeg(os.path.join(folder, job.subdir, job.fname), img)
+        write_jpeg(os.path.join(folder, job.subdir, job.fname), img)
         if (i + 1) % step == 0 or i + 1 == len(jobs):
             _log(f"rendered {i + 1}/{len(jobs)} images ({time.time() - start:.1f} s)", verbose)
     counts = {sub: sum(j.subdir == sub for j in jobs) for sub in SUBDIRS}

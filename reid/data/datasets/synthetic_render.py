@@ -438,14 +438,57 @@ def render_image(ident: IdentitySpec, cam: CameraSpec, rng: np.random.Generator,
             x = int(rng.uniform(0.0, 0.85) * w)
             img[:, x : x + int(rng.uniform(0.1, 0.22) * w)] = oc
     img = cv2.resize(img, (W, H), interpolation=cv2.INTER_AREA)
+    return apply_camera_look(img, cam, rng)
+
+
+def apply_camera_look(img: np.ndarray, cam: CameraSpec, rng: np.random.Generator, jitter: bool = True) -> np.ndarray:
+    """`img` (float32 ``H x W x 3`` RGB, 0-255) as `cam` sees it: its gain, colour cast and
+    horizontal light slope, its blur and its pixel noise; returns uint8.
+
+    With `jitter` (crops), gain and blur vary per image around the camera's values; without it
+    (video frames) they stay the camera's own, so consecutive frames do not flicker. Only the
+    noise is then drawn from `rng`.
+    """
+    W = img.shape[1]
     # Illumination: per-image gain around the camera's, its colour cast and a horizontal slope.
-    light = cam.gain * rng.uniform(0.88, 1.12) * (1 + cam.light_slope * (np.linspace(-0.5, 0.5, W, dtype=np.float32)))
+    gain = cam.gain * rng.uniform(0.88, 1.12) if jitter else cam.gain
+    light = gain * (1 + cam.light_slope * (np.linspace(-0.5, 0.5, W, dtype=np.float32)))
     img = img * light[None, :, None] * np.asarray(cam.cast, np.float32)
-    sigma = cam.blur * rng.uniform(0.7, 1.3)
+    sigma = cam.blur * rng.uniform(0.7, 1.3) if jitter else cam.blur
     if sigma > 0.3:
         img = cv2.GaussianBlur(img, (0, 0), sigma)
     img += rng.normal(0, cam.noise, img.shape).astype(np.float32)
     return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def draw_background(cam: CameraSpec, rng: np.random.Generator, size: Tuple[int, int]) -> np.ndarray:
+    """A float32 ``H x W x 3`` background of `size` (H, W) in `cam`'s style (before its light)."""
+    return _background(cam, rng, int(size[0]), int(size[1]))
+
+
+def draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, size: Tuple[int, int],
+                facing_left: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """The person alone in a box of `size` (H, W): ``(rgb, alpha)``, uint8 ``H x W x 3`` RGB and
+    float32 ``H x W`` coverage in [0, 1] (0 where the background shows), for pasting into a scene.
+
+    Drawn as in the crops (twice the resolution, shrunk with area averaging), centred, the
+    figure 0.9 of the box height with its feet near the bottom edge; `facing_left` mirrors a
+    side view. `view` is one of VIEWS.
+    """
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r} is not one of {', '.join(VIEWS)}; pick one of them")
+    H, W = int(size[0]), int(size[1])
+    h, w = H * _SS, W * _SS
+    person = _draw_person(ident, view, rng, h, w, 0.9, w / 2, 0.05 * h)
+    rgb, mask = person.rgb, person.mask
+    if facing_left:  # the figure is centred, so mirroring the box mirrors it about its centre line
+        rgb, mask = rgb[:, ::-1], mask[:, ::-1]
+    # The layer's colours are already weighted by coverage (drawn over black), so the shrunk
+    # colours are divided by the shrunk coverage: then ``scene * (1 - alpha) + rgb * alpha`` holds.
+    rgb = cv2.resize(np.ascontiguousarray(rgb).astype(np.float32), (W, H), interpolation=cv2.INTER_AREA)
+    alpha = cv2.resize(mask.astype(np.float32) / 255.0, (W, H), interpolation=cv2.INTER_AREA)
+    rgb = np.clip(rgb / np.maximum(alpha, 1e-3)[..., None], 0, 255)
+    return rgb.astype(np.uint8), np.clip(alpha, 0.0, 1.0)
 
 
 def sample_cameras(seed: int, num_cameras: int, style: RenderStyle = _DEMO) -> List[CameraSpec]:
