@@ -35,6 +35,7 @@ import numpy as np
 
 from reid.utils.file_io import atomic_write_text, build_folder_atomically
 
+from .frames import clip_boxes, frame_crops
 from .mot_files import MOTRows, read_gt, read_results
 from .sequences import Sequence, SequenceError, read_seqinfo
 
@@ -77,16 +78,6 @@ class CropSettings:
         return self
 
 
-def clip_boxes(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
-    """MOT boxes ``[N, 4]`` (left, top, width, height) as integer pixel ranges ``[N, 4]`` (x0, y0,
-    x1, y1) clipped to a ``width`` x ``height`` image: ``image[y0:y1, x0:x1]`` is the crop."""
-    x0 = np.clip(np.floor(boxes[:, 0]), 0, width)
-    y0 = np.clip(np.floor(boxes[:, 1]), 0, height)
-    x1 = np.clip(np.ceil(boxes[:, 0] + boxes[:, 2]), 0, width)
-    y1 = np.clip(np.ceil(boxes[:, 1] + boxes[:, 3]), 0, height)
-    return np.stack([x0, y0, x1, y1], axis=1).astype(np.int64)
-
-
 def _kept(rows: MOTRows, sequence: Sequence, settings: CropSettings, gt: bool) -> Tuple[MOTRows, np.ndarray]:
     """The rows that pass the filters, and their clipped boxes."""
     pixels = clip_boxes(rows.boxes, sequence.width, sequence.height)
@@ -102,21 +93,9 @@ def write_crops(sequence: Sequence, frames: np.ndarray, pixels: np.ndarray, path
     each frame is read once for all its crops."""
     import cv2
 
-    order = np.argsort(frames, kind="stable")
-    starts = np.flatnonzero(np.r_[True, frames[order][1:] != frames[order][:-1]]) if len(order) else []
-    bounds = list(starts) + [len(order)]
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        source = sequence.frame_path(int(frames[order[a]]))
-        image = cv2.imread(source, cv2.IMREAD_COLOR)
-        if image is None:
-            raise OSError(f"{source}: not a readable image; replace the frame (every frame of a sequence is read).")
-        if image.shape[:2] != (sequence.height, sequence.width):
-            raise SequenceError(f"{source}: {image.shape[1]}x{image.shape[0]} pixels, but seqinfo.ini of "
-                                f"{sequence.name} says imWidth x imHeight = {sequence.width}x{sequence.height}; "
-                                "correct seqinfo.ini.")
-        for i in order[a:b]:
-            x0, y0, x1, y1 = pixels[i]
-            if not cv2.imwrite(paths[i], image[y0:y1, x0:x1]):
+    for _, rows, crops in frame_crops(sequence, frames, pixels):
+        for i, crop in zip(rows, crops):
+            if not cv2.imwrite(paths[i], crop):
                 raise OSError(f"{paths[i]}: could not be written (cv2.imwrite failed); check the output folder.")
 
 

@@ -1,0 +1,150 @@
+"""The re-ID model as a tracker uses it: the crops of one frame in, one L2-normalised feature each out.
+
+A tracker hands its appearance model the detections of one frame; embedding them in one batch
+is what makes re-ID cheap enough to run per frame (docs/tracking.md). Each frame image is read
+once for all its boxes; boxes partly outside the image are clipped to it, as a tracker crops.
+
+A model is named as in every tool: a checkpoint of ours (``--weights``, ``--run``,
+``--config-file``) runs through :class:`reid.inference.predictor.Predictor` (PyTorch, or ONNX
+Runtime / OpenVINO with ``backend``); an exported file (``.onnx`` / ``.pt2`` from
+``tools/export.py``) runs as it is, at the input size it was exported with.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence as Seq, Tuple
+
+import numpy as np
+
+from .frames import clip_boxes, frame_crops
+from .mot_files import MOTRows
+from .sequences import Sequence
+
+EXPORTED_SUFFIXES = (".onnx", ".pt2")
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class AppearanceModel:
+    """One appearance model: ``embed(rgb_crops) -> [N, D]`` float32, rows L2-normalised.
+
+    `label` names it in tables and folders; `identity` says which weights it runs (file,
+    hashes, backend) and goes into metrics.json.
+    """
+
+    label: str
+    input_size: Tuple[int, int]
+    feature_dim: int
+    identity: Dict[str, Any]
+    _features: Callable[[List[np.ndarray]], np.ndarray] = field(repr=False)
+
+    def embed(self, crops: List[np.ndarray]) -> np.ndarray:
+        """L2-normalised features ``[N, D]`` of RGB uint8 crops (any sizes; resized to :attr:`input_size`)."""
+        if not crops:
+            return np.zeros((0, self.feature_dim), np.float32)
+        feats = np.asarray(self._features(crops), dtype=np.float32)
+        norms = np.linalg.norm(feats, axis=1, keepdims=True)
+        return feats / np.maximum(norms, 1e-12)
+
+
+def _label(path: str, taken: Seq[str]) -> str:
+    """A short unique name for a model file: its stem, then its folder where stems repeat."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem in ("model_final", "model_best", "model_interrupted") or stem in taken:
+        stem = f"{os.path.basename(os.path.dirname(os.path.abspath(path)))}-{stem}"
+    label, n = stem, 2
+    while label in taken:
+        label, n = f"{stem}-{n}", n + 1
+    return label
+
+
+def check_input_size(model_size: Seq[int], wanted: Optional[Seq[int]], source: str) -> None:
+    """One line when a model's fixed input size is not the crop size the tracker is told to hand over."""
+    if wanted is not None and tuple(int(s) for s in wanted) != tuple(int(s) for s in model_size):
+        h, w = (int(s) for s in model_size)
+        raise ValueError(f"{source} takes {h}x{w} crops (height x width) but --input-size asks for "
+                         f"{int(wanted[0])}x{int(wanted[1])}; leave --input-size out (crops are resized to what "
+                         f"the model takes), or export the model again with --input-size {int(wanted[0])} {int(wanted[1])}.")
+
+
+def exported_model(path: str, label: str, input_size: Optional[Seq[int]] = None) -> AppearanceModel:
+    """An exported ``.onnx`` / ``.pt2`` file (``tools/export.py``) as an appearance model."""
+    import torch
+
+    from reid.config import get_cfg
+    from reid.data.transforms import build_transforms
+    from reid.inference.exported import load_exported
+
+    model = load_exported(path)
+    check_input_size(model.input_size, input_size, path)
+    if model.needs_camids:
+        raise ValueError(f"{path} takes camera ids (SIE) beside the crops, which a tracker does not give per "
+                         "crop; export a model trained with MODEL.TRANSREID.SIE_CAMERA False.")
+    cfg = get_cfg()
+    cfg.INPUT.SIZE_TEST = list(model.input_size)
+    transform = build_transforms(cfg, is_train=False)
+
+    def features(crops: List[np.ndarray]) -> np.ndarray:
+        return model(torch.stack([transform(c) for c in crops]))
+
+    identity = {"file": os.path.abspath(path), "backend": "onnxruntime" if path.endswith(".onnx") else "torch.export"}
+    identity.update(model.identity or {})
+    return AppearanceModel(label, tuple(model.input_size), int(model.feature_dim), identity, features)
+
+
+def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
+    """A :class:`reid.inference.predictor.Predictor` as an appearance model."""
+    if predictor.uses_camids:
+        raise ValueError(f"{source}: this model uses camera ids (SIE) and a tracker gives image crops only; use a "
+                         "model trained with MODEL.TRANSREID.SIE_CAMERA False.")
+    identity = {"file": source, "backend": predictor.backend, "weights_sha256": predictor.weights_sha256}
+    return AppearanceModel(label, tuple(predictor.input_size), int(predictor.feature_dim), identity,
+                           lambda crops: predictor.extract_arrays(crops))
+
+
+def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, config_file: Optional[str] = None,
+                           opts: Optional[Seq[Any]] = None, device: Optional[str] = None, backend: str = "torch",
+                           input_size: Optional[Seq[int]] = None) -> List[AppearanceModel]:
+    """Every model named by the tools' options: each of `weights` (checkpoints or exported files), or
+    one model from `run` / `config_file`. `input_size` (H, W) resizes the crops of checkpoints
+    (``INPUT.SIZE_TEST``); an exported file whose fixed size differs is refused."""
+    from reid.inference.predictor import load_predictor
+
+    size_opts = ["INPUT.SIZE_TEST", [int(s) for s in input_size]] if input_size else []
+    models: List[AppearanceModel] = []
+    taken: List[str] = []
+    named = list(weights) or [None]
+    for path in named:
+        if path is not None and os.fspath(path).lower().endswith(EXPORTED_SUFFIXES):
+            if run or config_file:
+                raise ValueError(f"{path} is an exported model and runs on its own; name it without --run or "
+                                 "--config-file (those name a checkpoint's config).")
+            label = _label(path, taken)
+            models.append(exported_model(os.fspath(path), label, input_size))
+        else:
+            predictor = load_predictor(run=run, config_file=config_file, weights=path,
+                                       opts=(list(opts or []) + size_opts) or None, device=device,
+                                       backend=backend, flip=False if backend != "torch" else None)
+            source = os.fspath(path) if path else str(predictor.cfg.MODEL.WEIGHTS)
+            label = _label(source if path or not run else os.path.join(run, "model"), taken)
+            models.append(predictor_model(predictor, label, source))
+        taken.append(models[-1].label)
+    return models
+
+
+def embed_rows(sequence: Sequence, rows: MOTRows, model: AppearanceModel,
+               progress: Optional[Progress] = None) -> np.ndarray:
+    """Features ``[N, D]`` of the boxes `rows` of `sequence`, row for row: the crops of each
+    frame are embedded in one batch (as a tracker calls its model). Boxes with no pixels inside
+    the image get a zero feature (the tracker never matches on them)."""
+    pixels = clip_boxes(rows.boxes, sequence.width, sequence.height)
+    out = np.zeros((len(rows), model.feature_dim), np.float32)
+    inside = np.flatnonzero((pixels[:, 2] > pixels[:, 0]) & (pixels[:, 3] > pixels[:, 1]))
+    done = 0
+    for _, index, crops in frame_crops(sequence, rows.frame[inside], pixels[inside]):
+        out[inside[index]] = model.embed([np.ascontiguousarray(c[:, :, ::-1]) for c in crops])  # BGR -> RGB
+        done += 1
+        if progress is not None:
+            progress(done, 0)
+    return out
