@@ -73,3 +73,17 @@ def offline_hub(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.hub, "_hub_dir", str(tmp_path / "hub"))
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
+
+
+@pytest.fixture(scope="session")
+def tracker_python(tmp_path_factory) -> str:
+    """The Python of the tracker environment (BoxMOT + TrackEval from the package index, this
+    environment's packages underneath; reid/tracking/tracker_env.py), made once per test run
+    and shared by the test processes (a file lock makes it once); ``$REID_TRACKER_ENV`` reuses
+    one that exists."""
+    from reid.tracking.tracker_env import create_env, default_env_dir
+
+    if os.environ.get("REID_TRACKER_ENV"):
+        return create_env(default_env_dir(), log=lambda _: None)
+    shared = tmp_path_factory.getbasetemp().parent  # the same for every pytest-xdist worker of this run
+    return create_env(str(shared / "tracker-env"), log=lambda _: None)

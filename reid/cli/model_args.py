@@ -29,8 +29,9 @@ _KEY = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, device: bool = True,
-                        override_example: str = "TEST.FLIP True") -> None:
-    """--run / --weights / --config-file [/ --device] and trailing ``KEY VALUE`` overrides.
+                        override_example: str = "TEST.FLIP True", many_weights: bool = False) -> None:
+    """--run / --weights / --config-file [/ --device] and trailing ``KEY VALUE`` overrides
+    (`many_weights`: --weights takes several files, each one model, for tools that compare models).
 
     Parse with :func:`reid.cli.args.parse_args`, so that flags and overrides may come in any order.
     """
@@ -38,7 +39,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, device: bool = True,
         "model (one of: --run DIR | --weights FILE | --config-file FILE [--weights FILE]; "
         "see docs/getting_started.md)")
     group.add_argument("--run", metavar="DIR", help=RUN_HELP)
-    group.add_argument("--weights", metavar="FILE", help=WEIGHTS_HELP)
+    if many_weights:
+        group.add_argument("--weights", metavar="FILE", nargs="+",
+                           help=WEIGHTS_HELP + "; several files are several models (exported .onnx / .pt2 too)")
+    else:
+        group.add_argument("--weights", metavar="FILE", help=WEIGHTS_HELP)
     group.add_argument("--config-file", metavar="FILE", help=CONFIG_HELP)
     if device:
         group.add_argument("--device", default=None, help="'cpu', 'cuda', 'cuda:N' or 'auto' (default: MODEL.DEVICE)")

@@ -38,6 +38,8 @@ class AppearanceModel:
     feature_dim: int
     identity: Dict[str, Any]
     _features: Callable[[List[np.ndarray]], np.ndarray] = field(repr=False)
+    cfg: Any = field(default=None, repr=False)  # a checkpoint's config: finds its thresholds.json
+    weights: Optional[str] = None  # the checkpoint file, for the same
 
     def embed(self, crops: List[np.ndarray]) -> np.ndarray:
         """L2-normalised features ``[N, D]`` of RGB uint8 crops (any sizes; resized to :attr:`input_size`)."""
@@ -100,7 +102,8 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
                          "model trained with MODEL.TRANSREID.SIE_CAMERA False.")
     identity = {"file": source, "backend": predictor.backend, "weights_sha256": predictor.weights_sha256}
     return AppearanceModel(label, tuple(predictor.input_size), int(predictor.feature_dim), identity,
-                           lambda crops: predictor.extract_arrays(crops))
+                           lambda crops: predictor.extract_arrays(crops), cfg=predictor.cfg,
+                           weights=str(predictor.cfg.MODEL.WEIGHTS))
 
 
 def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, config_file: Optional[str] = None,

@@ -159,6 +159,11 @@ def read_sequence(folder: str) -> Sequence:
                     scene=info.get("scene") or os.path.basename(os.path.dirname(folder)))
 
 
+def identity_scope(sequence: Sequence) -> str:
+    """What a track id is unique within: the declared scene (global ids across its cameras), else the sequence."""
+    return f"scene:{sequence.scene}" if "scene" in read_seqinfo(sequence.root) else f"sequence:{sequence.root}"
+
+
 def _sequence_folders(folder: str) -> List[str]:
     return sorted(e.path for e in os.scandir(folder) if e.is_dir() and is_sequence_folder(e.path))
 
@@ -178,5 +183,5 @@ def find_sequences(folder: str) -> List[Sequence]:
     return sorted((read_sequence(path) for path in found), key=lambda s: (s.name, s.root))
 
 
-__all__ = ["LAYOUT", "SEQINFO", "Sequence", "SequenceError", "find_sequences", "is_sequence_folder", "read_seqinfo",
+__all__ = ["LAYOUT", "SEQINFO", "Sequence", "SequenceError", "find_sequences", "identity_scope", "is_sequence_folder", "read_seqinfo",
            "read_sequence"]

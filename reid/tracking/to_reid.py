@@ -37,7 +37,7 @@ from reid.utils.file_io import atomic_write_text, build_folder_atomically
 
 from .frames import clip_boxes, frame_crops
 from .mot_files import MOTRows, read_gt, read_results
-from .sequences import Sequence, SequenceError, read_seqinfo
+from .sequences import Sequence, SequenceError, identity_scope
 
 Log = Callable[[str], None]
 
@@ -99,11 +99,6 @@ def write_crops(sequence: Sequence, frames: np.ndarray, pixels: np.ndarray, path
                 raise OSError(f"{paths[i]}: could not be written (cv2.imwrite failed); check the output folder.")
 
 
-def _identity_scope(sequence: Sequence) -> str:
-    """What a track id is unique within: the declared scene (global ids), else the sequence."""
-    return f"scene:{sequence.scene}" if "scene" in read_seqinfo(sequence.root) else f"sequence:{sequence.root}"
-
-
 def _check_unique(names: List[str], owners: List[str], hint: str) -> None:
     seen: Dict[str, str] = {}
     for name, owner in zip(names, owners):
@@ -148,7 +143,7 @@ def gt_to_reid(sequences: Seq[Sequence], output: str, settings: CropSettings = C
         parts.append(rows)
         pixels.append(pix)
         seq_index.append(np.full(len(rows), k))
-        scopes.append(_identity_scope(seq))
+        scopes.append(identity_scope(seq))
     rows, pix, seq_of = MOTRows.concatenate(parts), np.concatenate(pixels), np.concatenate(seq_index)
     scope_ids = np.unique(scopes, return_inverse=True)[1].reshape(-1)[seq_of] if len(rows) else seq_of
     keys, person = np.unique(np.stack([scope_ids, rows.track_id], axis=1), axis=0, return_inverse=True)

@@ -1,8 +1,8 @@
 """Exports for trackers: BoxMOT's input convention, one-line errors, and BoxMOT's own backend.
 
-The round trip installs ``boxmot`` (BOXMOT_VERSION) from the package index into a separate
-virtual environment that borrows this environment's packages (torch, onnxruntime, ...) through
-a ``.pth`` file, runs BoxMOT's ``ReID`` runtime on the exported ONNX files with detection boxes
+The round trip uses the tracker environment (``boxmot`` BOXMOT_VERSION from the package index in
+a separate virtual environment that borrows this environment's packages (torch, onnxruntime,
+...) through a ``.pth`` file; reid/tracking/tracker_env.py), runs BoxMOT's ``ReID`` runtime on the exported ONNX files with detection boxes
 on a frame, and compares with this toolkit's Predictor on the same crops.
 """
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import sysconfig
 import textwrap
 
 import cv2
@@ -26,7 +24,6 @@ from reid.modeling import build_model
 from tests._tools import load_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BOXMOT_VERSION = "25.0.0"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -113,20 +110,9 @@ BOXMOT_SIDE = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def boxmot_python(tmp_path_factory):
-    """A python with boxmot installed from the package index; this environment's packages underneath."""
-    env_dir = tmp_path_factory.mktemp("boxmot_env")
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-    python = str(env_dir / "bin" / "python")
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    with open(os.path.join(site, "_circle_reid_env.pth"), "w", encoding="utf-8") as f:
-        f.write(sysconfig.get_paths()["purelib"] + "\n")  # torch, onnxruntime, numpy come from here
-    proc = subprocess.run([python, "-m", "pip", "install", "-q", f"boxmot=={BOXMOT_VERSION}"],
-                          capture_output=True, text=True, timeout=1200)
-    if proc.returncode != 0:
-        pytest.fail(f"pip install boxmot=={BOXMOT_VERSION} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    return python
+def boxmot_python(tracker_python):
+    """A python with boxmot (BOXMOT_VERSION) from the package index: the tracker environment."""
+    return tracker_python
 
 
 @pytest.mark.slow

@@ -1,0 +1,179 @@
+"""Track MOTChallenge sequences with BoxMOT's trackers and a re-ID model of this toolkit, and see
+what the model does to tracking: HOTA, DetA, AssA, IDF1, IDSW and MOTA from TrackEval, for
+motion only and for each model, with each model's difference to motion only.
+
+The same detections (det/det.txt, or the ground truth's boxes with --detections gt) are
+tracked once per model; each model embeds the crops of a frame in one batch, and the tracker's
+appearance threshold is calibrated for that model (from the ground truth when there is one,
+else from the model's thresholds.json) and reported. BoxMOT and TrackEval run in a separate
+Python environment, made once on first use (docs/tracking.md).
+
+Writes, under --output: <model>/<sequence>.txt (MOT result files), metrics.json (per sequence
+and overall, thresholds, speed), summary.md (the table) and tracking_gain.png.
+
+Examples:
+    # motion only against the demo model, on the synthetic multi-camera sequences
+    python tools/make_sequences.py --output datasets/synth_mot
+    python tools/track.py --sequences datasets/synth_mot --run output/demo --output output/track
+    # several models in one table (checkpoints and exported files), DeepOCSORT
+    python tools/track.py --sequences MOT17/train --weights a.pth osnet.onnx --tracker deepocsort --output out/t
+    # motion only
+    python tools/track.py --sequences datasets/synth_mot --no-reid --output output/track_motion
+
+See docs/tracking.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+from .args import parse_args, tool_parser
+from .errors import run_main
+from .model_args import add_model_arguments, check_model_arguments
+
+TRACKER_NAMES = ("botsort", "deepocsort", "strongsort")  # reid.tracking.gain.TRACKERS (no import: --help stays light)
+BACKENDS = ("torch", "onnxruntime", "openvino")
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value <= 2.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a cosine distance in (0, 2]")
+    return value
+
+
+def _far(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a false-accept rate in (0, 1)")
+    return value
+
+
+def _option(text: str) -> Any:
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. use_cmc=false)")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 16 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"{text} is not an input side between 16 and 1024 pixels")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = tool_parser(__doc__)
+    p.add_argument("--sequences", required=True, metavar="DIR",
+                   help="a MOTChallenge sequence folder, or a folder of them (MOT17/train, ...)")
+    p.add_argument("--output", required=True, metavar="DIR", help="folder for the results, metrics and plot")
+    add_model_arguments(p, override_example="TEST.IMS_PER_BATCH 64", many_weights=True)
+    p.add_argument("--no-reid", action="store_true", help="motion only (the baseline; always run beside models)")
+    p.add_argument("--tracker", default="botsort", choices=TRACKER_NAMES, help="BoxMOT tracker (default: botsort)")
+    p.add_argument("--detections", default="det", choices=("det", "gt"),
+                   help="det: each sequence's det/det.txt (default); gt: its ground-truth boxes")
+    p.add_argument("--backend", default="torch", choices=BACKENDS,
+                   help="runtime of checkpoints (exported files run with their own)")
+    p.add_argument("--input-size", nargs=2, type=_size, metavar=("H", "W"),
+                   help="crop size handed to the model (default: the model's)")
+    p.add_argument("--appearance-threshold", type=_threshold, metavar="D",
+                   help="cosine-distance gate for appearance matches instead of the calibrated one")
+    p.add_argument("--far", type=_far, default=1e-2,
+                   help="false-accept rate at which the appearance threshold is calibrated (default: 0.01)")
+    p.add_argument("--tracker-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                   help="a BoxMOT tracker setting, e.g. use_cmc=false or track_buffer=60 (repeatable)")
+    p.add_argument("--tracker-python", metavar="PYTHON",
+                   help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+class _Bars:
+    """One progress bar per (model, sequence), fed by the tracker environment's progress lines."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bars: Dict[Any, Any] = {}
+
+    def __call__(self, label: str, line: Dict[str, Any]) -> None:
+        if self.quiet or "sequence" not in line:
+            return
+        from tqdm import tqdm
+
+        key = (label, line["sequence"])
+        if line.get("done"):
+            bar = self.bars.pop(key, None)
+            if bar is not None:
+                bar.close()
+            return
+        bar = self.bars.get(key)
+        if bar is None:
+            bar = self.bars[key] = tqdm(total=line["length"], desc=f"{label} | {line['sequence']}", unit="frame",
+                                        file=sys.stderr, leave=False)
+        bar.update(line["frame"] - bar.n)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    check_model_arguments(parser, args, lists=("weights",))
+    named = bool(args.weights or args.run or args.config_file)
+    if not named and not args.no_reid:
+        parser.error("name a re-ID model (--weights FILE ..., --run DIR or --config-file FILE), or pass --no-reid "
+                     "for motion only")
+    if args.no_reid and args.tracker == "strongsort":
+        parser.error("--tracker strongsort needs an appearance model and has no motion-only mode; use --tracker "
+                     "botsort or deepocsort with --no-reid")
+    if args.weights and len(args.weights) > 1 and (args.run or args.config_file):
+        parser.error("several --weights are several models, each naming its own config; leave --run / "
+                     "--config-file out (or give one --weights)")
+
+    def work() -> None:
+        from reid.tracking.appearance import load_appearance_models
+        from reid.tracking.gain import sequence_detections, track_runs, tracked_models
+        from reid.tracking.report import table, write_report
+        from reid.tracking.sequences import find_sequences
+        from reid.tracking.tracker_env import tracker_python
+
+        log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+        sequences = find_sequences(args.sequences)
+        boxes = [sequence_detections(s, args.detections) for s in sequences]  # bad files fail before any work
+        if os.path.exists(args.output) and not os.path.isdir(args.output):
+            raise ValueError(f"--output {args.output} is a file; name a folder for the results (made if missing).")
+        models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
+                                        opts=args.opts, device=args.device, backend=args.backend,
+                                        input_size=args.input_size) if named else []
+        python = tracker_python(args.tracker_python, log=log)
+        runs = track_runs(sequences, tracked_models(models, args.tracker), args.tracker, args.output, python,
+                          detections=args.detections, appearance_threshold=args.appearance_threshold, far=args.far,
+                          tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet), log=log, boxes=boxes)
+        settings = {"sequences": args.sequences, "tracker": args.tracker, "detections": args.detections,
+                    "far": args.far, "tracker_options": dict(args.tracker_option),
+                    "sequence_names": [s.name for s in sequences]}
+        paths = write_report(runs, args.output, settings)
+        print(table(runs))
+        if not any(r.metrics for r in runs):
+            print("no scores: not every sequence has gt/gt.txt (result files written)")
+        print("wrote " + ", ".join(paths))
+
+    return run_main(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

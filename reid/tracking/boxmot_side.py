@@ -1,0 +1,155 @@
+"""The part of tracking that runs in the tracker environment: BoxMOT's trackers and TrackEval's scores.
+
+BoxMOT pins versions that conflict with this toolkit's (OpenCV < 5, gdown < 6), so its
+trackers, and TrackEval beside them, run in a separate Python (reid/tracking/tracker_env.py)
+that executes this file by path. It imports neither ``reid`` nor anything of ours: the jobs
+come as one JSON file and the detections and their re-ID features as ``.npz`` files, which
+this toolkit wrote after embedding each frame's crops in one batch (so changing the re-ID
+model changes only the features handed over, never the detections).
+
+    python boxmot_side.py JOB.json
+
+``track`` jobs write one MOTChallenge result file per sequence and print one JSON line per
+progress step (``{"sequence", "frame", "length"}``) and per finished sequence (``{"done",
+"seconds"}``) on stdout. ``score`` jobs run TrackEval's MotChallenge2DBox (HOTA, CLEAR,
+Identity) and write the figures as JSON. An error ends with exit code 2 and one line on stderr.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _tracker(name, options):
+    from boxmot import create_tracker
+    from boxmot.trackers.specs import TrackerSpec
+
+    spec = TrackerSpec(name=name, options=tuple(sorted((str(k), v) for k, v in options.items())))
+    return create_tracker(spec)
+
+
+def _detections(boxes, scores, features, sample_id):
+    import torch
+    from boxmot.structures import Boxes, Detections
+
+    return Detections(
+        geometry=Boxes(torch.from_numpy(np.ascontiguousarray(boxes, dtype=np.float32))),
+        scores=torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)),
+        class_ids=torch.zeros(len(scores), dtype=torch.int64),
+        sample_id=sample_id,
+        embeddings=None if features is None else torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)),
+    )
+
+
+def _frame_image(seq, frame, blank):
+    if not seq.get("frames"):
+        return blank
+    import cv2
+
+    image = cv2.imread(seq["frames"][frame - 1], cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"{seq['frames'][frame - 1]}: not a readable image")
+    return image
+
+
+def track_sequence(job, seq):
+    """Run one fresh tracker over one sequence; returns the result rows and the tracker's seconds."""
+    data = np.load(seq["detections"])
+    frames, boxes, scores = data["frame"], data["boxes"], data["scores"]
+    features = data["features"] if "features" in data.files else None
+    tracker = _tracker(job["tracker"], job.get("options", {}))
+    blank = np.zeros((int(seq["height"]), int(seq["width"]), 3), np.uint8)
+    order = np.argsort(frames, kind="stable")
+    frames, boxes, scores = frames[order], boxes[order], scores[order]
+    features = None if features is None else features[order]
+    starts = np.searchsorted(frames, np.arange(1, seq["length"] + 2))
+    rows, seconds = [], 0.0
+    step = max(1, seq["length"] // 20)
+    for frame in range(1, seq["length"] + 1):
+        a, b = starts[frame - 1], starts[frame]
+        image = _frame_image(seq, frame, blank)
+        dets = _detections(boxes[a:b], scores[a:b], None if features is None else features[a:b], f"{seq['name']}:{frame}")
+        t0 = time.perf_counter()
+        out = tracker.update(dets, image)
+        seconds += time.perf_counter() - t0
+        if len(out):
+            xyxy = out.geometry.values.numpy().astype(np.float64)
+            ids = out.track_ids.numpy()
+            conf = out.scores.numpy()
+            for (x1, y1, x2, y2), tid, c in zip(xyxy, ids, conf):
+                rows.append((frame, int(tid), x1, y1, x2 - x1, y2 - y1, float(c)))
+        if frame % step == 0 or frame == seq["length"]:
+            print(json.dumps({"sequence": seq["name"], "frame": frame, "length": seq["length"]}), flush=True)
+    return rows, seconds
+
+
+def write_rows(path, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for frame, tid, x, y, w, h, c in sorted(rows, key=lambda r: (r[0], r[1])):
+            f.write(f"{frame},{tid},{x:.2f},{y:.2f},{w:.2f},{h:.2f},{c:.4f},-1,-1,-1\n")
+    os.replace(tmp, path)
+
+
+def run_track(job):
+    for seq in job["sequences"]:
+        rows, seconds = track_sequence(job, seq)
+        write_rows(seq["output"], rows)
+        print(json.dumps({"sequence": seq["name"], "done": True, "seconds": seconds, "rows": len(rows)}), flush=True)
+
+
+def _mean(values):
+    return float(np.mean(values)) if np.ndim(values) else float(values)
+
+
+def run_score(job):
+    import trackeval
+
+    eval_config = trackeval.Evaluator.get_default_eval_config()
+    eval_config.update({"USE_PARALLEL": False, "PRINT_RESULTS": False, "PRINT_ONLY_COMBINED": True,
+                        "PRINT_CONFIG": False, "TIME_PROGRESS": False, "DISPLAY_LESS_PROGRESS": True,
+                        "OUTPUT_SUMMARY": False, "OUTPUT_EMPTY_CLASSES": False, "OUTPUT_DETAILED": False,
+                        "PLOT_CURVES": False, "BREAK_ON_ERROR": True, "LOG_ON_ERROR": os.devnull})
+    data_config = trackeval.datasets.MotChallenge2DBox.get_default_dataset_config()
+    data_config.update({"GT_FOLDER": job["gt_folder"], "TRACKERS_FOLDER": job["trackers_folder"],
+                        "OUTPUT_FOLDER": job["output_folder"], "TRACKERS_TO_EVAL": [job["tracker"]],
+                        "CLASSES_TO_EVAL": ["pedestrian"], "BENCHMARK": "MOT17", "SPLIT_TO_EVAL": "train",
+                        "SKIP_SPLIT_FOL": True, "TRACKER_SUB_FOLDER": "data", "OUTPUT_SUB_FOLDER": "",
+                        "SEQ_INFO": {k: int(v) for k, v in job["sequences"].items()},
+                        "GT_LOC_FORMAT": "{gt_folder}/{seq}/gt/gt.txt", "DO_PREPROC": True, "PRINT_CONFIG": False})
+    stdout = sys.stdout
+    sys.stdout = sys.stderr  # TrackEval prints its progress; stdout is ours
+    try:
+        evaluator = trackeval.Evaluator(eval_config)
+        metrics = [trackeval.metrics.HOTA(), trackeval.metrics.CLEAR(), trackeval.metrics.Identity()]
+        results, _ = evaluator.evaluate([trackeval.datasets.MotChallenge2DBox(data_config)], metrics)
+    finally:
+        sys.stdout = stdout
+    out = {}
+    for seq, by_class in results["MotChallenge2DBox"][job["tracker"]].items():
+        r = by_class["pedestrian"]
+        hota, clear, ident = r["HOTA"], r["CLEAR"], r["Identity"]
+        out["COMBINED" if seq == "COMBINED_SEQ" else seq] = {
+            "HOTA": 100 * _mean(hota["HOTA"]), "DetA": 100 * _mean(hota["DetA"]), "AssA": 100 * _mean(hota["AssA"]),
+            "IDF1": 100 * float(ident["IDF1"]), "IDP": 100 * float(ident["IDP"]), "IDR": 100 * float(ident["IDR"]),
+            "IDSW": int(clear["IDSW"]), "MOTA": 100 * float(clear["MOTA"]),
+        }
+    with open(job["output"], "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+
+
+def main(argv):
+    with open(argv[1], encoding="utf-8") as f:
+        job = json.load(f)
+    try:
+        {"track": run_track, "score": run_score}[job["command"]](job)
+    except Exception as e:  # the caller shows this one line under its own message
+        sys.stderr.write(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

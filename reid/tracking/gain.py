@@ -1,0 +1,244 @@
+"""What a re-ID model does to a tracker: the same detections tracked with motion only and with
+each appearance model, scored by TrackEval.
+
+Changing the re-ID model changes only association, so the detections of each sequence are read
+once and every model embeds the same boxes (the crops of a frame in one batch). Each model's
+features go to BoxMOT's tracker in the tracker environment (reid/tracking/tracker_env.py) with
+the appearance threshold calibrated for that model (reid/tracking/threshold.py), and TrackEval
+scores every run against the ground truth (reid/tracking/scoring.py). Motion only is the
+baseline each model is compared with.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence as Seq, Tuple
+
+import numpy as np
+
+from .appearance import AppearanceModel, embed_rows
+from .mot_files import MOTRows, read_detections, read_gt
+from .scoring import ScoredSequence, score_results
+from .sequences import Sequence, identity_scope
+from .threshold import calibrate_from_ground_truth, match_to_ground_truth
+from .tracker_env import run_side
+
+MOTION_ONLY = "motion only"
+DETECTION_SOURCES = ("det", "gt")
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TrackerKind:
+    """How this toolkit drives one of BoxMOT's trackers."""
+
+    threshold_option: Optional[str]  # the tracker's cosine-distance gate for appearance; None: a weight, no gate
+    motion_options: Optional[Dict[str, Any]]  # the options that turn appearance off; None: it needs appearance
+    appearance_options: Dict[str, Any]
+
+
+TRACKERS: Dict[str, TrackerKind] = {
+    "botsort": TrackerKind("appearance_thresh", {"use_embeddings": False}, {"use_embeddings": True}),
+    "deepocsort": TrackerKind(None, {"use_embeddings": False}, {"use_embeddings": True}),
+    "strongsort": TrackerKind("max_cos_dist", None, {}),
+}
+DEFAULT_TRACKER = "botsort"
+
+
+def check_tracker(name: str) -> TrackerKind:
+    """The driving rules of tracker `name`; a one-line ValueError listing the valid names."""
+    if name not in TRACKERS:
+        raise ValueError(f"Unknown tracker {name!r}; valid: {', '.join(TRACKERS)}.")
+    return TRACKERS[name]
+
+
+def sequence_detections(sequence: Sequence, source: str) -> MOTRows:
+    """The boxes to track in `sequence`: det/det.txt (`source` "det") or its ground-truth
+    pedestrians (class 1, 'consider' 1) as perfect detections ("gt")."""
+    if source == "gt":
+        if sequence.gt_path is None:
+            raise ValueError(f"{sequence.root}: no gt/gt.txt for --detections gt; use det/det.txt (--detections det).")
+        gt = read_gt(sequence.gt_path, sequence)
+        kept = gt.select((gt.cls == 1) & (gt.conf == 1))
+        return MOTRows(kept.frame, np.full(len(kept), -1, np.int64), kept.boxes, np.ones(len(kept)),
+                       np.full(len(kept), -1, np.int64), np.full(len(kept), -1.0))
+    if sequence.det_path is None:
+        raise ValueError(f"{sequence.root}: no det/det.txt; add the detector's boxes there, or pass --detections gt "
+                         "to track the ground-truth boxes.")
+    rows = read_detections(sequence.det_path, sequence)
+    bad = np.flatnonzero((rows.conf < 0) | (rows.conf > 1))
+    if len(bad):
+        raise ValueError(f"{sequence.det_path}: detection confidence {rows.conf[bad[0]]:g} (frame "
+                         f"{rows.frame[bad[0]]}) is outside [0, 1], which the trackers require; rescale the "
+                         "confidences to [0, 1] (e.g. a logistic of DPM scores), or pass --detections gt.")
+    return rows
+
+
+def _npz(path: str, rows: MOTRows, features: Optional[np.ndarray]) -> str:
+    xyxy = np.c_[rows.boxes[:, :2], rows.boxes[:, :2] + rows.boxes[:, 2:]]
+    arrays = {"frame": rows.frame, "boxes": xyxy.astype(np.float32), "scores": rows.conf.astype(np.float32)}
+    if features is not None:
+        arrays["features"] = features
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass
+class RunResult:
+    """One tracker run over every sequence: with one appearance model, or motion only."""
+
+    label: str
+    identity: Dict[str, Any]
+    threshold: Dict[str, Any]
+    results: Dict[str, str]  # sequence name -> MOT result file
+    embed_seconds: float
+    track_seconds: float
+    frames: int
+    metrics: Optional[Dict[str, Dict[str, float]]] = None
+
+    def speed(self) -> Dict[str, float]:
+        total = self.embed_seconds + self.track_seconds
+        return {"frames": self.frames, "embedding_seconds": self.embed_seconds, "tracker_seconds": self.track_seconds,
+                "frames_per_second": self.frames / total if total > 0 else float("inf"),
+                "appearance_share": self.embed_seconds / total if total > 0 else 0.0}
+
+
+def _threshold(kind: TrackerKind, model: AppearanceModel, sequences: Seq[Sequence], detections: Seq[MOTRows],
+               features: Seq[np.ndarray], given: Optional[float], far: float,
+               calibrated: Optional[Callable[[AppearanceModel, float], Optional[Dict[str, Any]]]]) -> Dict[str, Any]:
+    """The appearance threshold for `model` and where it came from (the module docstring's order)."""
+    if kind.threshold_option is None:
+        return {"option": None, "distance": None, "source": "this tracker weights appearance, it has no threshold"}
+    out: Dict[str, Any] = {"option": kind.threshold_option}
+    if given is not None:
+        return {**out, "distance": float(given), "source": "--appearance-threshold"}
+    if all(s.gt_path for s in sequences):
+        ids, frames = [], []
+        scopes: Dict[str, int] = {}
+        for seq, rows in zip(sequences, detections):
+            gt = read_gt(seq.gt_path, seq)
+            gt = gt.select((gt.cls == 1) & (gt.conf == 1))
+            matched = match_to_ground_truth(rows, gt)
+            base = scopes.setdefault(identity_scope(seq), len(scopes)) << 32  # ids unique within their scope
+            ids.append(np.where(matched >= 0, matched + base, -1))
+            frames.append(rows.frame)
+        found = calibrate_from_ground_truth(features, ids, frames, far)
+        if found["distance"] is not None:
+            return {**out, **found}
+        out["note"] = f"not calibrated from the ground truth: {found['reason']}"
+    if calibrated is not None:
+        found = calibrated(model, far)
+        if found is not None:
+            return {**out, **found}
+    return {**out, "distance": None, "source": "the tracker's default (not calibrated)"}
+
+
+def thresholds_file(model: AppearanceModel, far: float) -> Optional[Dict[str, Any]]:
+    """The distance at FAR `far` from the thresholds.json calibrated on `model`'s checkpoint, or None
+    (an exported file, no calibration, or one that does not hold for these weights and features)."""
+    if model.cfg is None or not model.weights:
+        return None
+    from reid.inference.calibration import calibrated_similarity
+
+    try:
+        similarity, path, description = calibrated_similarity(model.cfg, model.weights, far)
+    except ValueError:
+        return None
+    return {"distance": 1.0 - similarity, "source": path, "far": far, "description": description}
+
+
+def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]], tracker: str, output: str,
+               python: str, detections: str = "det", appearance_threshold: Optional[float] = None, far: float = 1e-2,
+               tracker_options: Optional[Dict[str, Any]] = None,
+               calibrated: Optional[Callable[[AppearanceModel, float], Optional[Dict[str, Any]]]] = thresholds_file,
+               progress: Optional[Callable[[str, Dict[str, Any]], None]] = None, log: Log = print,
+               boxes: Optional[Seq[MOTRows]] = None) -> List[RunResult]:
+    """Track every sequence with each of `models` (None = motion only) and score the runs when every
+    sequence has ground truth. Result files go to ``output/<label>/<sequence>.txt``, the tracker's
+    inputs to ``output/features/<label>/``. `boxes`: the sequences' detections when already read
+    (:func:`sequence_detections`)."""
+    kind = check_tracker(tracker)
+    if detections not in DETECTION_SOURCES:
+        raise ValueError(f"--detections {detections!r}: choose one of {', '.join(DETECTION_SOURCES)}.")
+    if boxes is None:
+        boxes = [sequence_detections(s, detections) for s in sequences]
+    frames = int(sum(s.length for s in sequences))
+    runs: List[RunResult] = []
+    for model in models:
+        label = MOTION_ONLY if model is None else model.label
+        if model is None and kind.motion_options is None:
+            raise ValueError(f"--tracker {tracker} needs an appearance model and has no motion-only mode; leave "
+                             f"--no-reid out, or use --tracker botsort or deepocsort for motion only.")
+        folder = os.path.join(output, label.replace(" ", "_"))
+        inputs = os.path.join(output, "features", label.replace(" ", "_"))
+        os.makedirs(folder, exist_ok=True)
+        os.makedirs(inputs, exist_ok=True)
+        t0 = time.perf_counter()
+        features = [None if model is None else embed_rows(s, rows, model) for s, rows in zip(sequences, boxes)]
+        embed_seconds = time.perf_counter() - t0
+        options = dict(kind.motion_options if model is None else kind.appearance_options)
+        threshold: Dict[str, Any] = {}
+        if model is not None:
+            threshold = _threshold(kind, model, sequences, boxes, features, appearance_threshold, far, calibrated)
+            if threshold.get("distance") is not None:
+                options[kind.threshold_option] = float(threshold["distance"])
+        options.update(tracker_options or {})
+        job = {"command": "track", "tracker": tracker, "options": options, "sequences": [
+            {"name": s.name, "length": s.length, "width": s.width, "height": s.height,
+             "detections": _npz(os.path.join(inputs, s.name + ".npz"), rows, f),
+             "output": os.path.join(folder, s.name + ".txt"),
+             "frames": [s.frame_path(k) for k in range(1, s.length + 1)] if _needs_frames(tracker, options) else None}
+            for s, rows, f in zip(sequences, boxes, features)]}
+        seconds = [0.0]
+
+        def on_line(line: Dict[str, Any], label: str = label) -> None:
+            if line.get("done"):
+                seconds[0] += float(line["seconds"])
+            if progress is not None:
+                progress(label, line)
+
+        run_side(python, job, os.path.join(inputs, "job.json"), on_line)
+        identity = {"label": label} if model is None else {"label": label, **model.identity}
+        runs.append(RunResult(label, identity, threshold, {s.name: os.path.join(folder, s.name + ".txt")
+                                                             for s in sequences}, embed_seconds, seconds[0], frames))
+        log(f"{label}: tracked {len(sequences)} sequences ({frames} frames) in {embed_seconds + seconds[0]:.1f} s"
+            + (f"; appearance threshold {threshold['distance']:.4f} ({threshold['source']})"
+               if threshold.get("distance") is not None else ""))
+    if all(s.gt_path for s in sequences):
+        entries = [ScoredSequence(s.name, s.gt_path, s.length) for s in sequences]
+        for run in runs:
+            run.metrics = score_results(entries, run.results, os.path.join(output, "features", "scoring"), python)
+    return runs
+
+
+def _needs_frames(tracker: str, options: Dict[str, Any]) -> bool:
+    """Whether the tracker looks at the pixels (camera-motion compensation); else it gets a blank frame."""
+    if tracker == "botsort":
+        return bool(options.get("use_cmc", True))
+    if tracker == "deepocsort":
+        return not bool(options.get("cmc_off", False))
+    return False
+
+
+def differences(runs: Seq[RunResult], metrics: Seq[str] = ("HOTA", "AssA", "IDF1", "IDSW")
+                ) -> Dict[str, Dict[str, float]]:
+    """Each run's COMBINED `metrics` minus motion only's (empty without a scored motion-only run)."""
+    base = next((r for r in runs if r.label == MOTION_ONLY and r.metrics), None)
+    if base is None:
+        return {}
+    ref = base.metrics["COMBINED"]
+    return {r.label: {m: r.metrics["COMBINED"][m] - ref[m] for m in metrics}
+            for r in runs if r.metrics and r.label != MOTION_ONLY}
+
+
+def tracked_models(models: Seq[AppearanceModel], tracker: str) -> Tuple[Optional[AppearanceModel], ...]:
+    """The runs of one call: motion only first (the baseline, where the tracker has a motion-only
+    mode), then each model."""
+    return ((None,) if check_tracker(tracker).motion_options is not None else ()) + tuple(models)
+
+
+__all__ = ["DEFAULT_TRACKER", "DETECTION_SOURCES", "MOTION_ONLY", "RunResult", "TRACKERS", "TrackerKind",
+           "check_tracker", "differences", "sequence_detections", "thresholds_file", "track_runs", "tracked_models"]

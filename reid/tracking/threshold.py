@@ -1,0 +1,92 @@
+"""The appearance threshold a tracker uses with a re-ID model, calibrated rather than guessed.
+
+BoT-SORT accepts an appearance match when the cosine distance between a track's feature and a
+detection's is below ``appearance_thresh`` (StrongSORT: ``max_cos_dist``); BoxMOT's defaults were
+tuned for its own models, and another model's distances live on another scale (a random model
+puts everyone near distance 0). So the threshold is calibrated per model:
+
+* with ground truth: each detection takes the ground-truth id it overlaps best (IoU >= 0.5,
+  one-to-one per frame, Hungarian), at most ``max_detections`` matched detections are drawn
+  (seeded), and the threshold is the cosine distance at false-accept rate `far` among pairs of
+  different people, as ``reid.evaluation.thresholds.calibrate`` measures it (pairs within one
+  frame are the same person only with itself, so each (sequence, frame) is its own "camera");
+* else from the model's thresholds.json (``reid.inference.calibration.calibrated_similarity``);
+* else the tracker's own default, reported as not calibrated.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence as Seq
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from .mot_files import MOTRows
+
+MATCH_IOU = 0.5
+
+
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU ``[len(a), len(b)]`` of MOT boxes (left, top, width, height)."""
+    ax2, ay2 = a[:, 0] + a[:, 2], a[:, 1] + a[:, 3]
+    bx2, by2 = b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
+    w = np.clip(np.minimum(ax2[:, None], bx2[None]) - np.maximum(a[:, 0][:, None], b[:, 0][None]), 0, None)
+    h = np.clip(np.minimum(ay2[:, None], by2[None]) - np.maximum(a[:, 1][:, None], b[:, 1][None]), 0, None)
+    inter = w * h
+    union = (a[:, 2] * a[:, 3])[:, None] + (b[:, 2] * b[:, 3])[None] - inter
+    return inter / np.maximum(union, 1e-12)
+
+
+def match_to_ground_truth(dets: MOTRows, gt: MOTRows, min_iou: float = MATCH_IOU) -> np.ndarray:
+    """The gt track id of each detection (one-to-one per frame, highest total IoU, each match at
+    least `min_iou`); -1 for a detection that matches no gt box."""
+    ids = np.full(len(dets), -1, dtype=np.int64)
+    for frame in np.intersect1d(dets.frame, gt.frame):
+        d_idx = np.flatnonzero(dets.frame == frame)
+        g_idx = np.flatnonzero(gt.frame == frame)
+        iou = box_iou(dets.boxes[d_idx], gt.boxes[g_idx])
+        rows, cols = linear_sum_assignment(-iou)
+        good = iou[rows, cols] >= min_iou
+        ids[d_idx[rows[good]]] = gt.track_id[g_idx[cols[good]]]
+    return ids
+
+
+def calibrate_from_ground_truth(features: Seq[np.ndarray], ids: Seq[np.ndarray], frames: Seq[np.ndarray],
+                                far: float, max_detections: int = 2000, seed: int = 0) -> Dict[str, Any]:
+    """The cosine-distance threshold at FAR `far` from detections matched to ground truth, over
+    sequences given as parallel lists (features ``[N, D]``, gt ids (-1 = none), frame numbers).
+    Ids are per sequence (prefixed internally), so two sequences' id 1 are two people unless the
+    caller passes global ids. Returns ``{"distance", "tar", "num_impostor", "num_genuine", "source"}``
+    or, when the pairs cannot resolve `far`, ``{"distance": None, "reason"}``."""
+    from reid.evaluation.thresholds import calibrate
+
+    feats: List[np.ndarray] = []
+    pids: List[np.ndarray] = []
+    cams: List[np.ndarray] = []
+    offset = 0
+    for f, i, fr in zip(features, ids, frames):
+        keep = np.asarray(i) >= 0
+        feats.append(np.asarray(f)[keep])
+        pids.append(np.asarray(i)[keep])
+        cams.append(np.asarray(fr)[keep] + offset)  # one "camera" per (sequence, frame)
+        offset += int(np.max(fr, initial=0)) + 1
+    f = np.concatenate(feats) if feats else np.zeros((0, 1), np.float32)
+    p = np.concatenate(pids) if pids else np.zeros(0, np.int64)
+    c = np.concatenate(cams) if cams else np.zeros(0, np.int64)
+    if len(f) > max_detections:
+        pick = np.sort(np.random.default_rng(seed).choice(len(f), max_detections, replace=False))
+        f, p, c = f[pick], p[pick], c[pick]
+    if len(np.unique(p)) < 2:
+        return {"distance": None, "reason": "fewer than two ground-truth people matched by detections"}
+    try:
+        record = calibrate(f, f, p, p, c, c, fars=[far], source="detections matched to the ground truth")
+    except ValueError as e:  # e.g. no genuine pair: every person seen once
+        return {"distance": None, "reason": str(e)}
+    entry = record["thresholds"].get(f"{far:g}")
+    if entry is None:
+        return {"distance": None, "reason": f"{record['num_impostor']} pairs of different people cannot resolve "
+                                            f"FAR {far:g}"}
+    return {"distance": float(entry["distance"]), "tar": float(entry["tar"]), "num_impostor": record["num_impostor"],
+            "num_genuine": record["num_genuine"], "source": "ground truth", "far": far}
+
+
+__all__ = ["MATCH_IOU", "box_iou", "calibrate_from_ground_truth", "match_to_ground_truth"]

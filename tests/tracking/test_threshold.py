@@ -1,0 +1,56 @@
+"""The appearance threshold: detections matched to the ground truth, and the FAR it is calibrated at."""
+from __future__ import annotations
+
+import numpy as np
+
+from reid.tracking.mot_files import MOTRows
+from reid.tracking.threshold import box_iou, calibrate_from_ground_truth, match_to_ground_truth
+
+
+def _rows(frames, boxes, ids=None) -> MOTRows:
+    n = len(frames)
+    return MOTRows(np.asarray(frames, np.int64), np.asarray(ids if ids is not None else [-1] * n, np.int64),
+                   np.asarray(boxes, np.float64).reshape(n, 4), np.ones(n), np.ones(n, np.int64), np.ones(n))
+
+
+def test_box_iou_is_intersection_over_union():
+    a = np.array([[0, 0, 10, 10], [5, 5, 10, 10]], float)
+    b = np.array([[5, 0, 10, 10], [20, 20, 5, 5]], float)
+    iou = box_iou(a, b)
+    # a[0] and b[0] share 5x10 of 100 + 100; a[1] (5..15 x 5..15) and b[0] (5..15 x 0..10) share 10x5
+    assert np.allclose(iou, [[50 / 150, 0], [50 / 150, 0]])
+
+
+def test_each_detection_takes_the_ground_truth_id_it_overlaps_best_one_to_one():
+    gt = _rows([1, 1, 2], [[0, 0, 10, 20], [8, 0, 10, 20], [50, 50, 10, 20]], ids=[7, 8, 9])
+    # frame 1: detection 0 overlaps both gt boxes (more of id 8), detection 1 only id 8: the
+    # one-to-one assignment with the highest total IoU gives 0 -> 7 and 1 -> 8, not 0 -> 8.
+    dets = _rows([1, 1, 2, 3], [[3, 0, 10, 20], [8, 1, 10, 20], [80, 10, 10, 20], [0, 0, 10, 20]])
+    assert match_to_ground_truth(dets, gt).tolist() == [7, 8, -1, -1]
+
+
+def test_the_threshold_accepts_at_most_far_of_the_impostor_pairs():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(20, 16))
+    ids = np.repeat(np.arange(20), 10)
+    feats = centres[ids] + 0.6 * rng.normal(size=(200, 16))
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+    frames = np.tile(np.arange(1, 11), 20)  # each person once per frame
+    far = 0.01
+    found = calibrate_from_ground_truth([feats], [ids], [frames], far)
+    d = 1 - feats @ feats.T
+    same, other = ids[:, None] == ids[None], ids[:, None] != ids[None]
+    genuine = same & ~np.eye(200, dtype=bool)
+    assert found["source"] == "ground truth" and found["num_impostor"] == other.sum()
+    accepted = (d[other] <= found["distance"]).mean()
+    assert accepted <= far
+    assert found["tar"] == np.mean(d[genuine] <= found["distance"])
+    assert found["tar"] > 0.5  # these people are separable
+
+
+def test_a_split_that_cannot_resolve_the_far_gives_no_threshold_and_says_why():
+    feats = np.eye(3, dtype=np.float32)[[0, 0, 1, 1, 2, 2]]
+    found = calibrate_from_ground_truth([feats], [np.array([1, 1, 2, 2, 3, 3])], [np.array([1, 2, 1, 2, 1, 2])], 1e-4)
+    assert found["distance"] is None and "cannot resolve FAR 0.0001" in found["reason"]
+    one = calibrate_from_ground_truth([feats], [np.zeros(6, np.int64)], [np.arange(1, 7)], 1e-2)
+    assert one["distance"] is None and "fewer than two" in one["reason"]
