@@ -135,6 +135,7 @@ def average_linkage(distances: np.ndarray, cannot: np.ndarray, threshold: float)
     masked = np.where(blocked, np.inf, raw)
     np.fill_diagonal(masked, np.inf)
     size = np.ones(n)
+    alive = np.ones(n, bool)
     label = np.arange(n)
     while n > 1:
         flat = int(np.argmin(masked))
@@ -146,7 +147,8 @@ def average_linkage(distances: np.ndarray, cannot: np.ndarray, threshold: float)
         raw[:, i] = raw[i]
         blocked[i] |= blocked[j]
         blocked[:, i] = blocked[i]
-        masked[i] = np.where(blocked[i], np.inf, raw[i])
+        alive[j] = False
+        masked[i] = np.where(blocked[i] | ~alive, np.inf, raw[i])  # merged-away clusters stay out
         masked[:, i] = masked[i]
         masked[i, i] = np.inf
         masked[j], masked[:, j] = np.inf, np.inf
