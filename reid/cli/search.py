@@ -265,35 +265,12 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     """The similarity threshold of --threshold, or of --far from the model's calibration file."""
     if args.far is None:
         return args.threshold, ""
-    from reid.evaluation.thresholds import (
-        calibrated_for,
-        describe_threshold,
-        extraction_difference,
-        find_thresholds,
-        load_thresholds,
-        similarity_at,
-    )
+    from reid.inference.calibration import calibrated_similarity
     from reid.inference.loading import resolve_model
 
     cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
-    path = find_thresholds(weights)
-    if path is None:
-        raise ValueError(f"--far {args.far:g}: no calibrated thresholds next to {weights} (thresholds.json, written "
-                         "by tools/train.py at the end of a run with a validation split, TEST.VAL_IDS > 0); "
-                         "calibrate that way, or pass --threshold S.")
-    record = load_thresholds(path)
-    if not calibrated_for(record, weights):
-        raise ValueError(f"--far {args.far:g}: {path} was calibrated on {record['weights']}, not on "
-                         f"{os.path.basename(weights)}, and thresholds hold only for the weights they were measured "
-                         f"on; search with --weights {os.path.join(os.path.dirname(path), record['weights'])}, or pass "
-                         "--threshold S.")
-    changed = extraction_difference(record, cfg)
-    if changed:  # other features give other scores: the FAR measured on the calibrated ones would not hold
-        raise ValueError(f"--far {args.far:g}: {path} was calibrated on features made otherwise than this search "
-                         f"makes them: {changed}; thresholds hold only for the features they were measured on. Drop "
-                         "the override (or undo the edit of the run's config.yaml), or pass --threshold S.")
-    similarity = similarity_at(record, args.far, path)  # refused where the split cannot resolve the FAR
-    print(f"threshold: similarity {similarity:.4f} from {path}; {describe_threshold(record, args.far)}")
+    similarity, path, description = calibrated_similarity(cfg, weights, args.far)
+    print(f"threshold: similarity {similarity:.4f} from {path}; {description}")
     return similarity, f", calibrated at FAR {args.far:g}: {path}"
 
 

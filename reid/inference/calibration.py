@@ -15,7 +15,18 @@ from typing import Any, Dict, List, Tuple
 
 from reid.data import build_test_loader
 from reid.evaluation.extract import extract_features
-from reid.evaluation.thresholds import calibrate, extraction_settings, save_thresholds, unresolved_reason
+from reid.evaluation.thresholds import (
+    calibrate,
+    calibrated_for,
+    describe_threshold,
+    extraction_difference,
+    extraction_settings,
+    find_thresholds,
+    load_thresholds,
+    save_thresholds,
+    similarity_at,
+    unresolved_reason,
+)
 
 from .loading import build_inference_model, run_weights
 
@@ -46,3 +57,30 @@ def calibrate_run(cfg, run_dir: str, val_query: List[Item], val_gallery: List[It
 
 
 __all__ = ["calibrate_run"]
+
+
+def calibrated_similarity(cfg, weights: str, far: float, other: str = "pass --threshold S") -> Tuple[float, str, str]:
+    """The cosine-similarity threshold at FAR `far` from the thresholds.json calibrated on `weights`
+    (the model's config `cfg`): ``(similarity, path, description)``.
+
+    One-line ValueErrors (ending with `other`, what to do instead) when there is no calibration
+    next to the weights, when it was made on other weights or on features extracted otherwise
+    (input size, flip), or when the validation split cannot resolve `far`.
+    """
+    path = find_thresholds(weights)
+    if path is None:
+        raise ValueError(f"--far {far:g}: no calibrated thresholds next to {weights} (thresholds.json, written "
+                         "by tools/train.py at the end of a run with a validation split, TEST.VAL_IDS > 0); "
+                         f"calibrate that way, or {other}.")
+    record = load_thresholds(path)
+    if not calibrated_for(record, weights):
+        raise ValueError(f"--far {far:g}: {path} was calibrated on {record['weights']}, not on "
+                         f"{os.path.basename(weights)}, and thresholds hold only for the weights they were measured "
+                         f"on; use --weights {os.path.join(os.path.dirname(path), record['weights'])}, or {other}.")
+    changed = extraction_difference(record, cfg)
+    if changed:  # other features give other scores: the FAR measured on the calibrated ones would not hold
+        raise ValueError(f"--far {far:g}: {path} was calibrated on features made otherwise than these are "
+                         f"made: {changed}; thresholds hold only for the features they were measured on. Drop "
+                         f"the override (or undo the edit of the run's config.yaml), or {other}.")
+    similarity = similarity_at(record, far, path)  # refused where the split cannot resolve the FAR
+    return similarity, path, describe_threshold(record, far)

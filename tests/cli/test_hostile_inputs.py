@@ -141,7 +141,7 @@ def test_a_threshold_is_never_applied_to_features_made_otherwise_than_calibrated
     assert tool("extract", "--weights", weights, *extract, "--output", out).returncode == 0
     search = ["--query", images / "good1.jpg", "--far", "0.1"]
     proc = tool("search", "--weights", weights, "--gallery", out, *search, "TEST.FLIP", "True")
-    assert_one_line_error(proc, "was calibrated on features made otherwise than this search makes them",
+    assert_one_line_error(proc, "was calibrated on features made otherwise than these are made",
                           "TEST.FLIP True (calibrated with False)", "--threshold S")
     data = read_checkpoint(checkpoint)
     other = save_checkpoint(str(tmp_path / "other.pth"),
