@@ -31,7 +31,7 @@ import argparse
 import math
 import sys
 
-from .args import int_in, parse_args, tool_parser
+from .args import int_in, overrides, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
 
@@ -57,6 +57,18 @@ def _seconds(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"{value} must be a number of seconds >= 0")
     return value
+
+
+def _calibrated_distance(args: argparse.Namespace, far: float) -> float:
+    """The cosine distance threshold at `far` of the model's thresholds.json (1 - its similarity)."""
+    from reid.inference.calibration import calibrated_similarity
+    from reid.inference.loading import resolve_model
+
+    cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
+    similarity, path, description = calibrated_similarity(cfg, weights, far, other="pass --threshold D (a cosine "
+                                                          "distance in (0, 2])")
+    print(f"threshold: cosine distance {1.0 - similarity:.4f} from {path}; {description}")
+    return 1.0 - similarity
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,17 +112,11 @@ def main(argv=None) -> int:
         from reid.tracking.linking import load_transitions
         from reid.tracking.sequences import find_sequences
 
-        from .args import overrides
-        from .search import decision_threshold
-
         sequences = find_sequences(args.sequences)
         transitions = load_transitions(args.transitions) if args.transitions else None
         threshold = args.threshold
         if threshold is None:  # the model's calibrated threshold, checked as tools/search.py --far checks it
-            args.far = DEFAULT_FAR if args.far is None else args.far
-            similarity, _ = decision_threshold(args)
-            threshold = 1.0 - similarity
-            print(f"threshold: cosine distance {threshold:.4f} (FAR {args.far:g})")
+            threshold = _calibrated_distance(args, DEFAULT_FAR if args.far is None else args.far)
         settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
         model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
                                        config_file=args.config_file, opts=overrides(args) or None,

@@ -355,4 +355,16 @@ def test_tool_with_a_tiny_model_writes_consistent_files(synth, tmp_path, monkeyp
     capsys.readouterr()
     assert cli.main(base + ["--far", "1e-2"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "no calibrated thresholds next to" in err and "--threshold" in err
+    assert "\n" not in err and "no calibrated thresholds next to" in err and "--threshold D" in err
+    # calibrated thresholds next to the weights: --far picks the distance 1 - similarity at that FAR
+    from reid.evaluation.thresholds import calibrate, save_thresholds
+
+    rng = np.random.default_rng(0)
+    pids = np.repeat(np.arange(20), 4)
+    feats = rng.normal(size=(20, 16))[pids] + 0.5 * rng.normal(size=(80, 16))
+    record = calibrate(feats[::2], feats[1::2], pids[::2], pids[1::2], np.zeros(40, int), np.ones(40, int), [1e-2])
+    save_thresholds(str(tmp_path), dict(record, weights="model_final.pth"))
+    assert cli.main(base + ["--far", "1e-2", "--output", str(tmp_path / "far")]) == 0
+    distance = 1 - record["thresholds"]["0.01"]["similarity"]
+    assert f"threshold: cosine distance {distance:.4f}" in capsys.readouterr().out
+    assert json.load(open(tmp_path / "far" / "identities.json"))["threshold"] == pytest.approx(distance)
