@@ -28,7 +28,7 @@ from reid.utils.file_io import atomic_write_text
 
 from .appearance import AppearanceModel
 from .linking import Transitions, link_tracklets
-from .mot_files import MOTRows, read_gt, read_results, write_gt, write_results
+from .mot_files import MOTRows, read_gt, read_results, result_files, write_gt, write_results
 from .sequences import Sequence
 from .tracklets import DEFAULT_CROPS, Tracklets, tracklet_features
 
@@ -82,20 +82,10 @@ def read_camera_tracks(sequences: Seq[Sequence], tracks: str) -> List[MOTRows]:
     ``<sequence name>.txt`` per sequence (TrackEval's layout) and no other result file."""
     if tracks == GT_TRACKS:
         return [gt_tracklets(s) for s in sequences]
-    if not os.path.isdir(tracks):
+    if not os.path.isdir(tracks):  # say what else --tracks may be
         raise FileNotFoundError(f"--tracks {tracks}: not a folder; name a folder of <sequence name>.txt result "
                                 f"files, or '{GT_TRACKS}' for each sequence's ground truth.")
-    names = {s.name for s in sequences}
-    strays = sorted(f for f in os.listdir(tracks) if f.endswith(".txt") and f[:-4] not in names)
-    if strays:
-        raise ValueError(f"{os.path.join(tracks, strays[0])}: no sequence {strays[0][:-4]!r} in --sequences "
-                         f"(it has {', '.join(sorted(names))}); remove the file or add its sequence.")
-    files = [os.path.join(tracks, f"{s.name}.txt") for s in sequences]
-    missing = [p for p in files if not os.path.isfile(p)]
-    if missing:
-        raise FileNotFoundError(f"{missing[0]}: no result file for sequence {os.path.basename(missing[0])[:-4]} "
-                                f"({len(missing)} of {len(sequences)} missing); --tracks names a folder with one "
-                                "<sequence name>.txt per sequence.")
+    files = result_files(sequences, tracks)
     return [read_results(p, s) for p, s in zip(files, sequences)]
 
 

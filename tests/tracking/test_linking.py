@@ -190,11 +190,11 @@ def test_track_files_that_do_not_fit_the_sequences(tmp_path):
     tracks = tmp_path / "tracks"
     tracks.mkdir()
     (tracks / "hall-c1.txt").write_text("1,1,5,5,20,40,1,-1,-1,-1\n")
-    with pytest.raises(FileNotFoundError, match=r"hall-c2.txt: no result file for sequence hall-c2 \(1 of 2"):
+    with pytest.raises(FileNotFoundError, match=r"hall-c2.txt: no tracker result file for sequence hall-c2 \(1 of 2"):
         read_camera_tracks(sequences, str(tracks))
     (tracks / "hall-c2.txt").write_text("1,4,5,5,20,40,1,-1,-1,-1\n")
     (tracks / "hall-c9.txt").write_text("")
-    with pytest.raises(ValueError, match="hall-c9.txt: no sequence 'hall-c9' in --sequences"):
+    with pytest.raises(ValueError, match="hall-c9.txt: no sequence 'hall-c9' among the sequences"):
         read_camera_tracks(sequences, str(tracks))
     os.remove(tracks / "hall-c9.txt")
     assert [list(r.track_id) for r in read_camera_tracks(sequences, str(tracks))] == [[1], [4]]
