@@ -96,8 +96,9 @@ def crop_quality(rows: MOTRows, width: int, height: int, full_height: float = FU
     covered = np.zeros(len(rows))
     i, j = _frame_pairs(rows.frame)
     if i.size:
-        ix = np.clip(np.minimum(boxes[i, 0] + boxes[i, 2], boxes[j, 0] + boxes[j, 2]) - np.maximum(boxes[i, 0], boxes[j, 0]), 0, None)
-        iy = np.clip(np.minimum(boxes[i, 1] + boxes[i, 3], boxes[j, 1] + boxes[j, 3]) - np.maximum(boxes[i, 1], boxes[j, 1]), 0, None)
+        lo = np.maximum(boxes[i, :2], boxes[j, :2])
+        hi = np.minimum(boxes[i, :2] + boxes[i, 2:], boxes[j, :2] + boxes[j, 2:])
+        ix, iy = np.clip(hi - lo, 0, None).T
         np.maximum.at(covered, i, ix * iy / area[i])
     visible = 1.0 - np.clip(covered, 0.0, 1.0)
     size = np.minimum(1.0, (y1 - y0) / float(full_height))
