@@ -18,13 +18,14 @@ MOT ground truth and kept as it is. An empty file has no rows.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, fields
 from typing import Iterable, List, Optional, Sequence as Seq, Tuple, Union
 
 import numpy as np
 
 from reid.utils.file_io import atomic_write_text
-from reid.utils.path_kinds import check_file
+from reid.utils.path_kinds import check_file, check_folder
 from reid.utils.text_files import brief
 
 from .sequences import Sequence
@@ -216,6 +217,27 @@ def read_results(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
     return MOTRows(rows.frame, rows.track_id, rows.boxes, conf, rows.cls, rows.visibility)
 
 
+def result_files(sequences: Seq[Sequence], folder: str) -> List[str]:
+    """The tracker result file of each sequence in `folder`, TrackEval's layout: one
+    ``<sequence name>.txt`` per sequence. One line naming the file when the folder is not one, a
+    sequence has no file, or a ``.txt`` file names no sequence (results of other sequences, or a
+    misspelt name, would silently be left out)."""
+    check_folder(folder, "Tracks folder", "name a folder of <sequence name>.txt tracker result files.",
+                 missing_hint="check the path.")
+    names = {s.name for s in sequences}
+    strays = sorted(f for f in os.listdir(folder) if f.endswith(".txt") and f[:-4] not in names)
+    if strays:
+        raise ValueError(f"{os.path.join(folder, strays[0])}: no sequence {strays[0][:-4]!r} among the sequences "
+                         f"({', '.join(sorted(names))}); remove the file or add its sequence.")
+    files = [os.path.join(folder, f"{s.name}.txt") for s in sequences]
+    missing = [p for p in files if not os.path.isfile(p)]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: no tracker result file for sequence "
+                                f"{os.path.basename(missing[0])[:-4]} ({len(missing)} of {len(sequences)} missing); "
+                                "name a folder with one <sequence name>.txt per sequence.")
+    return files
+
+
 # ------------------------------------------------------------------------------------------ writing
 
 def _sorted(rows: MOTRows) -> MOTRows:
@@ -255,4 +277,4 @@ def write_detections(path: str, rows: MOTRows) -> str:
 
 
 __all__ = ["DET_COLUMNS", "GT_COLUMNS", "MOTFileError", "MOTRows", "RESULT_COLUMNS", "read_detections", "read_gt",
-           "read_results", "write_detections", "write_gt", "write_results"]
+           "read_results", "result_files", "write_detections", "write_gt", "write_results"]

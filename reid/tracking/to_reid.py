@@ -36,7 +36,7 @@ import numpy as np
 from reid.utils.file_io import atomic_write_text, build_folder_atomically
 
 from .frames import clip_boxes, frame_crops
-from .mot_files import MOTRows, read_gt, read_results
+from .mot_files import MOTRows, read_gt, read_results, result_files
 from .sequences import Sequence, SequenceError, identity_scope
 
 Log = Callable[[str], None]
@@ -230,13 +230,8 @@ def tracks_to_crops(sequences: Seq[Sequence], tracks_dir: str, output: str, sett
     summary also written to ``output/summary.json``."""
     settings.check()
     _prepare_output(output)
-    result_files = [os.path.join(tracks_dir, f"{s.name}.txt") for s in sequences]
-    missing = [p for p in result_files if not os.path.isfile(p)]
-    if missing:
-        raise FileNotFoundError(f"{missing[0]}: no tracker result file for sequence "
-                                f"{os.path.basename(missing[0])[:-4]} ({len(missing)} of {len(sequences)} missing); "
-                                "--tracks names a folder with one <sequence name>.txt per sequence.")
-    per_seq = [_kept(read_results(p, s), s, settings, gt=False) for p, s in zip(result_files, sequences)]
+    per_seq = [_kept(read_results(p, s), s, settings, gt=False)
+               for p, s in zip(result_files(sequences, tracks_dir), sequences)]
     names, owners, tracklet_keys = [], [], []
     for (rows, _), seq in zip(per_seq, sequences):
         stems = [f"{seq.name}_c{seq.camera}_t{t:06d}" for t in rows.track_id]

@@ -1,0 +1,140 @@
+"""Link per-camera tracks into one identity per person across the cameras of a scene.
+
+Takes each sequence's tracks (a tracker's MOTChallenge result files, ours or any tracker's, one
+<sequence name>.txt per sequence in --tracks DIR; or --tracks gt: each sequence's ground truth with
+its ids made camera-local, to measure the linking alone), pools one appearance feature per tracklet
+(up to --crops-per-tracklet crops over its time, weighted by detection confidence, box inside the
+image, box not covered by others, box height) and merges tracklets of the cameras of one scene
+(seqinfo.ini scene=) by average-linkage clustering on cosine distance below a threshold:
+--threshold D, or the model's calibrated distance at --far F (thresholds.json of the run; F 0.01
+unless told). Tracklets of one camera that overlap in time are never one person; --max-gap and
+--transitions add time and camera-pair limits. A person no other camera saw keeps an identity of
+their own.
+
+Writes <output>/tracks/<sequence name>.txt (global ids), <output>/identities.json and, when every
+sequence has ground truth, <output>/metrics.json (multi-camera IDF1/IDP/IDR per scene: the cameras
+concatenated in time, as AI City's MTMC evaluation; and per-camera metrics; scored by TrackEval).
+See docs/tracking.md, "One identity across cameras".
+
+Examples:
+    python tools/make_sequences.py --output datasets/synth_mot --frames 40 --size 320x180
+    # the linking alone: ground-truth tracklets, a trained run's calibrated threshold
+    python tools/link_cameras.py --sequences datasets/synth_mot --tracks gt --run output/demo \\
+        --output output/links
+    # a tracker's results, a threshold of your choosing, at most 30 s between cameras
+    python tools/link_cameras.py --sequences datasets/synth_mot --tracks output/track/results \\
+        --weights model.pth --threshold 0.4 --max-gap 30 --output output/links
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from .args import int_in, overrides, parse_args, tool_parser
+from .errors import run_main
+from .model_args import add_model_arguments, check_model_arguments
+
+#: The false accept rate whose calibrated threshold is used when neither --threshold nor --far is given.
+DEFAULT_FAR = 1e-2
+
+
+def _distance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value <= 2.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a cosine distance in (0, 2] (e.g. 0.5)")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{value} must be a number of seconds >= 0")
+    return value
+
+
+def _calibrated_distance(args: argparse.Namespace, far: float) -> float:
+    """The cosine distance threshold at `far` of the model's thresholds.json (1 - its similarity)."""
+    from reid.inference.calibration import calibrated_similarity
+    from reid.inference.loading import resolve_model
+
+    cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
+    similarity, path, description = calibrated_similarity(cfg, weights, far, other="pass --threshold D (a cosine "
+                                                          "distance in (0, 2])")
+    print(f"threshold: cosine distance {1.0 - similarity:.4f} from {path}; {description}")
+    return 1.0 - similarity
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = tool_parser(__doc__)
+    p.add_argument("--sequences", required=True, metavar="DIR",
+                   help="a MOTChallenge sequence, a folder of them, or a folder of such folders")
+    p.add_argument("--tracks", required=True, metavar="DIR",
+                   help="folder of per-camera result files <sequence name>.txt, or 'gt' (ground truth, ids made "
+                        "camera-local)")
+    p.add_argument("--output", required=True, metavar="DIR", help="folder for tracks/, identities.json, metrics.json")
+    p.add_argument("--crops-per-tracklet", type=int_in(1, 1000), default=8, metavar="N",
+                   help="crops pooled into a tracklet's feature, spread over its time (default: 8)")
+    decide = p.add_mutually_exclusive_group()
+    decide.add_argument("--threshold", type=_distance, default=None, metavar="D",
+                        help="link identities whose average cosine distance is below D, in (0, 2]")
+    decide.add_argument("--far", type=float, default=None, metavar="F",
+                        help=f"the distance calibrated at false accept rate F (thresholds.json next to --run / "
+                             f"--weights; default: {DEFAULT_FAR:g} when --threshold is not given)")
+    p.add_argument("--max-gap", type=_seconds, default=None, metavar="SECONDS",
+                   help="tracklets of two cameras further apart in time are not linked (default: no limit)")
+    p.add_argument("--transitions", metavar="FILE", default=None,
+                   help='JSON of the camera pairs people walk between: {"transitions": [{"cameras": [1, 2], '
+                        '"min_seconds": 0, "max_seconds": 60}]}; pairs not listed are not linked')
+    p.add_argument("--no-metrics", action="store_true", help="do not score against the ground truth")
+    p.add_argument("--tracker-python", metavar="PYTHON",
+                   help="a Python with boxmot[trackeval]==25.0.0 for the scores (default: the tracker environment, "
+                        "made once; docs/tracking.md)")
+    add_model_arguments(p)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    check_model_arguments(parser, args)
+    if not (args.run or args.weights or args.config_file):
+        parser.error("name the appearance model: --run DIR, --weights FILE or --config-file FILE")
+    if args.far is not None and not 0.0 < args.far < 1.0:
+        parser.error(f"--far is a false accept rate in (0, 1) (e.g. 1e-2), got {args.far}")
+
+    def work() -> None:
+        from reid.tracking.appearance import load_appearance_models
+        from reid.tracking.cross_camera import LinkSettings, link_cameras, trackeval_score
+        from reid.tracking.linking import load_transitions
+        from reid.tracking.sequences import find_sequences
+        from reid.tracking.tracker_env import tracker_python
+
+        sequences = find_sequences(args.sequences)
+        transitions = load_transitions(args.transitions) if args.transitions else None
+        threshold = args.threshold
+        if threshold is None:  # the model's calibrated threshold, checked as tools/search.py --far checks it
+            threshold = _calibrated_distance(args, DEFAULT_FAR if args.far is None else args.far)
+        settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
+        model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
+                                       config_file=args.config_file, opts=overrides(args) or None,
+                                       device=args.device)[0]
+        scored = not args.no_metrics and all(s.gt_path for s in sequences)
+        python = tracker_python(args.tracker_python) if scored else None
+
+        def score(entries, results, workdir):
+            return trackeval_score(entries, results, workdir, python)
+
+        link_cameras(sequences, args.tracks, model, args.output, settings, score=score, metrics=not args.no_metrics)
+
+    return run_main(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
