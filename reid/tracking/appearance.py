@@ -51,8 +51,10 @@ class AppearanceModel:
 
 
 def _label(path: str, taken: Seq[str]) -> str:
-    """A short unique name for a model file: its stem, then its folder where stems repeat."""
-    stem = os.path.splitext(os.path.basename(path))[0]
+    """A short unique name for a model file: its name (checkpoints without .pth, exported files
+    with their suffix), prefixed by its folder where the name says nothing (model_final) or repeats."""
+    name = os.path.basename(path)
+    stem = name[:-4] if name.endswith(".pth") else name
     if stem in ("model_final", "model_best", "model_interrupted") or stem in taken:
         stem = f"{os.path.basename(os.path.dirname(os.path.abspath(path)))}-{stem}"
     label, n = stem, 2
@@ -130,7 +132,8 @@ def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, co
                                        opts=(list(opts or []) + size_opts) or None, device=device,
                                        backend=backend, flip=False if backend != "torch" else None)
             source = os.fspath(path) if path else str(predictor.cfg.MODEL.WEIGHTS)
-            label = _label(source if path or not run else os.path.join(run, "model"), taken)
+            # a run is known by its folder's name; a file by its own
+            label = _label(source if path or not run else os.path.basename(os.path.abspath(run)) + ".pth", taken)
             models.append(predictor_model(predictor, label, source))
         taken.append(models[-1].label)
     return models

@@ -1,0 +1,134 @@
+"""tools/track.py end to end, and its one-line answers to bad input."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from reid.tracking.appearance import check_input_size, load_appearance_models
+from reid.tracking.mot_files import read_results
+from reid.tracking.sequences import find_sequences
+from tests._tools import load_tool
+from tests.tracking.sequence_files import write_sequence
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+    """A tiny random model: its checkpoint and its ONNX export."""
+    import torch
+
+    from reid.config import get_cfg
+    from reid.engine.checkpoint import save_checkpoint
+    from reid.modeling import build_model
+
+    folder = tmp_path_factory.mktemp("models")
+    cfg = get_cfg()
+    cfg.MODEL.BACKBONE.NAME, cfg.MODEL.BACKBONE.PRETRAINED, cfg.MODEL.DEVICE = "resnet18", False, "cpu"
+    cfg.MODEL.HEADS.NUM_CLASSES = 0
+    cfg.INPUT.SIZE_TEST = [32, 16]
+    cfg.TEST.FLIP = False
+    torch.manual_seed(0)
+    weights = str(folder / "tiny.pth")
+    save_checkpoint(weights, model=build_model(cfg).state_dict(), cfg=cfg.dump())
+    onnx = str(folder / "tiny.onnx")
+    assert load_tool("export").main(["--weights", weights, "--output", onnx, "--device", "cpu"]) == 0
+    return weights, onnx
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    from reid.tracking.synthetic_scene import SequenceSettings
+    from reid.tracking.synthetic_sequences import make_sequences
+
+    out = str(tmp_path_factory.mktemp("track") / "synth")
+    make_sequences(out, SequenceSettings(cameras=2, frames=25, width=320, height=180, seed=1), log=lambda _: None)
+    return out
+
+
+def test_an_exported_file_gives_the_checkpoints_features_and_keeps_its_size(model_files):
+    weights, onnx = model_files
+    ckpt, exported = load_appearance_models([weights, onnx])
+    assert (ckpt.label, exported.label) == ("tiny", "tiny.onnx")
+    crops = [np.random.default_rng(i).integers(0, 256, (40 + 7 * i, 20 + 3 * i, 3), dtype=np.uint8) for i in range(5)]
+    assert np.abs(ckpt.embed(crops) - exported.embed(crops)).max() < 1e-4
+    assert exported.identity["weights_sha256"] == ckpt.identity["weights_sha256"]
+    with pytest.raises(ValueError, match=r"tiny.onnx takes 32x16 crops .* --input-size asks for 64x32"):
+        load_appearance_models([onnx], input_size=(64, 32))
+    check_input_size((32, 16), None, "x")  # no size asked: any model
+
+
+@pytest.mark.slow
+def test_track_tool_tracks_scores_and_ranks_the_models_in_one_table(synth, model_files, tmp_path, tracker_python,
+                                                                    capsys):
+    weights, onnx = model_files
+    out = tmp_path / "out"
+    rc = load_tool("track").main(["--sequences", synth, "--weights", weights, onnx, "--output", str(out),
+                                  "--tracker-python", tracker_python, "--quiet"])
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    record = json.load(open(out / "metrics.json"))
+    assert list(record["runs"]) == ["motion only", "tiny", "tiny.onnx"]
+    sequences = find_sequences(synth)
+    for label, run in record["runs"].items():
+        for s in sequences:
+            path = out / label.replace(" ", "_") / f"{s.name}.txt"
+            assert run["results"][s.name] == str(path) and len(read_results(str(path), s)) > 0
+            assert set(run["metrics"][s.name]) == {"HOTA", "DetA", "AssA", "IDF1", "IDP", "IDR", "IDSW", "MOTA"}
+        assert 0 <= run["metrics"]["COMBINED"]["HOTA"] <= 100
+    for label in ("tiny", "tiny.onnx"):
+        d = record["difference_to_motion_only"][label]
+        assert d["IDF1"] == pytest.approx(record["runs"][label]["metrics"]["COMBINED"]["IDF1"]
+                                          - record["runs"]["motion only"]["metrics"]["COMBINED"]["IDF1"])
+        t = record["runs"][label]["appearance_threshold"]
+        assert t["source"] == "ground truth" and t["option"] == "appearance_thresh"
+    # the checkpoint and its export give the same features, so the same threshold and tracks
+    a, b = (record["runs"][k]["appearance_threshold"]["distance"] for k in ("tiny", "tiny.onnx"))
+    assert a == pytest.approx(b, abs=1e-4)
+    assert record["runs"]["tiny"]["metrics"]["COMBINED"]["IDF1"] == pytest.approx(
+        record["runs"]["tiny.onnx"]["metrics"]["COMBINED"]["IDF1"], abs=1.0)
+    assert record["settings"]["tracker"] == "botsort" and record["settings"]["detections"] == "det"
+    assert "| motion only |" in printed.out and "| tiny.onnx |" in printed.out
+    assert (out / "summary.md").read_text().startswith("| model | HOTA |")
+    assert (out / "tracking_gain.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _error(argv, capsys, code=1):
+    with pytest.raises(SystemExit) as exit_info:
+        load_tool("track").main(argv)
+    assert exit_info.value.code == code
+    return capsys.readouterr().err
+
+
+def test_bad_requests_are_one_line_before_any_work(tmp_path, capsys, model_files):
+    seq = write_sequence(str(tmp_path / "s"), length=2, det="1,-1,10,10,20,30,0.9,-1,-1,-1\n")
+    base = ["--sequences", seq, "--output", str(tmp_path / "o")]
+    err = _error(base + ["--no-reid", "--tracker", "sort"], capsys, 2)
+    assert "invalid choice: 'sort'" in err and "botsort" in err and "strongsort" in err
+    err = _error(base, capsys, 2)
+    assert "name a re-ID model" in err and "--no-reid" in err
+    err = _error(base + ["--no-reid", "--tracker", "strongsort"], capsys, 2)
+    assert "strongsort needs an appearance model" in err
+    err = _error(base + ["--no-reid", "--appearance-threshold", "3"], capsys, 2)
+    assert "not a cosine distance in (0, 2]" in err
+    err = _error(base + ["--no-reid", "--tracker-option", "use cmc"], capsys, 2)
+    assert "is not KEY=VALUE" in err
+    (tmp_path / "file").write_text("x")
+    assert load_tool("track").main(["--sequences", seq, "--output", str(tmp_path / "file"), "--no-reid"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--output" in err and "is a file" in err
+    bad = write_sequence(str(tmp_path / "bad"), length=2, det="1,-1,10,10,20,30,0.9,-1,-1,-1\n2,-1,10,10,20\n")
+    assert load_tool("track").main(["--sequences", bad, "--output", str(tmp_path / "o2"), "--no-reid"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "det.txt:2:" in err
+    empty = tmp_path / "empty"
+    (empty / "img1").mkdir(parents=True)
+    assert load_tool("track").main(["--sequences", str(tmp_path / "nothing"), "--output", str(tmp_path / "o3"),
+                                    "--no-reid"]) == 1
+    assert "\n" not in capsys.readouterr().err.strip()
+    _, onnx = model_files
+    assert load_tool("track").main(base + ["--weights", onnx, "--input-size", "64", "32"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "takes 32x16 crops" in err
+    assert not os.path.exists(tmp_path / "o")  # nothing was written for any of these
