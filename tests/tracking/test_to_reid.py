@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from reid.data.datasets import CustomDataset, Market1501, UnlabelledDataset
+from reid.tracking.mot_files import read_gt
 from reid.tracking.sequences import SequenceError, find_sequences
 from reid.tracking.to_reid import TRACKLET_REGEX, CropSettings, clip_boxes, gt_to_reid, tracks_to_crops
 from tests.tracking.sequence_files import frame_pixels, write_sequence
@@ -162,3 +163,37 @@ def test_tracker_results_become_unlabelled_crops_with_tracklets(tmp_path, scenes
 def test_clip_boxes_cuts_what_lies_outside_the_image():
     boxes = np.array([[-6, 10, 20, 40], [90.5, 50.2, 20, 30], [3, 4, 5, 6]])
     assert clip_boxes(boxes, 96, 64).tolist() == [[0, 10, 14, 50], [90, 50, 96, 64], [3, 4, 8, 10]]
+
+
+def test_generated_sequences_convert_to_the_ground_truths_identities(tmp_path):
+    """On the synthetic multi-camera scene (global ids): every crop is one kept gt box, of its
+    person, camera and frame, and every kept gt box is one crop."""
+    from reid.tracking.synthetic_scene import SequenceSettings
+    from reid.tracking.synthetic_sequences import make_sequences
+
+    make_sequences(str(tmp_path / "seqs"), SequenceSettings(cameras=2, frames=30, width=320, height=180, seed=3),
+                   log=lambda _: None)
+    sequences = find_sequences(str(tmp_path / "seqs"))
+    settings = CropSettings()
+    summary = gt_to_reid(sequences, str(tmp_path / "reid"), settings, log=lambda _: None)
+    person = {d["pid"]: d["track_id"] for d in summary["identities"]}
+    assert len(set(d["scope"] for d in summary["identities"])) == 1  # one scene: global ids stay global
+    crops = set()
+    for split in ("bounding_box_train", "query", "bounding_box_test"):
+        for name in os.listdir(tmp_path / "reid" / split):
+            pid, cam, frame = map(int, re.fullmatch(r"(\d{4})_c(\d+)s1_(\d{6})_00\.jpg", name).groups())
+            crops.add((person[pid], cam, frame, split == "query"))
+    expected = set()
+    for seq in sequences:
+        gt = read_gt(seq.gt_path, seq)
+        x0, y0 = np.clip(gt.boxes[:, 0], 0, seq.width), np.clip(gt.boxes[:, 1], 0, seq.height)
+        x1 = np.clip(gt.boxes[:, 0] + gt.boxes[:, 2], 0, seq.width)
+        y1 = np.clip(gt.boxes[:, 1] + gt.boxes[:, 3], 0, seq.height)
+        keep = ((gt.cls == 1) & (gt.conf == 1) & (gt.visibility >= settings.min_visibility)
+                & ((gt.frame - 1) % settings.frame_step == 0) & (np.ceil(y1) - np.floor(y0) >= settings.min_height)
+                & (x1 > x0))
+        expected |= {(int(t), seq.camera, int(f)) for t, f in zip(gt.track_id[keep], gt.frame[keep])}
+    assert {c[:3] for c in crops} == expected and len(crops) == len(expected)  # each box once, in one split
+    test_people = {p for p, _, _, q in crops if q}
+    train_people = {person[d["pid"]] for d in summary["identities"] if d["split"] == "train"}
+    assert test_people and train_people and not test_people & train_people
