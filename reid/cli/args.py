@@ -6,6 +6,7 @@ and refuse a busy run folder before it imports torch.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from typing import Callable, List, Optional, Sequence
@@ -77,6 +78,28 @@ def int_in(low: int, high: Optional[int] = None, bound_of: str = "") -> Callable
             where = f">= {low}" if high is None else f"in [{low}, {high}]"
             source = f" (the bounds of {bound_of})" if bound_of else ""
             raise argparse.ArgumentTypeError(f"{value} is out of range: it must lie {where}{source}")
+        return value
+
+    return parse
+
+
+def float_in(low: float, high: Optional[float] = None, what: str = "a number", open_low: bool = False,
+             open_high: bool = False) -> Callable[[str], float]:
+    """An argparse ``type``: a finite float in ``[low, high]`` (`open_low` / `open_high` leave a bound
+    out; no upper bound when `high` is None); anything else is argparse's usage error naming the
+    flag, the value and `what` the flag takes (e.g. "a cosine distance")."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        too_low = value <= low if open_low else value < low
+        too_high = high is not None and (value >= high if open_high else value > high)
+        if not math.isfinite(value) or too_low or too_high:
+            where = (f"{'>' if open_low else '>='} {low:g}" if high is None else
+                     f"in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}")
+            raise argparse.ArgumentTypeError(f"{text} is not {what} {where}")
         return value
 
     return parse

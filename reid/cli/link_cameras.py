@@ -28,35 +28,14 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-from .args import int_in, overrides, parse_args, tool_parser
+from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
 
 #: The false accept rate whose calibrated threshold is used when neither --threshold nor --far is given.
 DEFAULT_FAR = 1e-2
-
-
-def _distance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value <= 2.0:
-        raise argparse.ArgumentTypeError(f"{value} is not a cosine distance in (0, 2] (e.g. 0.5)")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{value} must be a number of seconds >= 0")
-    return value
 
 
 def _calibrated_distance(args: argparse.Namespace, far: float) -> float:
@@ -82,12 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--crops-per-tracklet", type=int_in(1, 1000), default=8, metavar="N",
                    help="crops pooled into a tracklet's feature, spread over its time (default: 8)")
     decide = p.add_mutually_exclusive_group()
-    decide.add_argument("--threshold", type=_distance, default=None, metavar="D",
+    decide.add_argument("--threshold", type=float_in(0, 2, "a cosine distance", open_low=True), default=None, metavar="D",
                         help="link identities whose average cosine distance is below D, in (0, 2]")
-    decide.add_argument("--far", type=float, default=None, metavar="F",
+    decide.add_argument("--far", type=float_in(0, 1, "a false accept rate", open_low=True, open_high=True), default=None, metavar="F",
                         help=f"the distance calibrated at false accept rate F (thresholds.json next to --run / "
                              f"--weights; default: {DEFAULT_FAR:g} when --threshold is not given)")
-    p.add_argument("--max-gap", type=_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--max-gap", type=float_in(0, None, "a number of seconds"), default=None, metavar="SECONDS",
                    help="tracklets of two cameras further apart in time are not linked (default: no limit)")
     p.add_argument("--transitions", metavar="FILE", default=None,
                    help='JSON of the camera pairs people walk between: {"transitions": [{"cameras": [1, 2], '
@@ -106,8 +85,6 @@ def main(argv=None) -> int:
     check_model_arguments(parser, args)
     if not (args.run or args.weights or args.config_file):
         parser.error("name the appearance model: --run DIR, --weights FILE or --config-file FILE")
-    if args.far is not None and not 0.0 < args.far < 1.0:
-        parser.error(f"--far is a false accept rate in (0, 1) (e.g. 1e-2), got {args.far}")
 
     def work() -> None:
         from reid.tracking.appearance import load_appearance_models

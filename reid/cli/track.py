@@ -30,32 +30,12 @@ import os
 import sys
 from typing import Any, Dict, List, Optional
 
-from .args import parse_args, tool_parser
+from .args import float_in, int_in, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
 
 TRACKER_NAMES = ("botsort", "deepocsort", "strongsort")  # reid.tracking.gain.TRACKERS (no import: --help stays light)
 BACKENDS = ("torch", "onnxruntime", "openvino")
-
-
-def _threshold(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value <= 2.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a cosine distance in (0, 2]")
-    return value
-
-
-def _far(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a false-accept rate in (0, 1)")
-    return value
 
 
 def _option(text: str) -> Any:
@@ -66,16 +46,6 @@ def _option(text: str) -> Any:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
-
-
-def _size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 16 <= value <= 1024:
-        raise argparse.ArgumentTypeError(f"{text} is not an input side between 16 and 1024 pixels")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,11 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="det: each sequence's det/det.txt (default); gt: its ground-truth boxes")
     p.add_argument("--backend", default="torch", choices=BACKENDS,
                    help="runtime of checkpoints (exported files run with their own)")
-    p.add_argument("--input-size", nargs=2, type=_size, metavar=("H", "W"),
+    p.add_argument("--input-size", nargs=2, type=int_in(16, 1024), metavar=("H", "W"),
                    help="crop size handed to the model (default: the model's)")
-    p.add_argument("--appearance-threshold", type=_threshold, metavar="D",
+    p.add_argument("--appearance-threshold", type=float_in(0, 2, "a cosine distance", open_low=True), metavar="D",
                    help="cosine-distance gate for appearance matches instead of the calibrated one")
-    p.add_argument("--far", type=_far, default=1e-2,
+    p.add_argument("--far", type=float_in(0, 1, "a false-accept rate", open_low=True, open_high=True), default=1e-2,
                    help="false-accept rate at which the appearance threshold is calibrated (default: 0.01)")
     p.add_argument("--tracker-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                    help="a BoxMOT tracker setting, e.g. use_cmc=false or track_buffer=60 (repeatable)")

@@ -24,18 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import int_in, parse_args, tool_parser
+from .args import float_in, int_in, parse_args, tool_parser
 from .errors import run_main
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value} must lie in [0, 1]")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,10 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a tracker's result files (<sequence name>.txt): unlabelled crops with tracklet ids")
     p.add_argument("--classes", type=int_in(-1), nargs="+", default=[1], metavar="C",
                    help="gt classes kept (default: 1, pedestrian)")
-    p.add_argument("--min-visibility", type=_fraction, default=0.3, help="gt visibility at least (default: 0.3)")
+    p.add_argument("--min-visibility", type=float_in(0, 1, "a fraction"), default=0.3, help="gt visibility at least (default: 0.3)")
     p.add_argument("--min-height", type=int_in(1), default=32, help="box height in pixels, clipped (default: 32)")
     p.add_argument("--frame-step", type=int_in(1), default=5, help="every n-th frame (default: 5)")
-    p.add_argument("--train-fraction", type=_fraction, default=0.5,
+    p.add_argument("--train-fraction", type=float_in(0, 1, "a fraction"), default=0.5,
                    help="share of identities for training, the rest for query/gallery (default: 0.5)")
     p.add_argument("--seed", type=int_in(0), default=0, help="seed of the identity split and the queries (default: 0)")
     p.add_argument("--format", choices=("jpg", "png"), default="jpg", help="crop files (default: jpg)")

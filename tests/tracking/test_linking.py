@@ -225,7 +225,7 @@ def test_tool_needs_a_model_and_a_far_in_0_1(capsys):
     assert e.value.code == 2 and "name the appearance model" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["--sequences", "s", "--tracks", "gt", "--output", "o", "--run", "r", "--far", "2"])
-    assert "--far is a false accept rate in (0, 1)" in capsys.readouterr().err
+    assert "argument --far: 2 is not a false accept rate in (0, 1)" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ reference IDF1 (tests only)

@@ -52,4 +52,4 @@ def test_tool_argument_and_input_errors(tmp_path, capsys):
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'empty'}: no MOTChallenge sequence found")
     with pytest.raises(SystemExit) as e:
         cli.main(["--sequences", "x", "--output", "y", "--min-visibility", "2"])
-    assert e.value.code == 2 and "argument --min-visibility: 2.0 must lie in [0, 1]" in capsys.readouterr().err
+    assert e.value.code == 2 and "argument --min-visibility: 2 is not a fraction in [0, 1]" in capsys.readouterr().err
