@@ -86,17 +86,16 @@ class _Bars:
             return
         from tqdm import tqdm
 
-        key = (label, line["sequence"])
-        if line.get("done"):
-            bar = self.bars.pop(key, None)
-            if bar is not None:
-                bar.close()
-            return
+        stage = line.get("stage", "tracking")
+        key = (label, line["sequence"], stage)
         bar = self.bars.get(key)
-        if bar is None:
-            bar = self.bars[key] = tqdm(total=line["length"], desc=f"{label} | {line['sequence']}", unit="frame",
-                                        file=sys.stderr, leave=False)
-        bar.update(line["frame"] - bar.n)
+        if bar is None and "frame" in line:
+            bar = self.bars[key] = tqdm(total=line["length"], desc=f"{label} | {line['sequence']} | {stage}",
+                                        unit="frame", file=sys.stderr, leave=False)
+        if bar is not None and "frame" in line:
+            bar.update(line["frame"] - bar.n)
+        if line.get("done") and bar is not None:
+            self.bars.pop(key).close()
 
 
 def main(argv: Optional[List[str]] = None) -> int:

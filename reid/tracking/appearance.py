@@ -147,10 +147,9 @@ def embed_rows(sequence: Sequence, rows: MOTRows, model: AppearanceModel,
     pixels = clip_boxes(rows.boxes, sequence.width, sequence.height)
     out = np.zeros((len(rows), model.feature_dim), np.float32)
     inside = np.flatnonzero((pixels[:, 2] > pixels[:, 0]) & (pixels[:, 3] > pixels[:, 1]))
-    done = 0
-    for _, index, crops in frame_crops(sequence, rows.frame[inside], pixels[inside]):
+    total = len(np.unique(rows.frame[inside]))
+    for done, (_, index, crops) in enumerate(frame_crops(sequence, rows.frame[inside], pixels[inside]), 1):
         out[inside[index]] = model.embed([np.ascontiguousarray(c[:, :, ::-1]) for c in crops])  # BGR -> RGB
-        done += 1
         if progress is not None:
-            progress(done, 0)
+            progress(done, total)
     return out

@@ -114,7 +114,7 @@ def _threshold(kind: TrackerKind, model: AppearanceModel, sequences: Seq[Sequenc
         return {"option": None, "distance": None, "source": "this tracker weights appearance, it has no threshold"}
     out: Dict[str, Any] = {"option": kind.threshold_option}
     if given is not None:
-        return {**out, "distance": float(given), "source": "--appearance-threshold"}
+        return {**out, "distance": float(given), "source": "given (--appearance-threshold or --tracker-option)"}
     if all(s.gt_path for s in sequences):
         ids, frames = [], []
         scopes: Dict[str, int] = {}
@@ -177,12 +177,14 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
         os.makedirs(folder, exist_ok=True)
         os.makedirs(inputs, exist_ok=True)
         t0 = time.perf_counter()
-        features = [None if model is None else embed_rows(s, rows, model) for s, rows in zip(sequences, boxes)]
+        features = [None if model is None else embed_rows(s, rows, model, _stage(progress, label, s.name))
+                    for s, rows in zip(sequences, boxes)]
         embed_seconds = time.perf_counter() - t0
         options = dict(kind.motion_options if model is None else kind.appearance_options)
         threshold: Dict[str, Any] = {}
         if model is not None:
-            threshold = _threshold(kind, model, sequences, boxes, features, appearance_threshold, far, calibrated)
+            given = (tracker_options or {}).get(kind.threshold_option, appearance_threshold)
+            threshold = _threshold(kind, model, sequences, boxes, features, given, far, calibrated)
             if threshold.get("distance") is not None:
                 options[kind.threshold_option] = float(threshold["distance"])
         options.update(tracker_options or {})
@@ -212,6 +214,18 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
         for run in runs:
             run.metrics = score_results(entries, run.results, os.path.join(output, "features", "scoring"), python)
     return runs
+
+
+def _stage(progress: Optional[Callable[[str, Dict[str, Any]], None]], label: str, sequence: str):
+    """`progress` lines for the features of one sequence, as the tracker environment prints its own."""
+    if progress is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        progress(label, {"sequence": sequence, "stage": "features", "frame": done, "length": total,
+                         **({"done": True} if done == total else {})})
+
+    return report
 
 
 def _needs_frames(tracker: str, options: Dict[str, Any]) -> bool:
