@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a BoxMOT tracker setting, e.g. use_cmc=false or track_buffer=60 (repeatable)")
     p.add_argument("--tracker-python", metavar="PYTHON",
                    help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
+    p.add_argument("--threads", type=int_in(1, 256), default=None,
+                   help="CPU threads of torch and ONNX Runtime (default: torch's; 1 is fastest for per-frame "
+                        "batches with --backend onnxruntime on a small CPU, docs/benchmarks.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -121,6 +124,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from reid.tracking.tracker_env import tracker_python
 
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)  # before the models: ONNX Runtime sessions take torch's count
         sequences = find_sequences(args.sequences)
         boxes = [sequence_detections(s, args.detections) for s in sequences]  # bad files fail before any work
         if os.path.exists(args.output) and not os.path.isdir(args.output):

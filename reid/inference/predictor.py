@@ -27,7 +27,7 @@ from yacs.config import CfgNode
 from reid.data.image_io import read_image
 from reid.data.transforms import build_transforms
 from reid.evaluation.extract import autocast_context, check_feature_batch
-from reid.utils.device import resolve_device
+from reid.utils.device import resolve_device, torch_threads
 
 from .camera_ids import NO_CAMIDS, check_camids, model_cameras
 from .identity import file_hash, weights_hash
@@ -306,11 +306,16 @@ class Predictor:
         camera ids `camids`, for SIE)."""
         images = _as_image_list(images)
         total = len(images)
-        batches = (
-            torch.stack([self.transform(img) for img in images[i:i + self.batch_size]])
-            for i in range(0, total, self.batch_size)
-        )
+        batches = (self._stack(images[i:i + self.batch_size]) for i in range(0, total, self.batch_size))
         return self._run(batches, total, progress, camids=camids)
+
+    def _stack(self, images: List[np.ndarray]) -> torch.Tensor:
+        """The test transform of `images`, stacked; with another runtime than torch on one torch
+        thread (:func:`reid.utils.device.torch_threads`: the runtime's threads have the cores)."""
+        if self._runtime is None:
+            return torch.stack([self.transform(img) for img in images])
+        with torch_threads(1):
+            return torch.stack([self.transform(img) for img in images])
 
     def extract(self, sources: Union[PathLike, Sequence[PathLike]],
                 progress: Optional[ProgressFn] = None) -> Tuple[np.ndarray, List[str]]:

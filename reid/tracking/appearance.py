@@ -79,6 +79,7 @@ def exported_model(path: str, label: str, input_size: Optional[Seq[int]] = None)
     from reid.config import get_cfg
     from reid.data.transforms import build_transforms
     from reid.inference.exported import load_exported
+    from reid.utils.device import torch_threads
 
     model = load_exported(path)
     check_input_size(model.input_size, input_size, path)
@@ -90,7 +91,12 @@ def exported_model(path: str, label: str, input_size: Optional[Seq[int]] = None)
     transform = build_transforms(cfg, is_train=False)
 
     def features(crops: List[np.ndarray]) -> np.ndarray:
-        return model(torch.stack([transform(c) for c in crops]))
+        if model.format == "onnx":  # ONNX Runtime's threads have the cores (reid.utils.device.torch_threads)
+            with torch_threads(1):
+                batch = torch.stack([transform(c) for c in crops])
+        else:
+            batch = torch.stack([transform(c) for c in crops])
+        return model(batch)
 
     identity = {"file": os.path.abspath(path), "backend": "onnxruntime" if path.endswith(".onnx") else "torch.export"}
     identity.update(model.identity or {})

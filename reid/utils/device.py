@@ -1,6 +1,9 @@
 """Turning the MODEL.DEVICE setting into a torch device."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 
 
@@ -41,3 +44,20 @@ def resolve_device(spec: str) -> torch.device:
 
 
 __all__ = ["resolve_device"]
+
+
+@contextmanager
+def torch_threads(num: int) -> Iterator[None]:
+    """Run the block with `num` torch intra-op threads, restoring the count afterwards.
+
+    Used around the light tensor work (resizing, stacking crops) that feeds another runtime:
+    ONNX Runtime's and OpenVINO's threads keep spinning between calls, and torch's own pool
+    fighting them for the same cores made each frame of a tracker 1.5x slower on 2 cores
+    (docs/benchmarks.md, "Tracking").
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(num)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
