@@ -50,15 +50,26 @@ class AppearanceModel:
         return feats / np.maximum(norms, 1e-12)
 
 
+#: Names no model may take: motion only's run folder (reid.tracking.gain), the tracker's inputs.
+RESERVED_LABELS = ("motion_only", "features")
+
+
+def label_folder(label: str) -> str:
+    """The folder name of a run's results: its label with spaces as underscores."""
+    return label.replace(" ", "_")
+
+
 def _label(path: str, taken: Seq[str]) -> str:
     """A short unique name for a model file: its name (checkpoints without .pth, exported files
-    with their suffix), prefixed by its folder where the name says nothing (model_final) or repeats."""
+    with their suffix), prefixed by its folder where the name says nothing (model_final) or repeats;
+    unique as a folder name too (:func:`label_folder`), and never a reserved one."""
     name = os.path.basename(path)
     stem = name[:-4] if name.endswith(".pth") else name
-    if stem in ("model_final", "model_best", "model_interrupted") or stem in taken:
+    used = {label_folder(t) for t in taken} | set(RESERVED_LABELS)
+    if stem in ("model_final", "model_best", "model_interrupted") or label_folder(stem) in used:
         stem = f"{os.path.basename(os.path.dirname(os.path.abspath(path)))}-{stem}"
     label, n = stem, 2
-    while label in taken:
+    while label_folder(label) in used:
         label, n = f"{stem}-{n}", n + 1
     return label
 
@@ -109,8 +120,12 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
         raise ValueError(f"{source}: this model uses camera ids (SIE) and a tracker gives image crops only; use a "
                          "model trained with MODEL.TRANSREID.SIE_CAMERA False.")
     identity = {"file": source, "backend": predictor.backend, "weights_sha256": predictor.weights_sha256}
+    cfg = predictor.cfg.clone()
+    cfg.defrost()
+    cfg.TEST.FLIP = bool(predictor.flip)  # the features as extracted: a calibration on flipped ones does not hold
+    cfg.freeze()
     return AppearanceModel(label, tuple(predictor.input_size), int(predictor.feature_dim), identity,
-                           lambda crops: predictor.extract_arrays(crops), cfg=predictor.cfg,
+                           lambda crops: predictor.extract_arrays(crops), cfg=cfg,
                            weights=str(predictor.cfg.MODEL.WEIGHTS))
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 
 def _tracker(name, options):
+    """A fresh BoxMOT tracker `name` with BoxMOT's tuned defaults and `options` over them."""
     from boxmot import create_tracker
     from boxmot.trackers.specs import TrackerSpec
 
@@ -31,6 +32,7 @@ def _tracker(name, options):
 
 
 def _detections(boxes, scores, features, sample_id):
+    """One frame's boxes (x1, y1, x2, y2), scores and features as BoxMOT's Detections."""
     import torch
     from boxmot.structures import Boxes, Detections
 
@@ -44,6 +46,7 @@ def _detections(boxes, scores, features, sample_id):
 
 
 def _frame_image(seq, frame, blank):
+    """The frame's BGR image where the tracker looks at pixels (the job lists the files), else `blank`."""
     if not seq.get("frames"):
         return blank
     import cv2
@@ -86,6 +89,7 @@ def track_sequence(job, seq):
 
 
 def write_rows(path, rows):
+    """MOTChallenge result lines, sorted by (frame, id), written atomically."""
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for frame, tid, x, y, w, h, c in sorted(rows, key=lambda r: (r[0], r[1])):
@@ -94,6 +98,7 @@ def write_rows(path, rows):
 
 
 def run_track(job):
+    """Track every sequence of a ``track`` job, one fresh tracker each."""
     for seq in job["sequences"]:
         rows, seconds = track_sequence(job, seq)
         write_rows(seq["output"], rows)
@@ -101,10 +106,12 @@ def run_track(job):
 
 
 def _mean(values):
+    """TrackEval's HOTA family is an array over localisation thresholds: its mean is the figure."""
     return float(np.mean(values)) if np.ndim(values) else float(values)
 
 
 def run_score(job):
+    """Score a ``score`` job with TrackEval's MotChallenge2DBox; figures in percent, IDSW a count."""
     import trackeval
 
     eval_config = trackeval.Evaluator.get_default_eval_config()
@@ -136,11 +143,14 @@ def run_score(job):
             "IDF1": 100 * float(ident["IDF1"]), "IDP": 100 * float(ident["IDP"]), "IDR": 100 * float(ident["IDR"]),
             "IDSW": int(clear["IDSW"]), "MOTA": 100 * float(clear["MOTA"]),
         }
-    with open(job["output"], "w", encoding="utf-8") as f:
+    tmp = job["output"] + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
+    os.replace(tmp, job["output"])
 
 
 def main(argv):
+    """Run the job file argv[1]; 0, or 2 with one line on stderr."""
     with open(argv[1], encoding="utf-8") as f:
         job = json.load(f)
     try:

@@ -29,7 +29,7 @@ from reid.utils.file_io import atomic_write_text
 from .appearance import AppearanceModel
 from .linking import Transitions, link_tracklets
 from .mot_files import MOTRows, read_gt, read_results, result_files, write_gt, write_results
-from .sequences import Sequence
+from .sequences import Sequence, identity_scope
 from .tracklets import DEFAULT_CROPS, Tracklets, tracklet_features
 
 Log = Callable[[str], None]
@@ -103,15 +103,6 @@ def concatenate_cameras(parts: Seq[Tuple[MOTRows, int]]) -> MOTRows:
     return MOTRows.concatenate(shifted)
 
 
-def _check_names(sequences: Seq[Sequence]) -> None:
-    seen: Dict[str, str] = {}
-    for s in sequences:
-        if s.name in seen:
-            raise ValueError(f"sequences {seen[s.name]} and {s.root} are both named {s.name!r}, and their result "
-                             "files would be one file; give them distinct names (seqinfo.ini name=).")
-        seen[s.name] = s.root
-
-
 def _identities(sequences: Seq[Sequence], tracklets: Tracklets, global_id: np.ndarray) -> List[Dict]:
     out: List[Dict] = []
     for g in np.unique(global_id):
@@ -144,7 +135,9 @@ def score_cameras(sequences: Seq[Sequence], result_files: Seq[str], output: str,
     folder = os.path.join(output, "multicamera")
     os.makedirs(folder, exist_ok=True)
     entries, results = [], {}
-    for scene in sorted({s.scene for s in sequences}):
+    # only a declared scene's ground truth has global ids; other sequences' ids 1 are other people
+    declared = sorted({s.scene for s in sequences if identity_scope(s).startswith("scene:")})
+    for scene in declared:
         members = [(s, p) for s, p in zip(sequences, result_files) if s.scene == scene]
         gt = concatenate_cameras([(read_gt(s.gt_path, s), s.length) for s, _ in members])
         res = concatenate_cameras([(read_results(p, s), s.length) for s, p in members])
@@ -152,12 +145,13 @@ def score_cameras(sequences: Seq[Sequence], result_files: Seq[str], output: str,
         write_gt(os.path.join(folder, f"{name}-gt.txt"), gt)
         results[name] = write_results(os.path.join(folder, f"{name}.txt"), res)
         entries.append((name, os.path.join(folder, f"{name}-gt.txt"), sum(s.length for s, _ in members)))
-    multi = score(entries, results, os.path.join(output, "scoring", "multicamera"))
+    multi = score(entries, results, os.path.join(output, "scoring", "multicamera")) if entries else {}
     return {"scorer": "TrackEval",
             "multi_camera": {name: multi[name] for name, _, _ in entries},
             "multi_camera_combined": multi.get("COMBINED"),
             "per_camera": per_camera,
-            "protocol": "multi-camera: each scene's cameras concatenated in time into one sequence with global ids "
+            "protocol": "multi-camera (scenes declared in seqinfo.ini, whose gt ids are global): each scene's cameras "
+                        "concatenated in time into one sequence with global ids "
                         "(AI City MTMC); per camera: each sequence's gt against its global-id results"}
 
 
@@ -168,7 +162,6 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
     scene and write the module docstring's files under `output`; returns identities.json's
     content (with ``metrics`` when scored)."""
     settings.check()
-    _check_names(sequences)
     rows = read_camera_tracks(sequences, tracks)
     parts = []
     for k, (seq, r) in enumerate(zip(sequences, rows)):
@@ -209,6 +202,9 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
         atomic_write_text(os.path.join(output, "metrics.json"), json.dumps(scores, indent=1, default=float))
         for name, values in scores["multi_camera"].items():
             log(f"{name}: " + ", ".join(f"{m} {values[m]:.2f}" for m in MULTI_CAMERA_METRICS if m in values))
+        if not scores["multi_camera"]:
+            log("no multi-camera score: no sequence declares its scene (seqinfo.ini scene=), so their gt ids are not "
+                "known to be global; per-camera metrics only")
         record["metrics"] = scores
     elif metrics:
         log("no metrics.json: not every sequence has ground truth (gt/gt.txt)")

@@ -15,7 +15,11 @@ from .sequences import Sequence, SequenceError
 
 def clip_boxes(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
     """MOT boxes ``[N, 4]`` (left, top, width, height) as integer pixel ranges ``[N, 4]`` (x0, y0,
-    x1, y1) clipped to a ``width`` x ``height`` image: ``image[y0:y1, x0:x1]`` is the crop."""
+    x1, y1) clipped to a ``width`` x ``height`` image: ``image[y0:y1, x0:x1]`` is the crop.
+
+    Coordinates are taken as 0-based array positions, as trackers and detectors write them
+    (MOTChallenge's own ground truth counts from 1: its crops sit one pixel off, which a re-ID
+    model's resize does not notice; the scores compare boxes in one convention and are unaffected)."""
     x0 = np.clip(np.floor(boxes[:, 0]), 0, width)
     y0 = np.clip(np.floor(boxes[:, 1]), 0, height)
     x1 = np.clip(np.ceil(boxes[:, 0] + boxes[:, 2]), 0, width)

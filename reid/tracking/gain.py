@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence as Seq, Tuple
 
 import numpy as np
 
-from .appearance import AppearanceModel, embed_rows
+from .appearance import AppearanceModel, embed_rows, label_folder
 from .mot_files import MOTRows, read_detections, read_gt
 from .scoring import ScoredSequence, score_results
 from .sequences import Sequence, identity_scope
@@ -100,6 +100,7 @@ class RunResult:
     metrics: Optional[Dict[str, Dict[str, float]]] = None
 
     def speed(self) -> Dict[str, float]:
+        """Frames, seconds of embedding and of tracking, frames/s over both, and the model's share."""
         total = self.embed_seconds + self.track_seconds
         return {"frames": self.frames, "embedding_seconds": self.embed_seconds, "tracker_seconds": self.track_seconds,
                 "frames_per_second": self.frames / total if total > 0 else float("inf"),
@@ -161,6 +162,9 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
     inputs to ``output/features/<label>/``. `boxes`: the sequences' detections when already read
     (:func:`sequence_detections`)."""
     kind = check_tracker(tracker)
+    folders = [label_folder(MOTION_ONLY if m is None else m.label) for m in models]
+    if len(set(folders)) != len(folders):
+        raise ValueError(f"two runs would write into one folder ({', '.join(folders)}); give the models other labels.")
     if detections not in DETECTION_SOURCES:
         raise ValueError(f"--detections {detections!r}: choose one of {', '.join(DETECTION_SOURCES)}.")
     if boxes is None:
@@ -172,8 +176,8 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
         if model is None and kind.motion_options is None:
             raise ValueError(f"--tracker {tracker} needs an appearance model and has no motion-only mode; leave "
                              f"--no-reid out, or use --tracker botsort or deepocsort for motion only.")
-        folder = os.path.join(output, label.replace(" ", "_"))
-        inputs = os.path.join(output, "features", label.replace(" ", "_"))
+        folder = os.path.join(output, label_folder(label))
+        inputs = os.path.join(output, "features", label_folder(label))
         os.makedirs(folder, exist_ok=True)
         os.makedirs(inputs, exist_ok=True)
         t0 = time.perf_counter()
@@ -187,7 +191,9 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
             threshold = _threshold(kind, model, sequences, boxes, features, given, far, calibrated)
             if threshold.get("distance") is not None:
                 options[kind.threshold_option] = float(threshold["distance"])
-        options.update(tracker_options or {})
+        # the user's settings apply to every run, except those that decide appearance: the baseline stays motion only
+        appearance_keys = set(kind.appearance_options) | set(kind.motion_options or {}) | {kind.threshold_option}
+        options.update({k: v for k, v in (tracker_options or {}).items() if model is not None or k not in appearance_keys})
         job = {"command": "track", "tracker": tracker, "options": options, "sequences": [
             {"name": s.name, "length": s.length, "width": s.width, "height": s.height,
              "detections": _npz(os.path.join(inputs, s.name + ".npz"), rows, f),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from dataclasses import dataclass, fields
 from typing import Iterable, List, Optional, Sequence as Seq, Tuple, Union
 
@@ -114,9 +115,13 @@ def _parse(path: str, what: str, names: Seq[str], counts: Tuple[int, int]) -> Tu
                            f"fix or remove the line (is this a {what}?).")
     try:
         values = np.loadtxt(io.StringIO("\n".join(kept)), delimiter=",", ndmin=2, dtype=np.float64)
-    except ValueError:
+    except ValueError as e:
         _raise_first_non_number(path, kept, numbers, names)
-        raise
+        # numpy refuses what Python's float() takes (e.g. '1_0'); its message gives the row
+        row = re.search(r"at row (\d+), column (\d+)", str(e))
+        line = f"{numbers[int(row.group(1))]}" if row else "?"
+        raise MOTFileError(f"{path}:{line}: a value is not a plain number ({str(e).split(' at row')[0]}); write "
+                           "decimal numbers.") from None
     _check_finite(path, values, numbers, names)
     return values, numbers
 
@@ -187,6 +192,15 @@ def _rows(path: str, values: np.ndarray, numbers: np.ndarray, sequence: Optional
                    np.full(n, -1.0))
 
 
+def _repeated(frame: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Rows whose (frame, id) an earlier row already has: one box per track and frame."""
+    order = np.lexsort((ids, frame))
+    same = (frame[order][1:] == frame[order][:-1]) & (ids[order][1:] == ids[order][:-1])
+    flags = np.zeros(len(frame), bool)
+    flags[order[1:][same]] = True
+    return flags
+
+
 def read_gt(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
     """Ground truth ``frame,id,x,y,w,h,consider,class,visibility`` (9 columns, MOT16/17/20).
 
@@ -197,6 +211,8 @@ def read_gt(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
         (_whole(cls), lambda i: f"class {cls[i]:g} is not a whole number; MOTChallenge classes are integers "
                                 "(1 = pedestrian)."),
         ((vis < 0) | (vis > 1), lambda i: f"visibility {vis[i]:g} is outside [0, 1]; write the visible fraction."),
+        (_repeated(values[:, 0], values[:, 1]), lambda i: f"track {values[i, 1]:g} has a second box in frame "
+                                                          f"{values[i, 0]:g}; keep one box per track and frame."),
     ])
     return MOTRows(rows.frame, rows.track_id, rows.boxes, values[:, 6].copy(), cls.astype(np.int64), vis.copy())
 
@@ -212,7 +228,12 @@ def read_detections(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
 def read_results(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
     """A tracker's results ``frame,id,x,y,w,h[,conf[,x,y,z]]`` (6 to 10 columns); conf 1 where absent."""
     values, numbers = _parse(path, "Tracker result file", RESULT_COLUMNS, (6, 10))
-    rows = _rows(path, values, numbers, sequence, True, "track")
+    rows = _rows(path, values, numbers, sequence, True, "track", [
+        (values[:, 1] < 0, lambda i: f"track id {values[i, 1]:g} is negative; a tracker's result gives each track an "
+                                     "id >= 0."),
+        (_repeated(values[:, 0], values[:, 1]), lambda i: f"track {values[i, 1]:g} has a second box in frame "
+                                                          f"{values[i, 0]:g}; keep one box per track and frame."),
+    ])
     conf = values[:, 6].copy() if values.shape[1] > 6 else np.ones(len(rows))
     return MOTRows(rows.frame, rows.track_id, rows.boxes, conf, rows.cls, rows.visibility)
 

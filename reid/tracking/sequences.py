@@ -180,7 +180,12 @@ def find_sequences(folder: str) -> List[Sequence]:
         found = [path for sub in subs for path in _sequence_folders(sub)]
     if not found:
         raise SequenceError(f"{folder}: no MOTChallenge sequence found ({LAYOUT}).")
-    return sorted((read_sequence(path) for path in found), key=lambda s: (s.name, s.root))
+    sequences = sorted((read_sequence(path) for path in found), key=lambda s: (s.name, s.root))
+    for a, b in zip(sequences, sequences[1:]):
+        if a.name == b.name:  # result files are named after sequences: two would write one file
+            raise SequenceError(f"sequences {a.root} and {b.root} are both named {a.name!r}, and their result files "
+                                "would be one file; give them distinct names (seqinfo.ini name=), or pass them apart.")
+    return sequences
 
 
 __all__ = ["LAYOUT", "SEQINFO", "Sequence", "SequenceError", "find_sequences", "identity_scope", "is_sequence_folder", "read_seqinfo",

@@ -54,8 +54,8 @@ def calibrate_from_ground_truth(features: Seq[np.ndarray], ids: Seq[np.ndarray],
                                 far: float, max_detections: int = 2000, seed: int = 0) -> Dict[str, Any]:
     """The cosine-distance threshold at FAR `far` from detections matched to ground truth, over
     sequences given as parallel lists (features ``[N, D]``, gt ids (-1 = none), frame numbers).
-    Ids are per sequence (prefixed internally), so two sequences' id 1 are two people unless the
-    caller passes global ids. Returns ``{"distance", "tar", "num_impostor", "num_genuine", "source"}``
+    Ids are taken as given: the caller makes them unique where two sequences' id 1 are two people
+    (``reid.tracking.gain`` prefixes them by :func:`reid.tracking.sequences.identity_scope`). Returns ``{"distance", "tar", "num_impostor", "num_genuine", "source"}``
     or, when the pairs cannot resolve `far`, ``{"distance": None, "reason"}``."""
     from reid.evaluation.thresholds import calibrate
 

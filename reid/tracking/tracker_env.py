@@ -21,7 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from reid.utils.file_io import atomic_write_text
 
@@ -91,7 +91,8 @@ def create_env(env_dir: str, log: Log = print) -> str:
         return python
 
 
-def _run_steps(steps, env_dir: str) -> None:
+def _run_steps(steps: List[List[str]], env_dir: str) -> None:
+    """Run each command; the first that fails is one TrackerEnvError saying what to do."""
     for cmd in steps:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -116,18 +117,38 @@ def run_side(python: str, job: Dict[str, Any], job_path: str,
     """Run one job of ``boxmot_side.py`` in `python`; `on_line` receives each JSON line it prints."""
     atomic_write_text(job_path, json.dumps(job, indent=1))
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: TrackEval's chatter cannot block it
-        proc = subprocess.Popen([python, SIDE_SCRIPT, job_path], stdout=subprocess.PIPE, stderr=errors, text=True)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.strip()
-            if line.startswith("{") and on_line is not None:
-                on_line(json.loads(line))
-        code = proc.wait()
+        with subprocess.Popen([python, SIDE_SCRIPT, job_path], stdout=subprocess.PIPE, stderr=errors,
+                              text=True) as proc:
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    message = _json_line(line)
+                    if message is not None and on_line is not None:
+                        on_line(message)
+                code = proc.wait()
+            except BaseException:  # Ctrl-C, or a failing callback: the child must not run on unseen
+                proc.kill()
+                proc.wait()
+                raise
         errors.seek(0)
         err = errors.read()
     if code != 0:
-        last = (err.strip().splitlines() or ["no output"])[-1]
-        raise TrackerEnvError(f"the {job['command']} job ({job_path}) failed in the tracker environment: {last}")
+        last = (err.strip().splitlines() or [f"killed by signal {-code}" if code < 0 else "no output"])[-1]
+        hint = (" (BoT-SORT's camera-motion compensation needs larger frames: pass --tracker-option use_cmc=false)"
+                if "cornerSubPix" in last else "")
+        raise TrackerEnvError(f"the {job['command']} job ({job_path}) failed in the tracker environment: {last}{hint}")
+
+
+def _json_line(line: str) -> Optional[Dict[str, Any]]:
+    """A progress message of boxmot_side.py, or None for anything else a library printed."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        message = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return message if isinstance(message, dict) else None
 
 
 __all__ = ["BOXMOT_VERSION", "REQUIREMENT", "TrackerEnvError", "check_python", "create_env", "default_env_dir",

@@ -135,3 +135,28 @@ def test_a_model_that_knows_the_people_gains_over_motion_only_and_random_feature
     t = by["oracle"].threshold
     assert t["option"] == "appearance_thresh" and t["source"] == "ground truth" and t["far"] == 0.01
     assert 0 < t["distance"] < 2 and by[MOTION_ONLY].threshold == {}
+
+
+def test_no_model_takes_the_folder_of_motion_only_or_of_another_model(tmp_path):
+    from reid.tracking.appearance import _label
+
+    assert _label("/w/motion_only.pth", []) == "w-motion_only"
+    assert _label("/w/my_model.pth", ["my model"]) == "w-my_model"
+    model = AppearanceModel("motion only", (8, 4), 2, {}, lambda crops: None)
+    with pytest.raises(ValueError, match="two runs would write into one folder"):
+        track_runs([], [None, model], "botsort", str(tmp_path), "python")
+
+
+@pytest.mark.slow
+def test_tracker_options_apply_to_every_run_but_never_turn_appearance_on_in_the_baseline(synth, tmp_path,
+                                                                                          monkeypatch, tracker_python):
+    monkeypatch.setattr(gain, "embed_rows", lambda seq, rows, model, progress=None: _features("oracle")(seq, rows, model))
+    model = AppearanceModel("oracle", (8, 4), 64, {}, lambda crops: None)
+    runs = track_runs(find_sequences(synth), [None, model], "botsort", str(tmp_path), tracker_python, detections="gt",
+                      tracker_options={"use_embeddings": True, "appearance_thresh": 0.2, "use_cmc": False},
+                      log=lambda _: None)
+    jobs = [json.load(open(tmp_path / "features" / f / "job.json")) for f in ("motion_only", "oracle")]
+    assert jobs[0]["options"] == {"use_embeddings": False, "use_cmc": False}
+    assert jobs[1]["options"] == {"use_embeddings": True, "appearance_thresh": 0.2, "use_cmc": False}
+    assert runs[1].threshold["distance"] == 0.2 and "given" in runs[1].threshold["source"]
+    assert all(s["frames"] is None for s in jobs[1]["sequences"])  # no camera-motion compensation: no pixels

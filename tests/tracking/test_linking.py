@@ -377,3 +377,21 @@ def test_tool_with_a_tiny_model_writes_consistent_files(synth, tmp_path, tracker
     distance = 1 - record["thresholds"]["0.01"]["similarity"]
     assert f"threshold: cosine distance {distance:.4f}" in capsys.readouterr().out
     assert json.load(open(tmp_path / "far" / "identities.json"))["threshold"] == pytest.approx(distance)
+
+
+def test_sequences_without_a_declared_scene_get_no_multi_camera_score(tmp_path):
+    """Undeclared sequences (MOT17's) number their people each from 1: joining their gt would invent people."""
+    gt = "1,1,2,2,10,20,1,1,1\n2,1,3,2,10,20,1,1,1\n"
+    for name in ("MOT-02", "MOT-04"):
+        write_sequence(str(tmp_path / "train" / name), length=2, gt=gt)
+    sequences = find_sequences(str(tmp_path / "train"))
+    calls = []
+
+    def scorer(entries, results, workdir):
+        calls.append([e[0] for e in entries])
+        return reference_scorer(entries, results, workdir)
+
+    files = [s.gt_path for s in sequences]  # the gt as results: per camera it is perfect
+    scores = cross_camera.score_cameras(sequences, files, str(tmp_path / "out"), scorer)
+    assert calls == [["MOT-02", "MOT-04"]] and scores["multi_camera"] == {}
+    assert all(v["IDF1"] == pytest.approx(1.0) for v in scores["per_camera"].values())

@@ -126,3 +126,20 @@ def test_write_then_read_round_trips(tmp_path):
     write_results(str(tmp_path / "none.txt"), MOTRows.empty())
     assert open(tmp_path / "none.txt").read() == "" and len(read_results(str(tmp_path / "none.txt"))) == 0
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_values_numpy_refuses_two_boxes_of_one_track_in_a_frame_and_negative_result_ids(tmp_path):
+    path = str(tmp_path / "gt.txt")
+    with open(path, "w") as f:
+        f.write("1,1,1,1,5,5,1,1,1\n1,1_0,1,1,5,5,1,1,1\n")  # Python's float() takes '1_0', numpy does not
+    with pytest.raises(MOTFileError, match=r"gt.txt:2: a value is not a plain number"):
+        read_gt(path)
+    with open(path, "w") as f:
+        f.write("1,1,1,1,5,5,1,1,1\n2,1,1,1,5,5,1,1,1\n2,2,1,1,5,5,1,1,1\n2,1,3,3,5,5,1,1,1\n")
+    with pytest.raises(MOTFileError, match=r"gt.txt:4: track 1 has a second box in frame 2"):
+        read_gt(path)
+    results = str(tmp_path / "r.txt")
+    with open(results, "w") as f:
+        f.write("1,3,1,1,5,5\n2,-1,1,1,5,5\n")
+    with pytest.raises(MOTFileError, match=r"r.txt:2: track id -1 is negative"):
+        read_results(results)

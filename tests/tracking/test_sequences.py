@@ -84,3 +84,10 @@ def test_find_sequences_without_any_says_the_layout(tmp_path):
                                    "holds seqinfo.ini and img1/000001.jpg")
     with pytest.raises(SequenceError, match="Sequences folder .*absent. does not exist; a sequence folder holds"):
         find_sequences(str(tmp_path / "absent"))
+
+
+def test_two_sequences_of_one_name_are_refused(tmp_path):
+    for parent in ("a", "b"):
+        write_sequence(str(tmp_path / "all" / parent / "cam1"), length=1)
+    with pytest.raises(SequenceError, match=r"are both named 'cam1'.* distinct names"):
+        find_sequences(str(tmp_path / "all"))

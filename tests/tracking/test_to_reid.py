@@ -24,7 +24,7 @@ def _gt(ids, frames=(1, 2, 3), extra=""):
 
 
 # rows the default filters drop: another class, consider 0, low visibility, too small
-DROPPED = "1,9,1,1,10,40,1,7,1\n1,9,1,1,10,40,0,1,1\n1,9,1,1,10,40,1,1,0.1\n1,9,1,1,10,12,1,1,1\n"
+DROPPED = "1,9,1,1,10,40,1,7,1\n1,10,1,1,10,40,0,1,1\n1,11,1,1,10,40,1,1,0.1\n1,12,1,1,10,12,1,1,1\n"
 
 
 @pytest.fixture
