@@ -163,7 +163,7 @@ def _whole(values: np.ndarray) -> np.ndarray:
 
 
 def _rows(path: str, values: np.ndarray, numbers: np.ndarray, sequence: Optional[Sequence], has_ids: bool,
-          kind: str, more_checks: Seq[Tuple[np.ndarray, object]] = ()) -> MOTRows:
+          kind: str, more_checks: Seq[Tuple[np.ndarray, object]] = (), inside: bool = True) -> MOTRows:
     """Check the common columns (frame, id, box) of parsed `values` and `more_checks` (the earliest
     line any check flags is reported), and make the rows."""
     frame, ids, boxes = values[:, 0], values[:, 1], values[:, 2:6]
@@ -181,7 +181,7 @@ def _rows(path: str, values: np.ndarray, numbers: np.ndarray, sequence: Optional
                                  f"{sequence.name}); fix the line or seqinfo.ini."))
         x, y, w, h = boxes.T
         outside = (x >= sequence.width) | (y >= sequence.height) | (x + w <= 0) | (y + h <= 0)
-        checks.append((outside, lambda i: f"box x,y,w,h = {x[i]:g},{y[i]:g},{w[i]:g},{h[i]:g} lies entirely outside "
+        checks.append((outside & inside, lambda i: f"box x,y,w,h = {x[i]:g},{y[i]:g},{w[i]:g},{h[i]:g} lies entirely outside "
                                           f"the {sequence.width}x{sequence.height} image of sequence {sequence.name}; "
                                           "fix or remove the line."))
     if not has_ids:
@@ -228,7 +228,8 @@ def read_detections(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
 def read_results(path: str, sequence: Optional[Sequence] = None) -> MOTRows:
     """A tracker's results ``frame,id,x,y,w,h[,conf[,x,y,z]]`` (6 to 10 columns); conf 1 where absent."""
     values, numbers = _parse(path, "Tracker result file", RESULT_COLUMNS, (6, 10))
-    rows = _rows(path, values, numbers, sequence, True, "track", [
+    # a tracker's prediction may run past the image edge for a frame or two: kept, as TrackEval keeps it
+    rows = _rows(path, values, numbers, sequence, True, "track", inside=False, more_checks=[
         (values[:, 1] < 0, lambda i: f"track id {values[i, 1]:g} is negative; a tracker's result gives each track an "
                                      "id >= 0."),
         (_repeated(values[:, 0], values[:, 1]), lambda i: f"track {values[i, 1]:g} has a second box in frame "

@@ -143,3 +143,12 @@ def test_values_numpy_refuses_two_boxes_of_one_track_in_a_frame_and_negative_res
         f.write("1,3,1,1,5,5\n2,-1,1,1,5,5\n")
     with pytest.raises(MOTFileError, match=r"r.txt:2: track id -1 is negative"):
         read_results(results)
+
+
+def test_a_trackers_box_predicted_past_the_image_edge_is_kept(tmp_path):
+    """Trackers write their Kalman prediction for a person walking out: the next tool reads it."""
+    seq = read_sequence(write_sequence(str(tmp_path / "s"), length=2))
+    path = str(tmp_path / "r.txt")
+    with open(path, "w") as f:
+        f.write("1,1,90,5,20,40\n2,1,100,5,20,40\n")  # frame 2: entirely right of the 96-pixel image
+    assert read_results(path, seq).boxes[:, 0].tolist() == [90, 100]
