@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -122,6 +121,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from reid.tracking.report import table, write_report
         from reid.tracking.sequences import find_sequences
         from reid.tracking.tracker_env import tracker_python
+        from reid.utils.file_io import check_output_folder
 
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
         if args.threads:
@@ -130,8 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.set_num_threads(args.threads)  # before the models: ONNX Runtime sessions take torch's count
         sequences = find_sequences(args.sequences)
         boxes = [sequence_detections(s, args.detections) for s in sequences]  # bad files fail before any work
-        if os.path.exists(args.output) and not os.path.isdir(args.output):
-            raise ValueError(f"--output {args.output} is a file; name a folder for the results (made if missing).")
+        check_output_folder(args.output, "--output")
         models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
                                         opts=args.opts, device=args.device, backend=args.backend,
                                         input_size=args.input_size) if named else []

@@ -38,8 +38,12 @@ class AppearanceModel:
     feature_dim: int
     identity: Dict[str, Any]
     _features: Callable[[List[np.ndarray]], np.ndarray] = field(repr=False)
-    cfg: Any = field(default=None, repr=False)  # a checkpoint's config: finds its thresholds.json
-    weights: Optional[str] = None  # the checkpoint file, for the same
+    cfg: Any = field(default=None, repr=False)  # a checkpoint's config (MODEL.WEIGHTS): finds its thresholds.json
+
+    @property
+    def weights(self) -> Optional[str]:
+        """The checkpoint file of a checkpoint's model; None for an exported file."""
+        return str(self.cfg.MODEL.WEIGHTS) if self.cfg is not None else None
 
     def embed(self, crops: List[np.ndarray]) -> np.ndarray:
         """L2-normalised features ``[N, D]`` of RGB uint8 crops (any sizes; resized to :attr:`input_size`)."""
@@ -125,8 +129,7 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
     cfg.TEST.FLIP = bool(predictor.flip)  # the features as extracted: a calibration on flipped ones does not hold
     cfg.freeze()
     return AppearanceModel(label, tuple(predictor.input_size), int(predictor.feature_dim), identity,
-                           lambda crops: predictor.extract_arrays(crops), cfg=cfg,
-                           weights=str(predictor.cfg.MODEL.WEIGHTS))
+                           lambda crops: predictor.extract_arrays(crops), cfg=cfg)
 
 
 def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, config_file: Optional[str] = None,

@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence as Seq, Tuple
 
 import numpy as np
 
-from reid.utils.file_io import atomic_write_text
+from reid.utils.file_io import atomic_write_text, check_output_folder
 
 from .appearance import AppearanceModel
 from .linking import Transitions, link_tracklets
@@ -162,6 +162,7 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
     scene and write the module docstring's files under `output`; returns identities.json's
     content (with ``metrics`` when scored)."""
     settings.check()
+    check_output_folder(output)
     rows = read_camera_tracks(sequences, tracks)
     parts = []
     for k, (seq, r) in enumerate(zip(sequences, rows)):

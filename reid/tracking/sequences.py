@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from reid.utils.path_kinds import check_folder, file_problem
+from reid.utils.path_kinds import check_folder, file_problem, is_missing
 from reid.utils.text_files import brief
 
 SEQINFO = "seqinfo.ini"
@@ -64,15 +64,24 @@ class Sequence:
 
     @property
     def gt_path(self) -> Optional[str]:
-        """``root/gt/gt.txt`` when it exists."""
-        path = os.path.join(self.root, "gt", "gt.txt")
-        return path if os.path.isfile(path) else None
+        """``root/gt/gt.txt`` when it exists (None when nothing is there; one line when something
+        other than a file is: a folder, a FIFO or a device would be read as no ground truth)."""
+        return _optional_file(os.path.join(self.root, "gt", "gt.txt"))
 
     @property
     def det_path(self) -> Optional[str]:
-        """``root/det/det.txt`` when it exists."""
-        path = os.path.join(self.root, "det", "det.txt")
-        return path if os.path.isfile(path) else None
+        """``root/det/det.txt`` when it exists (as :attr:`gt_path`)."""
+        return _optional_file(os.path.join(self.root, "det", "det.txt"))
+
+
+def _optional_file(path: str) -> Optional[str]:
+    """`path` when it is a regular file, None when nothing is there, else a one-line SequenceError."""
+    problem = file_problem(path)
+    if problem is None:
+        return path
+    if is_missing(problem) and not os.path.islink(path):
+        return None
+    raise SequenceError(f"{path} {problem}; put the MOTChallenge text file there, or remove it.")
 
 
 def is_sequence_folder(folder: str) -> bool:
@@ -154,9 +163,11 @@ def read_sequence(folder: str) -> Sequence:
                             f"(000001{ext} ...) or set imDir in seqinfo.ini.")
     _check_frames(image_dir, ext, length, ini)
     camera = _number(info, "camera", ini, int) if "camera" in info else _default_camera(folder)
-    return Sequence(name=info.get("name") or os.path.basename(folder), root=folder, frame_rate=frame_rate,
-                    length=length, width=width, height=height, image_dir=image_dir, image_ext=ext, camera=camera,
-                    scene=info.get("scene") or os.path.basename(os.path.dirname(folder)))
+    sequence = Sequence(name=info.get("name") or os.path.basename(folder), root=folder, frame_rate=frame_rate,
+                        length=length, width=width, height=height, image_dir=image_dir, image_ext=ext, camera=camera,
+                        scene=info.get("scene") or os.path.basename(os.path.dirname(folder)))
+    sequence.gt_path, sequence.det_path  # noqa: B018  a gt/det that is no file is refused now, before any work
+    return sequence
 
 
 def identity_scope(sequence: Sequence) -> str:

@@ -25,7 +25,7 @@ from reid.data.datasets.synthetic_render import (
     STYLES, IdentitySpec, apply_camera_look, draw_background, draw_person, sample_cameras, sample_identity,
 )
 from reid.data.datasets.synthetic import write_jpeg
-from reid.utils.file_io import atomic_write_text, build_folder_atomically
+from reid.utils.file_io import atomic_write_text, build_folder_atomically, check_output_folder
 
 from .synthetic_scene import (
     VIEW_NAMES, CameraTruth, SequenceSettings, Visit, box_visibility, ground_truth, noisy_detections, plan_visits,
@@ -138,6 +138,7 @@ def make_sequences(output: str, settings: SequenceSettings = SequenceSettings(),
     Each sequence folder appears whole (built aside, then renamed). An existing one is an error
     unless `overwrite`, which replaces folders that hold a seqinfo.ini (nothing else is removed).
     """
+    check_output_folder(output)
     s = settings.check()
     names = [sequence_name(s, c) for c in range(1, s.cameras + 1)]
     for name in names:

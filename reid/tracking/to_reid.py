@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Sequence as Seq, Tuple
 
 import numpy as np
 
-from reid.utils.file_io import atomic_write_text, build_folder_atomically
+from reid.utils.file_io import atomic_write_text, build_folder_atomically, check_output_folder
 
 from .frames import clip_boxes, frame_crops
 from .mot_files import MOTRows, read_gt, read_results, result_files
@@ -108,6 +108,7 @@ def _check_unique(names: List[str], owners: List[str], hint: str) -> None:
 
 
 def _prepare_output(output: str) -> None:
+    check_output_folder(output)
     if os.path.isdir(output) and os.listdir(output):
         raise FileExistsError(f"Output folder {output} exists and is not empty; name a new folder (or remove it).")
     if os.path.exists(output) and not os.path.isdir(output):

@@ -71,6 +71,17 @@ def check_output_file(path: str) -> str:
     return path
 
 
+def check_output_folder(path: str, what: str = "Output folder") -> str:
+    """`path` when it is a folder or nothing is there (it is made later); else one line naming what
+    is there (a regular file, a FIFO, a device, a broken link) and what to do."""
+    from .path_kinds import WrongPathKindError, folder_problem, is_missing
+
+    problem = folder_problem(path)
+    if problem is not None and not (is_missing(problem) and not os.path.islink(path)):
+        raise WrongPathKindError(f"{what} {path!r} {problem}; name a folder (made if missing), or move it away.")
+    return path
+
+
 def atomic_write(path: str, write_fn: Callable[[Any], None], mode: str = "wb") -> None:
     """Call ``write_fn(fileobj)`` on a temp file next to `path`, fsync it, then rename over `path`.
 

@@ -119,7 +119,11 @@ def test_bad_requests_are_one_line_before_any_work(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert load_tool("track").main(["--sequences", seq, "--output", str(tmp_path / "file"), "--no-reid"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "--output" in err and "is a file" in err
+    assert "\n" not in err and "--output" in err and "is a regular file, not a folder" in err
+    os.mkfifo(tmp_path / "fifo")
+    assert load_tool("track").main(["--sequences", seq, "--output", str(tmp_path / "fifo"), "--no-reid"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "is a FIFO (named pipe), not a folder" in err
     bad = write_sequence(str(tmp_path / "bad"), length=2, det="1,-1,10,10,20,30,0.9,-1,-1,-1\n2,-1,10,10,20\n")
     assert load_tool("track").main(["--sequences", bad, "--output", str(tmp_path / "o2"), "--no-reid"]) == 1
     err = capsys.readouterr().err.strip()
@@ -139,3 +143,16 @@ def test_a_model_of_another_input_size_than_asked_is_one_line(tmp_path, capsys, 
                                     "--input-size", "64", "32"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "takes 32x16 crops" in err and "--input-size" in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
+def test_a_det_or_gt_file_that_is_no_file_is_one_line_not_a_missing_file(tmp_path, capsys, kind):
+    seq = write_sequence(str(tmp_path / "s"), length=2, det="1,-1,10,10,20,30,0.9,-1,-1,-1\n", gt="")
+    target = tmp_path / "s" / ("gt/gt.txt" if kind == "folder" else "det/det.txt")
+    os.remove(target)
+    {"fifo": os.mkfifo, "folder": os.mkdir, "device": lambda p: os.symlink("/dev/zero", p)}[kind](target)
+    assert load_tool("track").main(["--sequences", seq, "--output", str(tmp_path / "o"), "--no-reid"]) == 1
+    err = capsys.readouterr().err.strip()
+    expected = {"fifo": "is a FIFO (named pipe), not a file", "folder": "is a folder, not a file",
+                "device": "is a character device, not a file"}[kind]
+    assert "\n" not in err and f"{target} {expected}" in err
