@@ -15,6 +15,8 @@ OPTIONAL_EXTRAS = {
     "faiss": ["faiss-cpu>=1.15.1"],  # faiss search backends
     "safetensors": ["safetensors>=0.8.0"],  # .safetensors galleries
     "timm": ["timm>=1.0.31"],  # MODEL.BACKBONE.NAME "timm/<model name>": any timm model as a backbone
+    # --backend openvino, and int8 files quantised by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs fastest
+    "openvino": ["openvino>=2026.4.1", "nncf>=3.4.0"],
 }
 
 setup(

@@ -18,6 +18,16 @@ possible; the table reports ratios to torchreid measured in the same run. The no
 backends' features are compared with PyTorch fp32 (max abs difference).
 
     python benchmarks/bench_extract.py --torchreid-python /path/to/torchreid-env/bin/python --threads 2
+
+With ``--precisions fp32 fp16 int8`` it measures the precisions instead (docs/benchmarks.md, "Precision"):
+each model exported by ``tools/export.py``'s code at each precision (int8 calibrated on 256 of the
+crops), run by each runtime (PyTorch runs fp32 only), with images/s at batch 32, latency at batch 1,
+the ratio to fp32 ONNX Runtime and the features' cosine to PyTorch fp32; ``--trained NAME=RUN``
+adds the R-1/mAP of a trained run's model at each precision on its own test set (the accuracy check
+of ``tools/export.py --check-on``; any labelled set works the same way, see docs/inference.md):
+
+    python benchmarks/bench_extract.py --precisions fp32 fp16 int8 --threads 2 \
+        --trained osnet_x0_25=output/demo_osnet --trained resnet18=output/demo
 """
 from __future__ import annotations
 
@@ -25,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +52,7 @@ MODELS = {  # name -> (our config, torchreid's model name)
     "osnet_x0_25": ("configs/Market1501/osnet_x0_25_torchreid.yml", "osnet_x0_25"),
     "osnet_x1_0": ("configs/Market1501/osnet_x1_0_torchreid.yml", "osnet_x1_0"),
     "bot_resnet50": ("configs/Market1501/bot_resnet50.yml", "resnet50"),
+    "vit_small": ("configs/Market1501/vit_small_transreid.yml", None),  # precision table only
 }
 
 
@@ -116,6 +128,130 @@ def our_predictors(name: str, threads: int, backends: Sequence[str]):
     return model, found
 
 
+def _precision_files(name: str, model: torch.nn.Module, images: List[np.ndarray], precisions: Sequence[str],
+                     folder: str) -> Dict[str, str]:
+    """The model's ONNX file at each precision, written as tools/export.py writes them."""
+    from reid.inference.export import export_onnx
+    from reid.inference.precision import convert_fp16, quantize_int8
+    from reid.inference.precision_export import set_metadata
+
+    files = {"fp32": export_onnx(model, os.path.join(folder, f"{name}_fp32.onnx"), SIZE)}
+    if "fp16" in precisions:
+        files["fp16"] = os.path.join(folder, f"{name}_fp16.onnx")
+        convert_fp16(files["fp32"], files["fp16"])
+        set_metadata(files["fp16"], files["fp16"], {"precision": "fp16"}, base=files["fp32"])
+    if "int8" in precisions:
+        pixels = np.stack(images[:256]).transpose(0, 3, 1, 2).astype(np.float32)
+        for quantizer in _quantizers():
+            key = "int8" if quantizer == "onnxruntime" else f"int8 ({quantizer})"
+            files[key] = os.path.join(folder, f"{name}_int8_{quantizer}.onnx")
+            quantize_int8(files["fp32"], files[key], pixels, quantizer=quantizer,
+                          log=lambda line: print(f"  {name} {key}: {line}", flush=True))
+            set_metadata(files[key], files[key], {"precision": "int8"}, base=files["fp32"])
+    return files
+
+
+def _quantizers() -> List[str]:
+    """ONNX Runtime's quantiser, and NNCF where installed."""
+    try:
+        import nncf  # noqa: F401
+    except ImportError:
+        return ["onnxruntime"]
+    return ["onnxruntime", "nncf"]
+
+
+def precision_table(args: argparse.Namespace, images: List[np.ndarray], runtimes: Sequence[str]) -> Dict[str, object]:
+    """images/s, latency and cosine to PyTorch fp32 per model x precision x runtime."""
+    sys.path.insert(0, ROOT)
+    from reid.config import load_config
+    from reid.inference import Predictor
+    from reid.modeling import build_model
+
+    folder = tempfile.mkdtemp(prefix="bench_precision_")
+    rows: Dict[str, object] = {}
+    for name in args.models:
+        # A tracker gives crops only: the ViT without camera ids (SIE), as --for boxmot exports it.
+        extra = ["MODEL.TRANSREID.SIE_CAMERA", False] if name.startswith("vit") else []
+        cfg = load_config(os.path.join(ROOT, MODELS[name][0]), ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.DEVICE", "cpu",
+                                                                "INPUT.SIZE_TEST", list(SIZE), *extra])
+        torch.manual_seed(0)
+        model = build_model(cfg).eval()
+        files = _precision_files(name, model, images, args.precisions, folder)
+        cells = {("fp32", "torch"): {b: Predictor(model, cfg, batch_size=b) for b in (32, 1)}}
+        for precision, path in files.items():
+            for runtime in runtimes:
+                cells[(precision, runtime)] = {b: Predictor(model, cfg, batch_size=b, backend=runtime, exported=path)
+                                               for b in (32, 1)}
+        reference = cells[("fp32", "torch")][32].extract_arrays(images[:64])
+        # The model alone: preprocessed float32 batches of 32 straight into the runtime (no resize,
+        # no stacking), which is what a precision changes.
+        batches = [torch.stack([cells[("fp32", "torch")][32].transform(im) for im in images[i:i + 32]]).float()
+                   for i in range(0, len(images), 32)]
+        result = {}
+        for key, pair in cells.items():
+            pair[1].extract_arrays(images[:1])
+            f = pair[32].extract_arrays(images[:64])
+            result[key] = {"cos_min": float((f * reference).sum(1).min()), "ips": 0.0, "ms": float("inf"),
+                           "model_ips": 0.0}
+        for _ in range(args.repeats):  # interleaved, so that a burst of load hits every cell alike
+            for key, pair in cells.items():
+                result[key]["ips"] = max(result[key]["ips"], throughput(pair[32].extract_arrays, images))
+                result[key]["ms"] = min(result[key]["ms"], latency_ms(pair[1].extract_arrays, images, args.calls))
+                result[key]["model_ips"] = max(result[key]["model_ips"], _model_throughput(pair[32], batches))
+        base = result[("fp32", "onnxruntime")]["ips"]
+        model_base = result[("fp32", "onnxruntime")]["model_ips"]
+        rows[name] = {f"{p}/{r}": {**cell, "x_fp32_onnxruntime": cell["ips"] / base,
+                                   "model_x_fp32_onnxruntime": cell["model_ips"] / model_base}
+                      for (p, r), cell in result.items()}
+        for key, cell in rows[name].items():
+            print(f"{name} {key}: {cell['ips']:.1f} images/s (x{cell['x_fp32_onnxruntime']:.2f} fp32 onnxruntime), "
+                  f"model alone {cell['model_ips']:.1f} (x{cell['model_x_fp32_onnxruntime']:.2f}), {cell['ms']:.2f} ms, "
+                  f"cosine min {cell['cos_min']:.4f}", flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def _model_throughput(predictor, batches: List[torch.Tensor]) -> float:
+    """images/s of the predictor's model or runtime on preprocessed float32 batches."""
+    run = predictor._runtime
+    if run is None:
+        def run(x):
+            with torch.inference_mode():
+                return predictor.model(x)
+    start = time.perf_counter()
+    for x in batches:
+        run(x)
+    return sum(len(x) for x in batches) / (time.perf_counter() - start)
+
+
+def accuracy_rows(trained: Sequence[str], precisions: Sequence[str]) -> Dict[str, object]:
+    """R-1/mAP of each trained run's model at each precision on its test set (tools/export.py --check-on)."""
+    sys.path.insert(0, ROOT)
+    from reid.cli.export import export_command
+    from reid.inference import load_predictor
+
+    out: Dict[str, object] = {}
+    folder = tempfile.mkdtemp(prefix="bench_accuracy_")
+    for pair in trained:
+        name, run = pair.split("=", 1)
+        predictor = load_predictor(run=run, device="cpu")
+        test = list(predictor.cfg.DATASETS.TESTS)[0]
+        variants = [(p, q) for p in precisions for q in (_quantizers() if p == "int8" else ["onnxruntime"])]
+        for precision, quantizer in variants:
+            label = precision if quantizer == "onnxruntime" else f"{precision} ({quantizer})"
+            path = os.path.join(folder, f"{name}_{precision}_{quantizer}.onnx")
+            export_command(predictor, [path], precision=precision, calibration=list(predictor.cfg.DATASETS.NAMES)[:1],
+                           check_on=[test], max_map_drop=100.0, log=lambda line: None, quantizer=quantizer)
+            with open(path + ".report.json", encoding="utf-8") as f:
+                acc = json.load(f)["accuracy"]
+            out[f"{name}/{label}"] = {"run": run, "dataset": test, "size": list(predictor.input_size), **acc}
+            print(f"{name} {label}: fp32 mAP {acc['pytorch_fp32']['mAP']:.2f} -> {acc['exported']['mAP']:.2f} "
+                  f"(drop {acc['map_drop']:+.2f}), R-1 {acc['pytorch_fp32']['R-1']:.2f} -> {acc['exported']['R-1']:.2f}",
+                  flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def main(argv: Sequence[str] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--torchreid-python", help="python of an environment with torchreid 0.2.5 (omit to skip it)")
@@ -123,7 +259,13 @@ def main(argv: Sequence[str] = None) -> int:
     p.add_argument("--images", type=int, default=256, help="crops per throughput pass")
     p.add_argument("--calls", type=int, default=40, help="single-image calls per latency pass")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--models", nargs="+", default=None, choices=list(MODELS),
+                   help="default: all but vit_small (torchreid has none); with --precisions all")
+    p.add_argument("--precisions", nargs="+", choices=("fp32", "fp16", "int8"), default=None,
+                   help="measure these precisions of our exports instead of the comparison with torchreid")
+    p.add_argument("--accuracy-only", action="store_true", help="with --precisions and --trained: no speed table")
+    p.add_argument("--trained", action="append", default=[], metavar="NAME=RUN",
+                   help="with --precisions: R-1/mAP of this training run's model at each precision on its test set")
     p.add_argument("--out", default="", help="JSON file for the results")
     p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--jobs", help=argparse.SUPPRESS)
@@ -141,6 +283,32 @@ def main(argv: Sequence[str] = None) -> int:
         backends.append("openvino")
     except ImportError:
         print("openvino is not installed: its column is left out (pip install openvino)", flush=True)
+    if args.precisions:
+        args.models = args.models or list(MODELS)
+        rows = {} if args.accuracy_only else precision_table(args, images, backends[1:])
+        accuracy = accuracy_rows(args.trained, args.precisions)
+        print(f"\n{platform.processor() or platform.machine()}, {args.threads} threads, torch {torch.__version__}")
+        print("| model | precision | runtime | model alone: images/s (batch 32) | x fp32 ONNX Runtime | "
+              "end to end: images/s | x fp32 ONNX Runtime | latency batch 1 (ms) | min cosine to PyTorch fp32 |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, cells in rows.items():
+            for key, c in cells.items():
+                precision, runtime = key.split("/")
+                print(f"| {name} | {precision} | {runtime} | {c['model_ips']:.1f} | {c['model_x_fp32_onnxruntime']:.2f} | "
+                      f"{c['ips']:.1f} | {c['x_fp32_onnxruntime']:.2f} | {c['ms']:.2f} | {c['cos_min']:.4f} |")
+        if accuracy:
+            print("\n| model (trained run) | precision | test set | R-1 fp32 -> file | mAP fp32 -> file | mAP drop |")
+            print("|---|---|---|---|---|---|")
+            for key, a in accuracy.items():
+                name, precision = key.split("/")
+                print(f"| {name} | {precision} | {a['dataset']} | {a['pytorch_fp32']['R-1']:.2f} -> "
+                      f"{a['exported']['R-1']:.2f} | {a['pytorch_fp32']['mAP']:.2f} -> {a['exported']['mAP']:.2f} | "
+                      f"{a['map_drop']:+.2f} |")
+        if args.out:
+            with open(args.out, "w", encoding="utf-8") as f:
+                json.dump({"threads": args.threads, "speed": rows, "accuracy": accuracy}, f, indent=2)
+        return 0
+    args.models = args.models or [m for m in MODELS if MODELS[m][1]]
     work = tempfile.mkdtemp(prefix="bench_extract_")
     results: Dict[str, Dict[str, object]] = {}
     jobs = {}

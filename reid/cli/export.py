@@ -22,6 +22,17 @@ Examples:
     python tools/export.py --weights model_final.pth --output model.pt2 --no-check
     # for a tracker: BoxMOT's ReID backend loads the file as it is (its input convention)
     python tools/export.py --run output/market_osnet --output osnet_x0_25_market.onnx --for boxmot
+    # int8, calibrated on crops of your cameras; refused if its mAP on a labelled set drops by > 1 point
+    python tools/export.py --run output/osnet --output osnet_int8.onnx --precision int8 \\
+        --calibration crops/ --check-on my/query my/gallery
+    # fp16 for a GPU runtime (TensorRT, CUDA); --quantizer nncf: the int8 file OpenVINO runs fastest
+    python tools/export.py --run output/osnet --output osnet_fp16.onnx --precision fp16
+
+--precision fp16|int8 writes ONNX files with that arithmetic (float32 pixels in and features out
+as ever); each is checked before it is written: features at batch 7 and 32 equal those at batch 1
+in every runtime installed, the cosine of its features to PyTorch fp32's, and with --check-on
+R-1/mAP of both (--max-map-drop). What was measured goes into the file's metadata and
+FILE.report.json. See docs/inference.md, "Choosing a precision".
 
 Load the results with onnxruntime.InferenceSession("r50.onnx") (input "images", output
 "features"), torch.export.load("r50.pt2").module(), or reid.inference.load_exported(path);
@@ -37,7 +48,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from reid.config import value_range
 
-from .args import config_int, int_in, parse_args, tool_parser
+from .args import config_int, float_in, int_in, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
@@ -52,12 +63,20 @@ Log = Callable[[str], None]
 DEFAULT_OPSET = 18
 MIN_SIDE = 16
 TRACKERS = ("boxmot",)
+#: ``reid.inference.precision.PRECISIONS``, ``CALIBRATION_METHODS`` and ``QUANTIZERS`` (a test keeps them equal).
+PRECISIONS = ("fp32", "fp16", "int8")
+CALIBRATION_METHODS = ("minmax", "percentile")
+QUANTIZERS = ("onnxruntime", "nncf")
 
 
 def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Optional[Sequence[int]] = None,
                    opset: int = DEFAULT_OPSET, check: bool = True, tol: float = 1e-4,
                    log: Log = print, tracker: Optional[str] = None,
-                   thresholds: Optional[str] = None) -> List[Optional[ExportCheck]]:
+                   thresholds: Optional[str] = None, precision: str = "fp32",
+                   calibration: Optional[Sequence[str]] = None, calibration_images: int = 300,
+                   calibration_method: str = "minmax", seed: int = 0, check_on: Optional[Sequence[str]] = None,
+                   max_map_drop: float = 1.0, force: bool = False,
+                   quantizer: str = "onnxruntime") -> List[Optional[ExportCheck]]:
     """Export the predictor's model to each of `outputs` (format from the extension) and check it.
 
     With `tracker` ("boxmot") the files take that tracker's input convention instead of raw
@@ -69,6 +88,14 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     and 7; valid random camera ids for a model with SIE) and logs the largest absolute difference; an ONNX check without onnxruntime is
     skipped with a note (None in the result). Raises ExportMismatchError when a difference
     exceeds `tol`, after every file has been written and checked.
+
+    `precision` "fp16" or "int8" writes ONNX files with that arithmetic
+    (``reid.inference.precision_export``): int8 calibrated on `calibration_images` crops of
+    `calibration` (folders, list files or a dataset name; chosen with `seed`; placed by `quantizer`,
+    "onnxruntime" or "nncf"), which are also the
+    crops the checks of every precision run on. With `check_on` (a dataset name, or a query and a
+    gallery) each ONNX file and PyTorch fp32 are scored on it; a file losing more than
+    `max_map_drop` mAP points is not written unless `force` (PrecisionCheckError).
     """
     from reid.inference.export import (
         CHECK_BATCH_SIZES,
@@ -86,9 +113,17 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
     from reid.utils.file_io import check_output_file
 
+    from reid.inference.precision import INT8_NEEDS_CALIBRATION, check_precision
+
+    precision = check_precision(precision)
     for out in outputs:
         if export_format(check_output_file(out)) == "onnx":  # a bad extension, folder or opset fails before slow work
             check_opset(opset)
+        elif precision != "fp32":
+            raise ValueError(f"--precision {precision} writes ONNX files (a .pt2 program computes in fp32, as PyTorch "
+                             f"does); name {out} *.onnx, or leave --precision at fp32.")
+    if precision == "int8" and not calibration:
+        raise ValueError(INT8_NEEDS_CALIBRATION)
     size = list(input_size) if input_size else list(predictor.input_size)
     model, pixels = predictor.model, "RGB 0-255"
     if tracker:
@@ -121,15 +156,29 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         else:
             log(f"note: {thresholds} does not record how many pairs its thresholds rest on (not written by this "
                 "toolkit's calibration); they are not stored in the exported model.")
+    reduced = _PrecisionExport(predictor, size, precision, calibration, calibration_images, calibration_method, seed,
+                               check_on, max_map_drop, force, tracker, log, quantizer)
     checks: List[Optional[ExportCheck]] = []
     for out in outputs:
-        if tracker:
-            export_for_boxmot(predictor.model, out, size, opset=opset, metadata=metadata)
+        if export_format(out) == "onnx" and reduced.wanted:
+            def write_fp32(path: str, out: str = out) -> None:
+                if tracker:
+                    export_for_boxmot(predictor.model, path, size, opset=opset, metadata=metadata)
+                else:
+                    export_model(model, path, size, opset=opset, metadata=metadata)
+
+            reduced.write(out, write_fp32)
+        elif tracker:
+            export_for_boxmot(predictor.model, out, size, opset=opset, metadata={**metadata, "precision": "fp32"})
+        elif reduced.check:
+            log(f"note: --check-on scores ONNX files; {out} is a torch.export program, which computes as PyTorch does "
+                "(checked against it below)")
+            export_model(model, out, size, opset=opset, metadata={**metadata, "precision": "fp32"})
         else:
-            export_model(model, out, size, opset=opset, metadata=metadata)
-        log(f"wrote {export_format(out)} model {out} (input float32 [batch, 3, {size[0]}, {size[1]}] "
-            f"{pixels}{cameras}, output L2-normalised [batch, {predictor.feature_dim}])")
-        if not check:
+            export_model(model, out, size, opset=opset, metadata={**metadata, "precision": "fp32"})
+        log(f"wrote {export_format(out)} model {out} ({reduced.precision_of(out)}; input float32 [batch, 3, {size[0]}, "
+            f"{size[1]}] {pixels}{cameras}, output L2-normalised [batch, {predictor.feature_dim}])")
+        if not check or reduced.precision_of(out) != "fp32":  # reduced precision: checked as it was written
             checks.append(None)
             continue
         try:
@@ -150,6 +199,55 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
     return checks
 
 
+class _PrecisionExport:
+    """The ONNX outputs of one export command at a precision, with their crops and checks (read once)."""
+
+    def __init__(self, predictor: Predictor, size: Sequence[int], precision: str, calibration: Optional[Sequence[str]],
+                 num: int, method: str, seed: int, check_on: Optional[Sequence[str]], max_map_drop: float, force: bool,
+                 tracker: Optional[str], log: Log, quantizer: str = "onnxruntime") -> None:
+        self.predictor, self.size, self.precision, self.log = predictor, list(size), precision, log
+        self.quantizer = quantizer
+        self.method, self.max_map_drop, self.force = method, max_map_drop, force
+        self.wanted = precision != "fp32" or bool(calibration) or bool(check_on)
+        self.cfg = predictor.cfg.clone()
+        self.cfg.defrost()
+        self.cfg.INPUT.SIZE_TEST = [int(s) for s in size]
+        self.pixels, self.source = None, ""
+        self.check = None
+        self.to_input = None
+        if tracker:
+            from reid.inference.trackers import boxmot_input
+
+            self.to_input = boxmot_input
+        if not self.wanted:
+            return
+        from reid.inference.calibration_crops import check_set, load_calibration
+
+        if check_on:  # read (and refused) before any slow work
+            self.check = check_set(self.cfg, check_on)
+            log(f"accuracy check on {self.check[0]}: {len(self.check[1])} query / {len(self.check[2])} gallery images")
+        if calibration:
+            self.pixels, self.source = load_calibration(self.cfg, calibration, num, seed)
+            log(f"calibration crops: {self.source}")
+
+    def precision_of(self, out: str) -> str:
+        from reid.inference.export import export_format
+
+        return self.precision if export_format(out) == "onnx" else "fp32"
+
+    def write(self, out: str, write_fp32: Callable[[str], None]) -> None:
+        from reid.inference.calibration_crops import check_loader
+        from reid.inference.precision_export import export_at_precision, report_path
+
+        name, query, gallery = self.check if self.check else ("", [], [])
+        export_at_precision(
+            self.predictor.model, out, self.size, self.precision, write_fp32=write_fp32, pixels=self.pixels,
+            calibration=self.source, method=self.method, quantizer=self.quantizer, to_input=self.to_input,
+            check_batches=(lambda: check_loader(self.cfg, query, gallery)) if self.check else None,
+            check_query=len(query), check_name=name, max_map_drop=self.max_map_drop, force=self.force, log=self.log)
+        self.log(f"report: {report_path(out)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = tool_parser(__doc__)
     p.add_argument("-o", "--output", nargs="+", required=True, metavar="FILE",
@@ -164,6 +262,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a model that this tracker loads as it is (boxmot: ONNX in BoxMOT's input convention)")
     p.add_argument("--tol", type=float, default=1e-4,
                    help="largest accepted absolute difference of the features (default: 1e-4)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="arithmetic of the ONNX files: fp32 (default), fp16 (for GPUs) or int8 (static quantisation, "
+                        "needs --calibration); docs/inference.md, 'Choosing a precision'")
+    p.add_argument("--calibration", nargs="+", metavar="SRC", default=None,
+                   help="crops int8 is calibrated on and the checks run on: folders, list files or a dataset name "
+                        "(its training images, under DATASETS.ROOT)")
+    p.add_argument("--calibration-images", type=int_in(1, 100000), default=300, metavar="N",
+                   help="how many crops of --calibration (chosen with --seed; default: 300)")
+    p.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
+                   help="int8 activation ranges: minmax (default) or percentile (99.999th, robust to outliers)")
+    p.add_argument("--quantizer", choices=QUANTIZERS, default="onnxruntime",
+                   help="who places int8's QDQ pairs: onnxruntime (default; for ONNX Runtime, TensorRT, BoxMOT) or nncf "
+                        "(OpenVINO's NNCF: the file OpenVINO runs fastest; pip install nncf openvino)")
+    p.add_argument("--seed", type=int_in(0), default=0, help="which calibration crops are chosen (default: 0)")
+    p.add_argument("--check-on", nargs="+", metavar="SRC", default=None,
+                   help="score each ONNX file and PyTorch fp32 on this labelled set: a dataset name (under "
+                        "DATASETS.ROOT), or a query and a gallery (folders of identity sub-folders or list files)")
+    p.add_argument("--max-map-drop", type=float_in(0.0, 100.0), default=1.0, metavar="POINTS",
+                   help="with --check-on: a file losing more mAP points than this is not written (default: 1.0)")
+    p.add_argument("--force", action="store_true", help="write a file that loses more than --max-map-drop anyway")
     add_model_arguments(p)
     return p
 
@@ -171,7 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
-    check_model_arguments(parser, args, lists=("output",))
+    check_model_arguments(parser, args, lists=("output", "calibration", "check_on"))
+    if args.precision == "int8" and not args.calibration:
+        parser.error("--precision int8 needs calibration crops: pass --calibration with a folder, list file or dataset "
+                     "name of a few hundred crops of your cameras")
 
     def work() -> None:
         from reid.evaluation.thresholds import calibrated_for, find_thresholds, load_thresholds
@@ -184,7 +305,11 @@ def main(argv=None) -> int:
                   "its thresholds are not stored in the exported model.")
             thresholds = None
         export_command(predictor, args.output, input_size=args.input_size, opset=args.opset,
-                       check=not args.no_check, tol=args.tol, tracker=args.tracker, thresholds=thresholds)
+                       check=not args.no_check, tol=args.tol, tracker=args.tracker, thresholds=thresholds,
+                       precision=args.precision, calibration=args.calibration,
+                       calibration_images=args.calibration_images, calibration_method=args.calibration_method,
+                       seed=args.seed, check_on=args.check_on, max_map_drop=args.max_map_drop, force=args.force,
+                       quantizer=args.quantizer)
 
     return run_main(work)
 

@@ -21,6 +21,9 @@ Examples:
     # a file tools/export.py wrote (it must hold the run's weights: checked by their hash)
     python tools/extract.py --run output/osnet --input crops/ --output g.npz --backend onnxruntime \\
         --exported osnet.onnx
+    # an int8 file (tools/export.py --precision int8 --quantizer nncf: fastest in OpenVINO)
+    python tools/extract.py --run output/osnet --input crops/ --output g.npz --backend openvino \\
+        --exported osnet_int8.onnx --precision int8
 
 An image that cannot be read (empty, truncated, not an image) stops the tool with an error
 naming it; with --skip-corrupt (or DATASETS.SKIP_CORRUPT True) every image is read once first
@@ -140,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exported", metavar="FILE", default=None,
                    help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py, exported from the "
                         "weights of --run / --weights (checked; default: export now)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default=None,
+                   help="with --backend onnxruntime/openvino: the file's arithmetic (default: what --exported records, "
+                        "else fp32); fp16 exports now, int8 needs a file of tools/export.py --precision int8")
     add_model_arguments(p)
     return p
 
@@ -154,6 +160,12 @@ def main(argv=None) -> int:
         parser.error(f"--exported {args.exported} runs with --backend onnxruntime or --backend openvino; name one "
                      "(the torch backend runs the weights of --run / --weights, not an exported file)")
     args.backend = args.backend or "torch"
+    if args.backend == "torch" and args.precision not in (None, "fp32"):
+        parser.error(f"--precision {args.precision} runs with --backend onnxruntime or openvino (the torch backend runs "
+                     "the fp32 weights; TEST.AMP bf16 computes in bf16 with PyTorch)")
+    if args.precision == "int8" and not args.exported:
+        parser.error("--precision int8 needs calibration crops: write the file with tools/export.py --precision int8 "
+                     "--calibration CROPS and pass it with --exported")
 
     def work() -> None:
         import torch.distributed as dist
@@ -164,7 +176,7 @@ def main(argv=None) -> int:
         rank = init_distributed(args.device or "auto").rank  # a torchrun job: one shard per process
         try:
             predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers,
-                                            backend=args.backend, exported=args.exported)
+                                            backend=args.backend, exported=args.exported, precision=args.precision)
             skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
             extract_command(predictor, args.input, args.output, progress=not args.quiet and rank == 0,
                             skip_corrupt=skip, log=print if rank == 0 else (lambda _: None))

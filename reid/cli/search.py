@@ -88,7 +88,7 @@ def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], so
             "gallery, or rebuild the gallery with tools/extract.py and this model."
         )
     mine = predictor.describe()
-    keys = ["input_size", "flip"]
+    keys = ["input_size", "flip", "precision"]
     differences: List[str] = []
     theirs_hash, mine_hash = meta.get("weights_sha256"), mine.get("weights_sha256")
     if theirs_hash and mine_hash:
@@ -102,7 +102,7 @@ def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], so
         keys.insert(0, "weights")
     for key in keys:
         theirs = meta.get(key)
-        if theirs is not None and theirs != mine[key]:
+        if theirs is not None and theirs != mine.get(key):
             differences.append(f"the gallery was made with {key} {brief(theirs)}, the queries use {brief(mine[key])}")
     if differences and calibrated:
         raise ValueError(f"--far: {'; '.join(differences)} (gallery {source!r}), so the calibrated threshold's FAR "

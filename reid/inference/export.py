@@ -59,7 +59,7 @@ INPUT_NAME = "images"
 OUTPUT_NAME = "features"
 BATCH_AXIS = "batch"
 DEFAULT_OPSET = 18  # the lowest opset torch's torch.export-based ONNX exporter writes
-CHECK_BATCH_SIZES = (1, 7)
+CHECK_BATCH_SIZES = (1, 7, 32)  # 32: a full batch, where exports with a wrong batch axis go wrong
 MAX_BATCH = 2**31 - 1  # the batch axis' upper bound where torch needs one (torch 2.6, see export_program)
 
 

@@ -101,7 +101,10 @@ class Predictor:
     and ``TEST.AMP``; `num_workers` reader processes decode image files (0 = in this process).
     `backend` "onnxruntime" or "openvino" runs the model's ONNX export on the CPU instead of
     PyTorch (`exported`: an existing ``tools/export.py`` file; by default the model is exported
-    when the predictor is built); see ``reid.inference.runtimes``.
+    when the predictor is built); see ``reid.inference.runtimes``. `precision` (fp32, fp16, int8)
+    is that file's arithmetic: checked against what a given file records, or the precision the model
+    is exported at (fp16; int8 files come from ``tools/export.py --calibration``). The torch backend
+    computes in fp32 (``TEST.AMP`` for bf16/fp16 autocast).
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class Predictor:
         num_workers: int = 0,
         backend: str = "torch",
         exported: Optional[PathLike] = None,
+        precision: Optional[str] = None,
     ) -> None:
         self.cfg = cfg
         self.device = resolve_device(cfg.MODEL.DEVICE if device is None else str(device))
@@ -137,12 +141,17 @@ class Predictor:
             raise ValueError(f"An exported file ({os.fspath(exported)}) runs with backend onnxruntime or openvino; the "
                              "torch backend runs the weights themselves. Choose one of those backends, or leave the "
                              "exported file out.")
+        if self.backend == "torch" and precision not in (None, "fp32"):
+            raise ValueError(f"The torch backend runs the fp32 weights; {precision} files run with backend onnxruntime "
+                             f"or openvino (tools/extract.py --backend onnxruntime --precision {precision}), and "
+                             "TEST.AMP bf16 computes in bf16 with PyTorch.")
         if self.backend != "torch":
             if self.flip:
                 raise ValueError(f"TEST.FLIP True averages unnormalised features, which the exported model does not "
                                  f"return; set TEST.FLIP False, or use the torch backend instead of {self.backend}.")
             self._runtime = build_runtime(self.backend, self.model, self.input_size,
-                                          os.fspath(exported) if exported else None, weights=str(cfg.MODEL.WEIGHTS))
+                                          os.fspath(exported) if exported else None, weights=str(cfg.MODEL.WEIGHTS),
+                                          precision=precision)
             if self._runtime.identity is not None:  # checked equal to the model's: no need to hash it again
                 self._weights_sha256 = self._runtime.identity["weights_sha256"]
 
@@ -204,6 +213,11 @@ class Predictor:
         return self._weights_sha256
 
     @property
+    def precision(self) -> str:
+        """The arithmetic features are made with: fp32 for PyTorch, else the exported file's."""
+        return getattr(self._runtime, "precision", "fp32")
+
+    @property
     def exported(self) -> Optional[str]:
         """The exported file a backend other than torch runs when one was given, else None."""
         return getattr(self._runtime, "path", None)
@@ -226,6 +240,7 @@ class Predictor:
             "input_size": f"{h}x{w}",
             "flip": str(self.flip),
             "feature_dim": str(self.feature_dim),
+            "precision": self.precision,
         }
         if self.exported:
             if self._exported_sha256 is None:
@@ -253,7 +268,12 @@ class Predictor:
                 raise ValueError(NO_CAMIDS)
             cams = check_camids(camids, len(images), self.num_cameras, "this model", paths)
         if self._runtime is not None:
-            f = torch.from_numpy(np.asarray(self._runtime(images, cams), dtype=np.float32))
+            # torch's pool stays at one thread around the runtime's call: its conversions and the
+            # normalisation are light, and a second pool spinning beside the runtime's costs it a third.
+            with torch_threads(1):
+                f = torch.from_numpy(np.asarray(self._runtime(images, cams), dtype=np.float32))
+                check_feature_batch(f, paths, amp=self.amp)
+                return F.normalize(f, dim=1).cpu()
         else:
             x = images.to(self.device, non_blocking=True)
             extra = {"camids": cams.to(self.device)} if cams is not None else {}

@@ -28,6 +28,7 @@ from .camera_ids import model_cameras
 from .export import ONNX_EXTRA_HINT, RAW_PIXELS, export_onnx, onnx_feeds
 from .exported import METADATA_KEY, recorded_cameras, unreadable
 from .identity import recorded_identity, short, weights_hash
+from .precision import PRECISIONS, check_precision, convert_fp16
 
 logger = logging.getLogger(__name__)
 
@@ -43,21 +44,42 @@ class ExportedRuntime:
     weights identity that file records and that was checked against the model, None when it
     records none: a file exported before identities were written)."""
 
-    def __init__(self, run: Runtime, path: Optional[str] = None, identity: Optional[Dict[str, str]] = None) -> None:
-        self._run, self.path, self.identity = run, path, identity
+    def __init__(self, run: Runtime, path: Optional[str] = None, identity: Optional[Dict[str, str]] = None,
+                 precision: str = "fp32") -> None:
+        self._run, self.path, self.identity, self.precision = run, path, identity, precision
 
     def __call__(self, images: torch.Tensor, camids: Optional[torch.Tensor] = None) -> np.ndarray:
         return self._run(images, camids)
 
 
-def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str]) -> Tuple[str, Optional[str]]:
-    """The ONNX file to run, and a temporary folder to remove afterwards (None for a given file)."""
+def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str],
+               precision: str = "fp32") -> Tuple[str, Optional[str]]:
+    """The ONNX file to run, and a temporary folder to remove afterwards (None for a given file);
+    exported now at `precision` (fp32 or fp16; int8 needs calibration crops: tools/export.py)."""
     if exported:
         check_file(exported, "Exported model", "name a .onnx file written by tools/export.py.",
                    missing_hint="write it with tools/export.py.")
         return str(exported), None
     folder = tempfile.mkdtemp(prefix="reid_runtime_")
-    return export_onnx(model, os.path.join(folder, "model.onnx"), input_size), folder
+    path = export_onnx(model, os.path.join(folder, "model.onnx"), input_size)
+    if precision == "fp16":
+        convert_fp16(path, path)
+    return path, folder
+
+
+def file_precision(metadata: Optional[str]) -> str:
+    """The precision an exported file records (its ``circle_reid`` metadata); fp32 when it records none."""
+    value = (json_object(metadata) or {}).get("precision", "fp32")
+    return value if value in PRECISIONS else "fp32"
+
+
+def _check_precision(path: Optional[str], metadata: Optional[str], wanted: Optional[str]) -> str:
+    """The precision the file records; a ValueError when another was asked for."""
+    recorded = file_precision(metadata)
+    if path and wanted and wanted != recorded:
+        raise ValueError(f"{path} is an {recorded} file and --precision {wanted} was asked for; export one at "
+                         f"{wanted} with tools/export.py --precision {wanted}, or leave --precision out.")
+    return recorded
 
 
 def _check_size(path: str, shape: Sequence[object], input_size: Tuple[int, int]) -> None:
@@ -133,13 +155,13 @@ def _check_file(path: str, names: Sequence[str], model: nn.Module, metadata: Opt
 
 @RUNTIMES.register("onnxruntime")
 def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
-                        weights: str = "") -> ExportedRuntime:
+                        weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
     """ONNX Runtime on the CPU, all graph optimisations, torch's thread count."""
     try:
         import onnxruntime as ort
     except ImportError as e:
         raise ImportError(f"--backend onnxruntime needs onnxruntime: {ONNX_EXTRA_HINT}.") from e
-    path, folder = _onnx_file(model, input_size, exported)
+    path, folder = _onnx_file(model, input_size, exported, precision or "fp32")
     try:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -150,24 +172,26 @@ def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported:
             raise unreadable(path, e) from None
         _check_size(path, session.get_inputs()[0].shape, input_size)
         names = [i.name for i in session.get_inputs()]
-        identity = _check_file(path, names, model, session.get_modelmeta().custom_metadata_map.get(METADATA_KEY),
-                               folder is None, weights)
+        metadata = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
+        identity = _check_file(path, names, model, metadata, folder is None, weights)
+        recorded = _check_precision(exported, metadata, precision)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
     return ExportedRuntime(lambda x, camids=None: session.run(None, onnx_feeds(names, x, camids))[0],
-                           exported, identity)
+                           exported, identity, recorded if exported else precision or "fp32")
 
 
 @RUNTIMES.register("openvino")
 def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
-                     weights: str = "") -> ExportedRuntime:
-    """OpenVINO on the CPU (reads the ONNX file directly), fp32, torch's thread count."""
+                     weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
+    """OpenVINO on the CPU (reads the ONNX file directly), the file's own precision (fp32 layers in
+    fp32), torch's thread count."""
     try:
         import openvino as ov
     except ImportError as e:
         raise ImportError("--backend openvino needs OpenVINO: pip install openvino (or use --backend onnxruntime).") from e
-    path, folder = _onnx_file(model, input_size, exported)
+    path, folder = _onnx_file(model, input_size, exported, precision or "fp32")
     try:
         core = ov.Core()
         try:
@@ -177,27 +201,71 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
         # OpenVINO's ONNX reader keeps the file's metadata_props under "framework".
         key = ["framework", METADATA_KEY]
         metadata = graph.get_rt_info(key).astype(str) if graph.has_rt_info(key) else None
-        # f32: on CPUs with bf16 units OpenVINO otherwise computes in bf16 (differences of ~1e-3).
-        compiled = core.compile_model(graph, "CPU", {"INFERENCE_NUM_THREADS": _threads(),
-                                                     "INFERENCE_PRECISION_HINT": "f32"})
-        _check_size(path, compiled.input(0).get_partial_shape(), input_size)
-        names = [i.get_any_name() for i in compiled.inputs]
+        _check_size(path, graph.input(0).get_partial_shape(), input_size)
+        names = [i.get_any_name() for i in graph.inputs]
         identity = _check_file(path, names, model, metadata, folder is None, weights)
+        recorded = _check_precision(exported, metadata, precision)
+        runner = OpenVINOBatches(core, graph, _threads())
+        runner(np.zeros((1, 3, *input_size), np.float32), torch.zeros(1, dtype=torch.int64) if len(names) > 1 else None)
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
-    request = compiled.create_infer_request()
-    return ExportedRuntime(lambda x, camids=None: np.asarray(request.infer(onnx_feeds(names, x, camids))[0]),
-                           exported, identity)
+    return ExportedRuntime(runner, exported, identity, recorded if exported else precision or "fp32")
+
+
+class OpenVINOBatches:
+    """An OpenVINO model run at static batch sizes: a batch of n images runs in the model compiled for
+    the next power of two (n > 64: for n itself), zero-padded, and the padding's rows are dropped.
+
+    OpenVINO runs int8 graphs about twice as fast with a static batch as with the free batch axis
+    of the file (fp32 alike; docs/benchmarks.md), and every image is computed on its own, so padding
+    changes no feature. Powers of two keep a tracker's varying crop counts to a few compilations.
+    """
+
+    MAX_BUCKET = 64
+
+    def __init__(self, core, graph, threads: int) -> None:
+        self.core, self.graph = core, graph
+        # f32: on CPUs with bf16 units OpenVINO otherwise computes fp32 layers in bf16 (~1e-3); an
+        # int8 or fp16 file keeps the arithmetic it records.
+        self.config = {"INFERENCE_NUM_THREADS": int(threads), "INFERENCE_PRECISION_HINT": "f32"}
+        self.names = [i.get_any_name() for i in graph.inputs]
+        self._requests: Dict[int, object] = {}
+
+    @classmethod
+    def bucket(cls, n: int) -> int:
+        """The batch size a batch of `n` images runs at."""
+        return 1 << (int(n) - 1).bit_length() if n <= cls.MAX_BUCKET else int(n)
+
+    def _request(self, batch: int):
+        if batch not in self._requests:
+            model = self.graph.clone()
+            model.reshape({i.get_any_name(): [batch] + [d.get_length() for d in list(i.get_partial_shape())[1:]]
+                           for i in model.inputs})
+            self._requests[batch] = self.core.compile_model(model, "CPU", self.config).create_infer_request()
+        return self._requests[batch]
+
+    def __call__(self, images, camids=None) -> np.ndarray:
+        x = torch.as_tensor(images).to(torch.float32)
+        n = int(x.shape[0])
+        b = self.bucket(n)
+        if b != n:
+            x = torch.cat([x, x.new_zeros((b - n, *x.shape[1:]))])
+            if camids is not None:
+                camids = torch.cat([camids, camids.new_zeros(b - n)])
+        out = self._request(b).infer(onnx_feeds(self.names, x, camids))[0]
+        return np.array(out[:n])  # a copy: the request reuses its output buffer
 
 
 def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None,
-                  weights: str = "") -> ExportedRuntime:
+                  weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
     """A non-PyTorch backend for `model`; an unknown name lists the valid ones (torch included).
 
     A given `exported` file must hold `model`'s weights (the identity it records, see
     :mod:`reid.inference.identity`; `weights` names the model's weights file in messages), take
-    raw pixels, and match the model's input size and camera ids.
+    raw pixels, and match the model's input size and camera ids. `precision` (fp32, fp16, int8;
+    None: what the file records) must be the given file's; without a file the model is exported at
+    it now, which int8 cannot be (its calibration crops come with tools/export.py).
     """
     if str(name).lower() not in RUNTIMES:
         raise ValueError(f"Unknown inference backend {name!r}. Valid names: torch, {', '.join(RUNTIMES.names())}.")
@@ -205,7 +273,13 @@ def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], export
     if exported and not str(exported).lower().endswith(".onnx"):
         raise ValueError(f"--exported {exported} is not an .onnx file; these backends run ONNX "
                          "(write one with tools/export.py --output model.onnx).")
-    return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported, weights=weights)
+    if precision is not None:
+        precision = check_precision(precision)
+        if precision == "int8" and not exported:
+            raise ValueError("int8 needs calibration crops: write the file with tools/export.py --precision int8 "
+                             "--calibration CROPS and pass it with --exported.")
+    return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported, weights=weights,
+                              precision=precision)
 
 
 BACKEND_NAMES = ("torch",) + tuple(RUNTIMES.names())

@@ -65,6 +65,10 @@ def test_the_tools_own_names_match_the_library():
     assert cli_search.MIN_TILE_HEIGHT == cli_visualize.MIN_TILE_HEIGHT == MIN_TILE_HEIGHT
     assert tuple(cli_export.TRACKERS) == tuple(TRACKERS)
     assert tuple(cli_extract.BACKEND_NAMES) == tuple(BACKEND_NAMES)
+    from reid.inference.precision import CALIBRATION_METHODS, PRECISIONS, QUANTIZERS
+
+    assert cli_export.PRECISIONS == PRECISIONS and cli_export.CALIBRATION_METHODS == CALIBRATION_METHODS
+    assert cli_export.QUANTIZERS == QUANTIZERS
 
 
 def test_model_tools_refuse_what_cannot_name_one_model(capsys):

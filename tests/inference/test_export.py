@@ -106,7 +106,7 @@ def test_pt2_matches_eager_with_dynamic_batch(model, exported):
         np.testing.assert_allclose(got, _eager(model, x), atol=1e-5, rtol=0)
         np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     check = compare_with_export(model, exported["pt2"], SIZE)
-    assert check.format == "pt2" and check.batch_sizes == (1, 7)
+    assert check.format == "pt2" and check.batch_sizes == (1, 7, 32)
     assert check.max_abs_diff < 1e-5 and check.passed()
 
 
@@ -123,7 +123,7 @@ def test_onnx_matches_eager_with_dynamic_batch(model, exported):
         assert got.shape == (batch, model.feature_dim)
         assert np.abs(got - _eager(model, x)).max() < 1e-4
     check = compare_with_export(model, exported["onnx"], SIZE)
-    assert check.format == "onnx" and check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-4
+    assert check.format == "onnx" and check.batch_sizes == (1, 7, 32) and check.max_abs_diff < 1e-4
 
 
 @pytest.mark.slow
@@ -217,7 +217,7 @@ def test_every_architecture_and_head_exports(arch, head, opts, tmp_path):
     m = build_model(cfg).eval()
     _randomise_bn(m, seed=2)
     check = compare_with_export(m, export_pt2(m, tmp_path / "m.pt2", SIZE), SIZE)
-    assert check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-5
+    assert check.batch_sizes == (1, 7, 32) and check.max_abs_diff < 1e-5
     if "osnet" in str(cfg.MODEL.BACKBONE.NAME):  # instance norms and depthwise convolutions in ONNX too
         _need_onnx()
         check = compare_with_export(m, export_onnx(m, tmp_path / "m.onnx", SIZE), SIZE)
@@ -292,7 +292,7 @@ def test_export_tool_writes_checks_and_fails_over_tol(tmp_path, capsys):
     assert export_tool.main(["--run", str(tmp_path / "run"), "--output", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"[batch, 3, {SIZE[0]}, {SIZE[1]}]" in text
-    assert "max abs difference" in text and "batch sizes 1, 7" in text and "OK" in text
+    assert "max abs difference" in text and "batch sizes 1, 7, 32" in text and "OK" in text
     x = _pixels(2, seed=5)
     with torch.no_grad():
         np.testing.assert_allclose(torch.export.load(str(out)).module()(x).numpy(), _eager(trained, x), atol=1e-5)

@@ -93,8 +93,8 @@ def test_both_formats_give_pytorchs_features_for_given_camera_ids_at_two_batch_s
             assert np.abs(run(x, camids) - expected).max() < 1e-4, fmt
             assert np.abs(run(x.numpy().astype(np.uint8), camids.numpy().astype(np.int32)) - expected).max() < 1e-4
         check = compare_with_export(model, path, SIZE)  # tools/export.py's check: valid random camera ids
-        assert check.camids and check.batch_sizes == (1, 7) and check.max_abs_diff < 1e-4
-        assert "random inputs and camera ids, batch sizes 1, 7" in str(check)
+        assert check.camids and check.batch_sizes == (1, 7, 32) and check.max_abs_diff < 1e-4
+        assert "random inputs and camera ids, batch sizes 1, 7, 32" in str(check)
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPTIONAL_EXTRAS = ("export", "tensorboard", "faiss", "safetensors", "timm")
+OPTIONAL_EXTRAS = ("export", "tensorboard", "faiss", "safetensors", "timm", "openvino")
 
 
 @pytest.fixture(scope="module")

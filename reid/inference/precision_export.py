@@ -1,0 +1,275 @@
+"""Write an ONNX export at a precision (fp32, fp16, int8), measure what it costs, and keep or refuse it.
+
+The order is that of ``tools/export.py --precision``: the fp32 ONNX file is written into a temporary
+folder, converted (:mod:`reid.inference.precision`), checked (batch parity at
+1/7/32 in every runtime installed, the features' cosine to PyTorch fp32 on real crops, and with a
+labelled set R-1/mAP of both: :mod:`reid.inference.accuracy`), and only then written to the output
+(atomically)
+with what was measured in its metadata. A file whose mAP drops by more than the allowed points is
+not written (unless forced): nothing half-checked reaches the output path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from reid.utils.file_io import atomic_write, atomic_write_text
+
+from .accuracy import AccuracyCheck, check_map_drop, compare_accuracy
+from .camera_ids import model_cameras
+from .export import _wrap
+from .exported import METADATA_KEY, onnx_feeds
+from .precision import (
+    BATCH_TOLERANCE,
+    INT8_NEEDS_CALIBRATION,
+    PARITY_BATCHES,
+    batch_parity,
+    check_precision,
+    convert_fp16,
+    quantize_int8,
+)
+
+Log = Callable[[str], None]
+Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+class PrecisionCheckError(RuntimeError):
+    """An export at reduced precision failed a check (batch parity, or the mAP gate)."""
+
+
+def installed_runtimes() -> List[str]:
+    """The runtimes installed here that run ONNX files (ONNX Runtime always; OpenVINO where installed)."""
+    names = ["onnxruntime"]
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        names.append("openvino")
+    return names
+
+
+def onnx_runner(path: str, runtime: str = "onnxruntime",
+                to_input: Optional[Transform] = None) -> Callable[..., np.ndarray]:
+    """``run(pixels float32 [B, 3, H, W] 0-255, camids or None) -> [B, D]`` of an ONNX file in `runtime`
+    (CPU), with `to_input` applied to the pixels first (a tracker's input convention)."""
+    convert = to_input or (lambda x: x)
+    if runtime == "onnxruntime":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return lambda x, camids=None: session.run(None, onnx_feeds(names, convert(torch.as_tensor(x)), camids))[0]
+    import openvino as ov
+
+    from .runtimes import OpenVINOBatches
+
+    core = ov.Core()
+    run = OpenVINOBatches(core, core.read_model(path), max(1, torch.get_num_threads()))
+    return lambda x, camids=None: run(convert(torch.as_tensor(x)), camids)
+
+
+def torch_reference(model: nn.Module) -> Callable[..., np.ndarray]:
+    """PyTorch fp32 features of raw pixels (the export's contract: L2-normalised, CPU, eval mode)."""
+    wrapped = _wrap(model)
+
+    def run(x: torch.Tensor, camids: Optional[torch.Tensor] = None) -> np.ndarray:
+        with torch.no_grad():
+            args = (torch.as_tensor(x).float(),) + ((camids,) if camids is not None else ())
+            return wrapped(*args).numpy()
+
+    return run
+
+
+@dataclass
+class PrecisionReport:
+    """What was measured for one exported file: written into its metadata and ``<file>.report.json``."""
+
+    path: str
+    precision: str
+    conversion: Dict[str, Any] = field(default_factory=dict)
+    batch_parity: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    cosine_to_fp32: Dict[str, Any] = field(default_factory=dict)
+    accuracy: Optional[AccuracyCheck] = None
+    refused: str = ""
+
+    def record(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"precision": self.precision}
+        if self.conversion:
+            out["conversion"] = self.conversion
+        out["batch_parity"] = self.batch_parity
+        if self.cosine_to_fp32:
+            out["cosine_to_fp32"] = self.cosine_to_fp32
+        if self.accuracy is not None:
+            out["accuracy"] = self.accuracy.record()
+        return out
+
+
+def _camids(model: nn.Module, n: int, seed: int = 0) -> Optional[torch.Tensor]:
+    cameras = model_cameras(model)
+    if not cameras:
+        return None
+    return torch.randint(0, cameras, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+def _check_parity(path: str, precision: str, pixels: np.ndarray, to_input: Optional[Transform],
+                  model: nn.Module, log: Log) -> Dict[str, Dict[str, float]]:
+    tol = BATCH_TOLERANCE[precision]
+    results: Dict[str, Dict[str, float]] = {}
+    n = max(PARITY_BATCHES)
+    camids = _camids(model, n)
+    for runtime in installed_runtimes():
+        run = onnx_runner(path, runtime, to_input)
+        if camids is not None:
+            diffs = _parity_with_camids(run, pixels, camids)
+        else:
+            diffs = batch_parity(lambda x: run(x, None), pixels)
+        results[runtime] = {str(b): d for b, d in diffs.items()}
+        line = ", ".join(f"batch {b} {d:.1e}" for b, d in diffs.items())
+        ok = all(d <= tol for d in diffs.values())
+        log(f"batch parity ({runtime}): features at {line} against one image at a time -> "
+            f"{'OK' if ok else 'FAILED'} (tolerance {tol:g} for {precision})")
+        if not ok:
+            raise PrecisionCheckError(f"{path}: {runtime} gives other features at batch sizes "
+                                      f"{', '.join(str(b) for b, d in diffs.items() if d > tol)} than one image at a time "
+                                      f"({max(diffs.values()):.2e} > {tol:g}); report the model and the versions.")
+    return results
+
+
+def _parity_with_camids(run, pixels: np.ndarray, camids: torch.Tensor) -> Dict[int, float]:
+    """:func:`batch_parity` for a file that also takes camera ids (one id per image, sliced with it)."""
+    n = max(PARITY_BATCHES)
+    x = np.ascontiguousarray(pixels[:n], dtype=np.float32)
+    single = np.concatenate([run(x[i:i + 1], camids[i:i + 1]) for i in range(n)])
+    return {b: float(np.abs(np.concatenate([run(x[i:i + b], camids[i:i + b]) for i in range(0, n, b)]) - single).max())
+            for b in PARITY_BATCHES if b != 1}
+
+
+def _parity_pixels(pixels: Optional[np.ndarray], input_size: Sequence[int], seed: int = 0) -> np.ndarray:
+    """At least 32 images for the checks: the crops given (repeated when fewer), else seeded smooth noise."""
+    n = max(PARITY_BATCHES)
+    if pixels is not None and len(pixels):
+        reps = -(-n // len(pixels))
+        return np.concatenate([pixels] * reps)[:max(n, len(pixels))].astype(np.float32)
+    h, w = int(input_size[0]), int(input_size[1])
+    gen = torch.Generator().manual_seed(seed)
+    coarse = torch.randint(0, 256, (n, 3, max(1, h // 8), max(1, w // 8)), generator=gen).float()
+    return torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False).numpy()
+
+
+def _record_of(model) -> Dict[str, Any]:
+    props = {p.key: p.value for p in model.metadata_props}
+    return json.loads(props[METADATA_KEY]) if METADATA_KEY in props else {}
+
+
+def set_metadata(src: str, dst: str, updates: Dict[str, Any], base: Optional[str] = None) -> None:
+    """Copy the ONNX file `src` to `dst` (atomically) with `updates` merged into its ``circle_reid``
+    record; with `base`, the record starts from that file's (a converter may drop the metadata)."""
+    import onnx
+
+    model = onnx.load(src)
+    props = {p.key: p for p in model.metadata_props}
+    record = _record_of(onnx.load(base)) if base else _record_of(model)
+    record.update(updates)
+    if METADATA_KEY in props:
+        props[METADATA_KEY].value = json.dumps(record)
+    else:
+        entry = model.metadata_props.add()
+        entry.key, entry.value = METADATA_KEY, json.dumps(record)
+    data = model.SerializeToString()
+    atomic_write(dst, lambda f: f.write(data))
+
+
+def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], precision: str, *,
+                        write_fp32: Callable[[str], None], pixels: Optional[np.ndarray] = None,
+                        calibration: str = "", method: str = "minmax", quantizer: str = "onnxruntime",
+                        min_cosine: float = 0.99,
+                        to_input: Optional[Transform] = None,
+                        check_batches: Optional[Callable[[], Iterable[Dict[str, Any]]]] = None, check_query: int = 0,
+                        check_name: str = "", max_map_drop: float = 1.0, force: bool = False,
+                        log: Log = print) -> PrecisionReport:
+    """Write `model` to the ONNX file `path` at `precision` with every check; returns what was measured.
+
+    `write_fp32(tmp_path)` writes the fp32 ONNX file (the plain or the tracker export, with its
+    metadata). `pixels` (uint8 ``[N, 3, H, W]`` raw pixels, the model's test transform) calibrate
+    int8 (required for it; `quantizer` "onnxruntime" or "nncf" quantises) and are the crops of the parity and
+    cosine checks; without them those run
+    on seeded smooth noise. `to_input` maps raw pixels to the file's input convention. With
+    `check_batches` (a factory of the labelled test loader's batches; `check_query` query images
+    first) R-1 and mAP of the file and of PyTorch fp32 are compared, and a drop of more than
+    `max_map_drop` points raises PrecisionCheckError (the file is not written) unless `force`.
+    """
+    precision = check_precision(precision)
+    if precision == "int8" and (pixels is None or not len(pixels)):
+        raise ValueError(INT8_NEEDS_CALIBRATION)
+    # The system temporary folder: a job killed mid-export leaves nothing beside the output (which is
+    # written atomically, from there, once every check has passed).
+    folder = tempfile.mkdtemp(prefix="reid_export_")
+    report = PrecisionReport(path, precision)
+    try:
+        fp32 = os.path.join(folder, "fp32.onnx")
+        write_fp32(fp32)
+        converted = os.path.join(folder, f"{precision}.onnx")
+        if precision == "fp32":
+            converted = fp32
+        elif precision == "fp16":
+            kept = convert_fp16(fp32, converted)
+            report.conversion = {"converter": "onnxruntime.transformers.float16", "io": "float32",
+                                 "kept_float": kept}
+            log(f"fp16: {len(kept)} nodes of the L2 normalisation kept float32 (the sum of squares overflows float16)")
+        else:
+            calib = pixels.astype(np.float32)
+            if to_input is not None:
+                calib = to_input(torch.from_numpy(calib)).numpy()
+            result = quantize_int8(fp32, converted, calib, method=method, min_cosine=min_cosine, log=log,
+                                   quantizer=quantizer)
+            report.conversion = {**result.record(), "calibration_source": calibration}
+            kept = ", ".join(f"{k['node']} ({k['op']}, input SQNR {k['input_sqnr_db']:.1f} dB)" for k in result.kept_float)
+            log(f"int8: {result.quantised_nodes} nodes quantised; kept in float: {kept or 'none'}")
+        cameras = bool(model_cameras(model))
+        checks = _parity_pixels(pixels, input_size)
+        report.batch_parity = _check_parity(converted, precision, checks, to_input, model, log)
+        camids = _camids(model, len(checks))
+        ref = torch_reference(model)(torch.from_numpy(checks), camids)
+        got = onnx_runner(converted, "onnxruntime", to_input)(checks, camids)
+        cos = (ref * got).sum(axis=1) / np.maximum(np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1), 1e-12)
+        report.cosine_to_fp32 = {"mean": round(float(cos.mean()), 6), "min": round(float(cos.min()), 6),
+                                 "images": len(checks), "on": "calibration crops" if pixels is not None else "seeded noise"}
+        log(f"features against PyTorch fp32 on {len(checks)} {report.cosine_to_fp32['on']}: cosine mean "
+            f"{cos.mean():.5f}, min {cos.min():.5f}")
+        if check_batches is not None:
+            run_file = onnx_runner(converted, "onnxruntime", to_input)
+            report.accuracy = compare_accuracy(torch_reference(model), run_file, check_batches(), check_query,
+                                               dataset=check_name, uses_camids=cameras)
+            log(f"accuracy: {report.accuracy}")
+            refused = check_map_drop(report.accuracy, max_map_drop, path, force)
+            if refused and not force:
+                raise PrecisionCheckError(refused)
+            if refused:
+                report.refused = refused
+                log(f"warning: {refused}")
+        set_metadata(converted, path, report.record(), base=fp32)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    atomic_write_text(report_path(path), json.dumps(report.record(), indent=2))
+    return report
+
+
+def report_path(path: str) -> str:
+    """Where the report of the exported file `path` goes: ``<path>.report.json``."""
+    return f"{path}.report.json"
+
+
+__all__ = ["PrecisionCheckError", "PrecisionReport", "export_at_precision", "installed_runtimes", "onnx_runner",
+           "report_path",
+           "set_metadata", "torch_reference"]

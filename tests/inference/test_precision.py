@@ -1,0 +1,418 @@
+"""fp16 and int8 exports (tools/export.py --precision): what the files hold, batch parity at 1/7/32 in
+every installed runtime, the accuracy gate (a broken calibration is refused), the runtime switch, and
+one line for each bad input."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from reid.inference.accuracy import AccuracyCheck, check_map_drop, compare_accuracy
+from reid.inference.precision import BATCH_TOLERANCE, batch_parity, check_precision
+from tests._tools import TINY_DATA, load_tool
+
+SIZE = (64, 32)
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+onnx = pytest.importorskip("onnx")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread(one_torch_thread_module):
+    """Run this module with one torch thread (see conftest.one_torch_thread_module)."""
+
+
+def _runtimes():
+    from reid.inference.precision_export import installed_runtimes
+
+    return installed_runtimes()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A seeded ResNet18 checkpoint (it stores its config) and the root of a tiny synthetic dataset."""
+    from reid.config import get_cfg, save_config
+    from reid.config.config import merge_from_list
+    from reid.data.build import build_test_data
+    from reid.engine.checkpoint import save_checkpoint
+    from reid.modeling import build_model
+
+    root = tmp_path_factory.mktemp("precision")
+    cfg = get_cfg()
+    merge_from_list(cfg, TINY_DATA + ["DATASETS.SYNTHETIC.NUM_TEST_IDS", "8", "DATASETS.SYNTHETIC.NUM_TRAIN_IDS", "8",
+                                     "DATASETS.SYNTHETIC.IMAGES_PER_CAMERA", "3", "DATASETS.ROOT", str(root / "data")])
+    cfg.MODEL.BACKBONE.NAME = "resnet18"
+    cfg.MODEL.BACKBONE.PRETRAINED = False
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    weights = str(root / "model.pth")
+    save_checkpoint(weights, model=model.state_dict())
+    config = str(root / "config.yaml")
+    save_config(cfg, config)
+    build_test_data(cfg, "synthetic", log=False)  # generated now: its progress lines stay out of the tests' output
+    return {"weights": weights, "config": config, "root": root, "data": str(root / "data")}
+
+
+def _export(tiny, *flags):
+    tool = load_tool("export")
+    return tool.main(["--config-file", tiny["config"], "--weights", tiny["weights"], "DATASETS.ROOT", tiny["data"], *flags])
+
+
+def _black_crops(folder, n=24):
+    import cv2
+
+    os.makedirs(folder, exist_ok=True)
+    for i in range(n):
+        cv2.imwrite(os.path.join(folder, f"{i}.jpg"), np.zeros((64, 32, 3), np.uint8))
+    return str(folder)
+
+
+def _record(path):
+    model = onnx.load(path)
+    return json.loads({p.key: p.value for p in model.metadata_props}["circle_reid"])
+
+
+@pytest.mark.slow
+def test_fp16_export_halves_the_weights_keeps_float32_io_and_the_norm_in_float32(tiny, tmp_path, capsys):
+    out = str(tmp_path / "m16.onnx")
+    assert _export(tiny, "--output", out, "--precision", "fp16", "--calibration", "synthetic") == 0
+    model = onnx.load(out)
+    kinds = {t.data_type for t in model.graph.initializer}
+    assert onnx.TensorProto.FLOAT16 in kinds  # the convolutions' weights are float16
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    record = _record(out)
+    assert record["precision"] == "fp16"
+    kept = record["conversion"]["kept_float"]
+    ops = {n.name: n.op_type for n in model.graph.node}
+    assert kept and "Div" in {ops[k] for k in kept if k in ops}  # the final division by the norm
+    assert record["cosine_to_fp32"]["min"] > 0.999
+    for runtime in _runtimes():
+        assert max(record["batch_parity"][runtime].values()) <= BATCH_TOLERANCE["fp16"]
+        assert set(record["batch_parity"][runtime]) == {"7", "32"}
+    report = json.load(open(out + ".report.json"))
+    assert report["precision"] == "fp16" and report["batch_parity"] == record["batch_parity"]
+    assert "wrote onnx model" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_fp16_keeps_features_whose_squares_overflow_float16(tmp_path):
+    """Features of norm > 256 have a sum of squares beyond float16's 65,504: kept in float32, the
+    normalisation still gives unit vectors (in float16 it would give zeros or NaN)."""
+    from reid.inference.export import export_onnx
+    from reid.inference.precision import convert_fp16
+
+    class Big(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 64, 3)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x)).mean(dim=(2, 3)) * 50.0 + 40.0  # values ~40-300: norm ~ 1,000
+
+    torch.manual_seed(0)
+    src = export_onnx(Big().eval(), tmp_path / "big.onnx", SIZE)
+    kept = convert_fp16(src, str(tmp_path / "big16.onnx"))
+    import onnxruntime as ort
+
+    x = np.random.default_rng(0).integers(0, 256, (4, 3, *SIZE)).astype(np.float32)
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"images": x})[0]
+    got = ort.InferenceSession(str(tmp_path / "big16.onnx"), providers=["CPUExecutionProvider"]).run(None, {"images": x})[0]
+    assert kept and np.isfinite(got).all()
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-3)
+    assert np.abs(got - ref).max() < 2e-3
+
+
+@pytest.mark.slow
+def test_int8_export_is_qdq_calibrated_recorded_batch_parity_and_runs_in_the_predictor(tiny, tmp_path):
+    from reid.inference.predictor import Predictor, load_predictor
+
+    out = str(tmp_path / "m8.onnx")
+    assert _export(tiny, "--output", out, "--precision", "int8", "--calibration", "synthetic",
+                   "--calibration-images", "40", "--check-on", "synthetic") == 0
+    model = onnx.load(out)
+    ops = [n.op_type for n in model.graph.node]
+    assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
+    assert any(t.data_type == onnx.TensorProto.INT8 for t in model.graph.initializer)  # int8 weights
+    record = _record(out)
+    conv = record["conversion"]
+    assert record["precision"] == "int8" and conv["calibration_images"] + conv["held_out_images"] == 40
+    assert "seed 0" in conv["calibration_source"] and conv["quantised_nodes"] > 10
+    for runtime in _runtimes():
+        assert max(record["batch_parity"][runtime].values()) <= BATCH_TOLERANCE["int8"]
+    acc = record["accuracy"]
+    assert acc["dataset"] == "synthetic" and acc["map_drop"] <= 1.0  # written: within the gate
+    assert acc["map_drop"] == pytest.approx(acc["pytorch_fp32"]["mAP"] - acc["exported"]["mAP"], abs=1e-3)
+    assert 0.95 < acc["cosine_to_fp32"]["min"] <= acc["cosine_to_fp32"]["mean"] <= 1.0
+
+    # The runtime switch: the same file in each backend, the precision recorded with the features.
+    reference = load_predictor(config_file=tiny["config"], weights=tiny["weights"], batch_size=8)
+    images = [np.random.default_rng(i).integers(0, 256, (64, 32, 3), dtype=np.uint8) for i in range(9)]
+    fp32 = reference.extract_arrays(images)
+    for runtime in _runtimes():
+        p = Predictor(reference.model, reference.cfg, batch_size=4, backend=runtime, exported=out, precision="int8")
+        f = p.extract_arrays(images)
+        assert p.precision == "int8" and p.describe()["precision"] == "int8"
+        assert (f * fp32).sum(1).min() > 0.95
+    with pytest.raises(ValueError, match=r"m8.onnx is an int8 file and --precision fp16 was asked for"):
+        Predictor(reference.model, reference.cfg, backend="onnxruntime", exported=out, precision="fp16")
+    assert reference.describe()["precision"] == "fp32"
+
+
+@pytest.mark.slow
+def test_a_broken_calibration_is_refused_by_the_map_gate_and_force_writes_it(tiny, tmp_path, capsys):
+    black = _black_crops(tmp_path / "black")
+    out = str(tmp_path / "bad.onnx")
+    flags = ["--output", out, "--precision", "int8", "--calibration", black, "--check-on", "synthetic"]
+    assert _export(tiny, *flags) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.onnx: mAP drops by" in err[0] and "more than --max-map-drop 1; not written" in err[0]
+    assert not os.path.exists(out) and not os.path.exists(out + ".report.json")
+    assert sorted(os.listdir(tmp_path)) == ["black"]  # nothing beside the output, not even a temporary
+    assert _export(tiny, *flags, "--force") == 0
+    record = _record(out)
+    assert record["accuracy"]["map_drop"] > 1.0
+    assert "written anyway (--force)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_fp32_export_checks_batch_32_and_records_its_precision(tiny, tmp_path, capsys):
+    out = str(tmp_path / "m.onnx")
+    assert _export(tiny, "--output", out) == 0
+    assert _record(out)["precision"] == "fp32"
+    assert "batch sizes 1, 7, 32" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ one line for each bad input
+def test_int8_without_calibration_crops_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        load_tool("export").main(["--weights", "w.pth", "--output", "m.onnx", "--precision", "int8"])
+    assert e.value.code == 2 and "--precision int8 needs calibration crops: pass --calibration" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bad_precision_inputs_are_one_line_each(tiny, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("no images here")
+    flat = _black_crops(tmp_path / "flat", n=3)  # images, but no identity sub-folders
+    cases = [
+        (["--output", str(tmp_path / "a.onnx"), "--precision", "int8", "--calibration", str(empty)],
+         "No images"),
+        (["--output", str(tmp_path / "a.pt2"), "--precision", "fp16"],
+         "--precision fp16 writes ONNX files"),
+        (["--output", str(tmp_path / "a.onnx"), "--check-on", str(empty), str(empty)],
+         str(empty)),
+        (["--output", str(tmp_path / "a.onnx"), "--check-on", "a", "b", "c"],
+         "--check-on takes a dataset name"),
+        (["--output", str(tmp_path / "a.onnx"), "--check-on", flat, flat],
+         "images outside any sub-folder"),
+        (["--output", str(tmp_path / "a.onnx"), "--check-on", "unlabelled"],
+         "Unlabelled dataset"),
+    ]
+    for flags, expected in cases:
+        capsys.readouterr()
+        assert _export(tiny, *flags) == 1, flags
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0], (flags, err)
+    assert not os.path.exists(tmp_path / "a.onnx")
+
+
+def test_check_on_images_without_identities_is_one_line(tmp_path):
+    """Folders whose query identities are nowhere in the gallery: nothing to rank."""
+    batches = [{"images": torch.zeros(2, 3, 4, 2), "targets": [1, 2], "camids": [0, 0]},
+               {"images": torch.zeros(2, 3, 4, 2), "targets": [3, 4], "camids": [1, 1]}]
+
+    def run(x, camids=None):
+        return np.ones((len(x), 3), np.float32)
+
+    with pytest.raises(ValueError, match=r"--check-on q \+ g: no query identity appears in the gallery"):
+        compare_accuracy(run, run, batches, num_query=2, dataset="q + g")
+
+
+def test_torch_backend_refuses_reduced_precision(capsys):
+    from tests.inference.test_runtimes import _model_and_cfg
+    from reid.inference.predictor import Predictor
+
+    model, cfg = _model_and_cfg()
+    with pytest.raises(ValueError, match="The torch backend runs the fp32 weights; int8 files run with backend"):
+        Predictor(model, cfg, precision="int8")
+    with pytest.raises(ValueError, match="int8 needs calibration crops"):
+        Predictor(model, cfg, backend="onnxruntime", precision="int8")
+    tool = load_tool("extract")
+    with pytest.raises(SystemExit) as e:
+        tool.main(["--weights", "w.pth", "--input", "x", "--output", "g.npz", "--precision", "fp16"])
+    assert e.value.code == 2 and "--precision fp16 runs with --backend onnxruntime or openvino" in capsys.readouterr().err
+
+
+def test_unknown_precision_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="Unknown precision 'int4'; valid: fp32, fp16, int8"):
+        check_precision("int4")
+
+
+# ------------------------------------------------------------------ the measures themselves
+def test_batch_parity_finds_a_file_whose_batch_axis_is_wrong():
+    x = np.random.default_rng(0).random((32, 3, 4, 2)).astype(np.float32)
+
+    def good(batch):
+        return batch.reshape(len(batch), -1)[:, :5] * 2.0
+
+    def bad(batch):  # mixes the images of a batch, as a wrongly exported batch axis does
+        out = good(batch)
+        return out + out.mean(axis=0, keepdims=True) * (len(batch) > 1)
+
+    assert batch_parity(good, x) == {7: 0.0, 32: 0.0}
+    diffs = batch_parity(bad, x)
+    assert diffs[7] > 0.1 and diffs[32] > 0.1
+    with pytest.raises(ValueError, match="batch parity needs 32 images, got 5"):
+        batch_parity(good, x[:5])
+
+
+def test_compare_accuracy_against_the_rank_formulas():
+    # 2 query + 4 gallery images of 2 identities in 2 cameras: the reference ranks perfectly, the
+    # candidate swaps query 0's match below a wrong image (AP 1/2, R-1 miss for that query).
+    q = np.array([[1, 0], [0, 1]], np.float32)
+    g = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float32)
+    g_bad = g.copy()
+    g_bad[0] = [0.2, 0.98]  # query 0's only same-identity gallery image moves away
+    pids = [1, 2, 1, 9, 2, 9]
+    cams = [0, 0, 1, 1, 1, 1]
+    feats = {"ref": np.concatenate([q, g]), "bad": np.concatenate([q, g_bad])}
+    norm = {k: v / np.linalg.norm(v, axis=1, keepdims=True) for k, v in feats.items()}
+    batches = [{"images": torch.arange(6).float().view(6, 1, 1, 1), "targets": pids, "camids": cams}]
+
+    def runner(name):
+        return lambda x, camids=None: norm[name][x.view(-1).long().numpy()]
+
+    check = compare_accuracy(runner("ref"), runner("bad"), batches, num_query=2, dataset="t")
+    assert check.reference == {"R-1": 100.0, "mAP": 100.0}
+    # query 0: its match (gallery 0, at cosine 0.2) ranks below 9's image (cosine 0.9): AP 1/2, R-1 miss.
+    assert check.exported["R-1"] == 50.0 and check.exported["mAP"] == pytest.approx(75.0)
+    assert check.map_drop == pytest.approx(25.0)
+    cos = (norm["ref"] * norm["bad"]).sum(1)
+    assert check.cosine_min == pytest.approx(float(cos.min()), abs=1e-6)
+    assert check_map_drop(check, 30.0, "m.onnx", force=False) is None
+    line = check_map_drop(check, 1.0, "m.onnx", force=False)
+    assert line.startswith("m.onnx: mAP drops by 25.00 points on t (100.00 -> 75.00)") and "not written" in line
+    assert isinstance(check, AccuracyCheck) and check.record()["map_drop"] == pytest.approx(25.0)
+
+
+@pytest.mark.slow
+def test_nncf_int8_keeps_unit_features_and_batch_parity(tiny, tmp_path):
+    pytest.importorskip("nncf")
+    pytest.importorskip("openvino")
+    import onnxruntime as ort
+
+    out = str(tmp_path / "m8nncf.onnx")
+    assert _export(tiny, "--output", out, "--precision", "int8", "--quantizer", "nncf", "--calibration", "synthetic",
+                   "--calibration-images", "40") == 0
+    record = _record(out)
+    assert record["conversion"]["quantizer"] == "nncf" and record["conversion"]["calibration_method"] == "nncf"
+    assert "weights_sha256" in record  # the fp32 export's record survives NNCF's rewrite
+    assert max(record["batch_parity"]["openvino"].values()) <= BATCH_TOLERANCE["int8"]
+    x = np.random.default_rng(0).integers(0, 256, (5, 3, *SIZE)).astype(np.float32)
+    f = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"images": x})[0]
+    np.testing.assert_allclose(np.linalg.norm(f, axis=1), 1.0, atol=1e-4)  # the normalisation stayed float
+
+
+@pytest.mark.slow
+def test_int8_for_boxmot_takes_boxmots_input_and_matches_pytorch(tiny, tmp_path):
+    import onnxruntime as ort
+
+    from reid.inference.export import NormalizedFeatureModel
+    from reid.inference.predictor import load_predictor
+    from reid.inference.trackers import boxmot_input
+
+    out = str(tmp_path / "boxmot_int8.onnx")
+    assert _export(tiny, "--output", out, "--for", "boxmot", "--input-size", "64", "32", "--precision", "int8",
+                   "--calibration", "synthetic", "--calibration-images", "40") == 0
+    record = _record(out)
+    assert record["precision"] == "int8" and "BoxMOT" in record["input"]
+    model = load_predictor(config_file=tiny["config"], weights=tiny["weights"]).model
+    pixels = torch.from_numpy(np.random.default_rng(1).integers(0, 256, (6, 3, *SIZE)).astype(np.float32))
+    with torch.no_grad():
+        ref = NormalizedFeatureModel(model).eval()(pixels).numpy()
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"images": boxmot_input(pixels).numpy()})[0]
+    assert (ref * got).sum(1).min() > 0.95
+
+
+def test_openvino_runs_static_batches_padded_to_powers_of_two(tmp_path):
+    ov = pytest.importorskip("openvino")
+    from reid.inference.export import export_onnx
+    from reid.inference.runtimes import OpenVINOBatches
+    from tests.inference.test_runtimes import _model_and_cfg
+
+    assert [OpenVINOBatches.bucket(n) for n in (1, 2, 3, 5, 32, 33, 64, 65, 100)] == [1, 2, 4, 8, 32, 64, 64, 65, 100]
+    model, _ = _model_and_cfg()
+    path = export_onnx(model, tmp_path / "m.onnx", (64, 32))
+    core = ov.Core()
+    run = OpenVINOBatches(core, core.read_model(path), 1)
+    x = np.random.default_rng(0).integers(0, 256, (5, 3, 64, 32)).astype(np.float32)
+    together = run(x)
+    alone = np.concatenate([run(x[i:i + 1]) for i in range(5)])
+    assert together.shape == (5, 64) and np.abs(together - alone).max() < 1e-5  # padding changes no feature
+    assert sorted(run._requests) == [1, 8]
+    with torch.no_grad():
+        ref = torch.nn.functional.normalize(model(torch.from_numpy(x)), dim=1).numpy()
+    assert np.abs(together - ref).max() < 1e-4
+
+
+def test_nncf_missing_says_what_to_install(monkeypatch, tmp_path):
+    import sys
+
+    from reid.inference.precision import quantize_int8
+
+    monkeypatch.setitem(sys.modules, "nncf", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"--quantizer nncf needs NNCF: pip install nncf openvino"):
+        quantize_int8("in.onnx", str(tmp_path / "out.onnx"), np.zeros((4, 3, 8, 4), np.float32), quantizer="nncf")
+
+
+@pytest.mark.slow
+def test_layers_kept_float_are_the_worst_quantised_and_the_file_is_the_one_recorded(tmp_path):
+    """An unreachable cosine target forces the search: layers are tried in float from the lowest
+    input SQNR up, kept only when they bring the features closer, and the file written is the one
+    whose cosine the record gives."""
+    import onnxruntime as ort
+
+    from reid.inference.export import export_onnx
+    from reid.inference.precision import quantize_int8
+    from tests.inference.test_runtimes import _model_and_cfg
+
+    model, _ = _model_and_cfg("resnet18")
+    src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
+    gen = torch.Generator().manual_seed(0)
+    coarse = torch.randint(0, 256, (40, 3, 8, 4), generator=gen).float()
+    pixels = torch.nn.functional.interpolate(coarse, size=(64, 32), mode="bilinear").numpy()
+    lines = []
+    result = quantize_int8(src, str(tmp_path / "m8.onnx"), pixels, min_cosine=1.01, log=lines.append)
+    rounds = [line for line in lines if "nodes quantised: cosine" in line]
+    assert len(rounds) >= 2  # the fully quantised file, then at least one try with layers in float
+    sqnr = [k["input_sqnr_db"] for k in result.kept_float]
+    assert sqnr == sorted(sqnr)
+    total = int(rounds[0].split(" of ")[1].split()[0])
+    assert result.quantised_nodes == total - len(result.kept_float)
+    # the search ends where keeping more layers float stops helping (or at half of them)
+    assert any("does not bring the features closer" in line for line in lines) or len(sqnr) >= total // 2
+    held_out = pixels[-result.held_out_images:]
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"images": held_out})[0]
+    got = ort.InferenceSession(str(tmp_path / "m8.onnx"), providers=["CPUExecutionProvider"]).run(None, {"images": held_out})[0]
+    assert (ref * got).sum(1).mean() == pytest.approx(result.cosine_mean, abs=1e-6)
+    first = float(rounds[0].split("mean ")[1].split(",")[0])
+    assert result.cosine_mean >= first - 1e-4  # never worse than quantising everything
+
+
+@pytest.mark.slow
+def test_a_backend_exports_fp16_for_the_run_when_asked(tmp_path):
+    from reid.inference.predictor import Predictor
+    from tests.inference.test_runtimes import _images, _model_and_cfg
+
+    model, cfg = _model_and_cfg()
+    fp32 = Predictor(model, cfg, batch_size=2).extract_arrays(_images())
+    for runtime in _runtimes():
+        half = Predictor(model, cfg, batch_size=2, backend=runtime, precision="fp16")
+        f = half.extract_arrays(_images())
+        assert half.precision == "fp16" and half.describe()["precision"] == "fp16"
+        assert (f * fp32).sum(1).min() > 0.999 and np.abs(f - fp32).max() > 0  # fp16 arithmetic, same features
