@@ -113,7 +113,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         raise ValueError("No output files given; pass e.g. --output model.onnx model.pt2.")
     from reid.utils.file_io import check_output_file
 
-    from reid.inference.precision import INT8_NEEDS_CALIBRATION, check_precision
+    from reid.inference.precision import INT8_NEEDS_CALIBRATION, INT8_NO_CAMIDS, check_precision
 
     precision = check_precision(precision)
     for out in outputs:
@@ -124,6 +124,15 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
                              f"does); name {out} *.onnx, or leave --precision at fp32.")
     if precision == "int8" and not calibration:
         raise ValueError(INT8_NEEDS_CALIBRATION)
+    if precision == "int8" and model_cameras(predictor.model):
+        raise ValueError(INT8_NO_CAMIDS)
+    flags = [("--quantizer", "--precision int8", precision != "int8" and quantizer != "onnxruntime"),
+             ("--calibration-method", "--precision int8", precision != "int8" and calibration_method != "minmax"),
+             ("--force", "--check-on", force and not check_on),
+             ("--max-map-drop", "--check-on", max_map_drop != 1.0 and not check_on)]
+    for flag, applies_to, unused in flags:  # said, not silently ignored
+        if unused:
+            log(f"note: {flag} has no effect here: it applies to {applies_to}")
     size = list(input_size) if input_size else list(predictor.input_size)
     model, pixels = predictor.model, "RGB 0-255"
     if tracker:

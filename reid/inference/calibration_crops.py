@@ -68,8 +68,10 @@ def check_set(cfg, sources: Sequence[str]) -> Tuple[str, List[Item], List[Item]]
         cfg.DATASETS.FOLDERS.QUERY_PATH, cfg.DATASETS.FOLDERS.GALLERY_PATH = str(sources[0]), str(sources[1])
         query, gallery = build_test_data(cfg, "folders", log=False)
         return f"{sources[0]} + {sources[1]}", query, gallery
-    if len(sources) == 1 and _dataset_name(sources):
-        name = _dataset_name(sources)
+    # One source is a dataset name even where a folder of that name exists: one folder cannot be
+    # both a query and a gallery.
+    if len(sources) == 1 and str(sources[0]).lower() in DATASET_REGISTRY:
+        name = str(sources[0]).lower()
         query, gallery = build_test_data(cfg, name, log=False)
         return name, query, gallery
     raise ValueError(f"--check-on takes a dataset name ({', '.join(DATASET_REGISTRY.names())}) or a query and a "

@@ -42,6 +42,8 @@ CALIBRATION_METHODS = ("minmax", "percentile")
 #: OpenVINO's NNCF (files OpenVINO runs fastest; ONNX Runtime runs them slowly: docs/benchmarks.md).
 QUANTIZERS = ("onnxruntime", "nncf")
 NNCF_HINT = "pip install nncf openvino (or pip install 'circle-reid[openvino]')"
+INT8_NO_CAMIDS = ("--precision int8 is not offered for a model that takes camera ids (SIE): its calibration feeds "
+                  "images only; export it at fp16 or fp32, or use a model trained with MODEL.TRANSREID.SIE_CAMERA False.")
 INT8_NEEDS_CALIBRATION = ("--precision int8 needs calibration crops: pass --calibration with a folder, list file or "
                           "dataset name of a few hundred crops of your cameras.")
 DEFAULT_MIN_COSINE = 0.99
@@ -156,8 +158,9 @@ class CropReader:
         self.rewind()
 
     def rewind(self) -> None:
-        self._it = iter([{self.input_name: self.pixels[i:i + self.batch_size].astype(np.float32)}
-                         for i in range(0, len(self.pixels), self.batch_size)])
+        # A generator: one batch is converted at a time, whatever the number of crops.
+        self._it = ({self.input_name: np.ascontiguousarray(self.pixels[i:i + self.batch_size], dtype=np.float32)}
+                    for i in range(0, len(self.pixels), self.batch_size))
 
     def get_next(self) -> Optional[Dict[str, np.ndarray]]:
         return next(self._it, None)
@@ -379,7 +382,10 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
             ranked = [name for name in sorted(sqnr, key=sqnr.get) if name not in excluded]
             if not ranked:
                 break
-            trial = ranked[:max(1, len(excluded))]  # 1, 1, 2, 4, ... nodes more each round
+            # 1, 1, 2, 4, ... nodes more each round, never more than half of them in float
+            trial = ranked[:min(max(1, len(excluded)), len(targets) // 2 - len(excluded))]
+            if not trial:
+                break
         data = open(best, "rb").read()
         atomic_write(dst, lambda f: f.write(data))
     finally:
@@ -387,7 +393,7 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
     if score[0] < min_cosine:
         log(f"note: the int8 features reach cosine {score[0]:.4f} of fp32 on held-out crops (target {min_cosine}); "
             "the accuracy check (--check-on) says what that costs, and real crops of the cameras calibrate best")
-    return QuantisationResult(method if quantizer == "onnxruntime" else "nncf", len(calibration), len(check),
+    return QuantisationResult(method if quantizer == "onnxruntime" else "nncf", len(calibration), n_check,
                               len(targets) - len(excluded), kept, score[0], score[1], float(min_cosine), quantizer)
 
 
@@ -417,6 +423,7 @@ __all__ = [
     "CALIBRATION_METHODS",
     "DEFAULT_MIN_COSINE",
     "INT8_NEEDS_CALIBRATION",
+    "INT8_NO_CAMIDS",
     "PARITY_BATCHES",
     "PRECISIONS",
     "QUANTISED_OPS",

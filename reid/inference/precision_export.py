@@ -30,6 +30,7 @@ from .exported import METADATA_KEY, onnx_feeds
 from .precision import (
     BATCH_TOLERANCE,
     INT8_NEEDS_CALIBRATION,
+    INT8_NO_CAMIDS,
     PARITY_BATCHES,
     batch_parity,
     check_precision,
@@ -39,6 +40,9 @@ from .precision import (
 
 Log = Callable[[str], None]
 Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+MIN_COSINE_FLOOR = 0.9  # mean cosine to fp32 below which a file is broken, whatever the labelled check says
 
 
 class PrecisionCheckError(RuntimeError):
@@ -155,21 +159,35 @@ def _parity_with_camids(run, pixels: np.ndarray, camids: torch.Tensor) -> Dict[i
             for b in PARITY_BATCHES if b != 1}
 
 
+MAX_CHECK_IMAGES = 256  # the cosine and parity checks run on at most this many of the crops
+
+
 def _parity_pixels(pixels: Optional[np.ndarray], input_size: Sequence[int], seed: int = 0) -> np.ndarray:
-    """At least 32 images for the checks: the crops given (repeated when fewer), else seeded smooth noise."""
+    """The images of the checks: the crops given (at most 256), topped up to 32 with seeded smooth noise
+    (distinct images: a batch axis that mixes images shows only between different ones)."""
     n = max(PARITY_BATCHES)
-    if pixels is not None and len(pixels):
-        reps = -(-n // len(pixels))
-        return np.concatenate([pixels] * reps)[:max(n, len(pixels))].astype(np.float32)
+    given = np.asarray(pixels[:MAX_CHECK_IMAGES], dtype=np.float32) if pixels is not None and len(pixels) else None
+    missing = n - (len(given) if given is not None else 0)
+    if missing <= 0:
+        return given
     h, w = int(input_size[0]), int(input_size[1])
     gen = torch.Generator().manual_seed(seed)
-    coarse = torch.randint(0, 256, (n, 3, max(1, h // 8), max(1, w // 8)), generator=gen).float()
-    return torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False).numpy()
+    coarse = torch.randint(0, 256, (missing, 3, max(1, h // 8), max(1, w // 8)), generator=gen).float()
+    noise = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False).numpy()
+    return noise if given is None else np.concatenate([given, noise])
 
 
 def _record_of(model) -> Dict[str, Any]:
     props = {p.key: p.value for p in model.metadata_props}
     return json.loads(props[METADATA_KEY]) if METADATA_KEY in props else {}
+
+
+def _part(camids: Optional[torch.Tensor], i: int) -> Optional[torch.Tensor]:
+    return None if camids is None else camids[i:i + 32]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
 
 
 def set_metadata(src: str, dst: str, updates: Dict[str, Any], base: Optional[str] = None) -> None:
@@ -212,6 +230,8 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
     precision = check_precision(precision)
     if precision == "int8" and (pixels is None or not len(pixels)):
         raise ValueError(INT8_NEEDS_CALIBRATION)
+    if precision == "int8" and model_cameras(model):
+        raise ValueError(INT8_NO_CAMIDS)
     # The system temporary folder: a job killed mid-export leaves nothing beside the output (which is
     # written atomically, from there, once every check has passed).
     folder = tempfile.mkdtemp(prefix="reid_export_")
@@ -240,15 +260,24 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
         checks = _parity_pixels(pixels, input_size)
         report.batch_parity = _check_parity(converted, precision, checks, to_input, model, log)
         camids = _camids(model, len(checks))
-        ref = torch_reference(model)(torch.from_numpy(checks), camids)
-        got = onnx_runner(converted, "onnxruntime", to_input)(checks, camids)
-        cos = (ref * got).sum(axis=1) / np.maximum(np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1), 1e-12)
+        reference, run_file = torch_reference(model), onnx_runner(converted, "onnxruntime", to_input)
+        cos = np.concatenate([_cosine(reference(torch.from_numpy(checks[i:i + 32]), _part(camids, i)),
+                                      run_file(checks[i:i + 32], _part(camids, i)))
+                              for i in range(0, len(checks), 32)])
         report.cosine_to_fp32 = {"mean": round(float(cos.mean()), 6), "min": round(float(cos.min()), 6),
                                  "images": len(checks), "on": "calibration crops" if pixels is not None else "seeded noise"}
         log(f"features against PyTorch fp32 on {len(checks)} {report.cosine_to_fp32['on']}: cosine mean "
             f"{cos.mean():.5f}, min {cos.min():.5f}")
+        if cos.mean() < MIN_COSINE_FLOOR:
+            # No labelled set may be given: features this far from fp32's are refused on their own.
+            broken = (f"{path}: its features are at cosine {cos.mean():.3f} of PyTorch fp32's on average (below "
+                      f"{MIN_COSINE_FLOOR}); {'written anyway (--force)' if force else 'not written'}. Calibrate on "
+                      "real crops of your cameras (--calibration), or use fp16.")
+            if not force:
+                raise PrecisionCheckError(broken)
+            report.refused = broken
+            log(f"warning: {broken}")
         if check_batches is not None:
-            run_file = onnx_runner(converted, "onnxruntime", to_input)
             report.accuracy = compare_accuracy(torch_reference(model), run_file, check_batches(), check_query,
                                                dataset=check_name, uses_camids=cameras)
             log(f"accuracy: {report.accuracy}")

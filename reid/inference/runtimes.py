@@ -215,7 +215,8 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
 
 class OpenVINOBatches:
     """An OpenVINO model run at static batch sizes: a batch of n images runs in the model compiled for
-    the next power of two (n > 64: for n itself), zero-padded, and the padding's rows are dropped.
+    the next power of two (n > 64: the next multiple of 64), zero-padded, and the padding's rows are
+    dropped.
 
     OpenVINO runs int8 graphs about twice as fast with a static batch as with the free batch axis
     of the file (fp32 alike; docs/benchmarks.md), and every image is computed on its own, so padding
@@ -235,7 +236,8 @@ class OpenVINOBatches:
     @classmethod
     def bucket(cls, n: int) -> int:
         """The batch size a batch of `n` images runs at."""
-        return 1 << (int(n) - 1).bit_length() if n <= cls.MAX_BUCKET else int(n)
+        n = int(n)
+        return 1 << (n - 1).bit_length() if n <= cls.MAX_BUCKET else -(-n // cls.MAX_BUCKET) * cls.MAX_BUCKET
 
     def _request(self, batch: int):
         if batch not in self._requests:

@@ -345,7 +345,8 @@ def test_openvino_runs_static_batches_padded_to_powers_of_two(tmp_path):
     from reid.inference.runtimes import OpenVINOBatches
     from tests.inference.test_runtimes import _model_and_cfg
 
-    assert [OpenVINOBatches.bucket(n) for n in (1, 2, 3, 5, 32, 33, 64, 65, 100)] == [1, 2, 4, 8, 32, 64, 64, 65, 100]
+    assert [OpenVINOBatches.bucket(n) for n in (1, 2, 3, 5, 32, 33, 64, 65, 100, 129)] == \
+        [1, 2, 4, 8, 32, 64, 64, 128, 128, 192]
     model, _ = _model_and_cfg()
     path = export_onnx(model, tmp_path / "m.onnx", (64, 32))
     core = ov.Core()
@@ -371,37 +372,61 @@ def test_nncf_missing_says_what_to_install(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_layers_kept_float_are_the_worst_quantised_and_the_file_is_the_one_recorded(tmp_path):
-    """An unreachable cosine target forces the search: layers are tried in float from the lowest
-    input SQNR up, kept only when they bring the features closer, and the file written is the one
-    whose cosine the record gives."""
+def test_layers_are_kept_float_worst_sqnr_first_only_while_they_help(tmp_path, monkeypatch):
+    """The search for layers to keep in float, with the measures replaced by known ones: SQNR ranks
+    the layers, and the features come 0.01 closer per layer kept float. Layers go float 1, 1, 2, 4
+    at a time in SQNR order until the target is reached; the file written is the one recorded."""
     import onnxruntime as ort
 
+    from reid.inference import precision
     from reid.inference.export import export_onnx
-    from reid.inference.precision import quantize_int8
     from tests.inference.test_runtimes import _model_and_cfg
 
     model, _ = _model_and_cfg("resnet18")
     src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
-    gen = torch.Generator().manual_seed(0)
-    coarse = torch.randint(0, 256, (40, 3, 8, 4), generator=gen).float()
-    pixels = torch.nn.functional.interpolate(coarse, size=(64, 32), mode="bilinear").numpy()
+    calls = []
+    real_quantise = precision._quantise
+
+    def quantise(src, dst, reader, method, exclude, quantizer="onnxruntime"):
+        calls.append(list(exclude))
+        real_quantise(src, dst, reader, method, exclude, quantizer)
+
+    def sqnr(path, reader, nodes):  # node i gets 10 + i dB in reverse name order: a known ranking
+        return {name: 10.0 + i for i, name in enumerate(sorted(nodes, reverse=True))}
+
+    monkeypatch.setattr(precision, "_quantise", quantise)
+    monkeypatch.setattr(precision, "_input_sqnr", sqnr)
+    monkeypatch.setattr(precision, "_cosines", lambda a, b: np.full(len(a), 0.90 + 0.01 * len(calls[-1])))
+    pixels = np.random.default_rng(0).integers(0, 256, (24, 3, 64, 32)).astype(np.float32)
+    result = precision.quantize_int8(src, str(tmp_path / "m8.onnx"), pixels, min_cosine=0.975, log=lambda _: None)
+    assert [len(c) for c in calls] == [0, 1, 2, 4, 8]  # all quantised, then 1, 1, 2, 4 more layers float
+    names = sorted({n for c in calls for n in c} | set(calls[-1]), reverse=True)
+    kept = [k["node"] for k in result.kept_float]
+    assert kept == calls[-1] and kept == names[:8]  # worst SQNR (lowest dB) first
+    assert [k["input_sqnr_db"] for k in result.kept_float] == [10.0 + i for i in range(8)]
+    assert result.cosine_mean == pytest.approx(0.98) and result.quantised_nodes + 8 == 21
+    # The file written is the accepted one: its 8 float convolutions take no DequantizeLinear'd weight.
+    written = onnx.load(str(tmp_path / "m8.onnx"))
+    float_nodes = [n for n in written.graph.node if n.name in kept]
+    assert len(float_nodes) == 8 and all(not any("DequantizeLinear" in i for i in n.input) for n in float_nodes)
+    ort.InferenceSession(str(tmp_path / "m8.onnx"), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.slow
+def test_kept_float_layers_that_do_not_help_are_quantised_again(tmp_path, monkeypatch):
+    from reid.inference import precision
+    from reid.inference.export import export_onnx
+    from tests.inference.test_runtimes import _model_and_cfg
+
+    model, _ = _model_and_cfg("resnet18")
+    src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
+    monkeypatch.setattr(precision, "_input_sqnr", lambda path, reader, nodes: {n: 1.0 for n in nodes})
+    monkeypatch.setattr(precision, "_cosines", lambda a, b: np.full(len(a), 0.95))  # nothing ever helps
     lines = []
-    result = quantize_int8(src, str(tmp_path / "m8.onnx"), pixels, min_cosine=1.01, log=lines.append)
-    rounds = [line for line in lines if "nodes quantised: cosine" in line]
-    assert len(rounds) >= 2  # the fully quantised file, then at least one try with layers in float
-    sqnr = [k["input_sqnr_db"] for k in result.kept_float]
-    assert sqnr == sorted(sqnr)
-    total = int(rounds[0].split(" of ")[1].split()[0])
-    assert result.quantised_nodes == total - len(result.kept_float)
-    # the search ends where keeping more layers float stops helping (or at half of them)
-    assert any("does not bring the features closer" in line for line in lines) or len(sqnr) >= total // 2
-    held_out = pixels[-result.held_out_images:]
-    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"images": held_out})[0]
-    got = ort.InferenceSession(str(tmp_path / "m8.onnx"), providers=["CPUExecutionProvider"]).run(None, {"images": held_out})[0]
-    assert (ref * got).sum(1).mean() == pytest.approx(result.cosine_mean, abs=1e-6)
-    first = float(rounds[0].split("mean ")[1].split(",")[0])
-    assert result.cosine_mean >= first - 1e-4  # never worse than quantising everything
+    pixels = np.random.default_rng(0).integers(0, 256, (24, 3, 64, 32)).astype(np.float32)
+    result = precision.quantize_int8(src, str(tmp_path / "m8.onnx"), pixels, log=lines.append)
+    assert result.kept_float == [] and result.quantised_nodes == 21
+    assert any("does not bring the features closer" in line for line in lines)
 
 
 @pytest.mark.slow
@@ -416,3 +441,33 @@ def test_a_backend_exports_fp16_for_the_run_when_asked(tmp_path):
         f = half.extract_arrays(_images())
         assert half.precision == "fp16" and half.describe()["precision"] == "fp16"
         assert (f * fp32).sum(1).min() > 0.999 and np.abs(f - fp32).max() > 0  # fp16 arithmetic, same features
+
+
+def test_int8_of_a_model_with_camera_ids_is_one_line(tmp_path):
+    from reid.inference.precision_export import export_at_precision
+
+    class SIE(torch.nn.Module):
+        uses_camids = True
+        num_cameras = 3
+
+    with pytest.raises(ValueError, match=r"--precision int8 is not offered for a model that takes camera ids \(SIE\)"):
+        export_at_precision(SIE(), str(tmp_path / "m.onnx"), SIZE, "int8", write_fp32=lambda p: None,
+                            pixels=np.zeros((4, 3, *SIZE), np.uint8))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images(tmp_path):
+    from reid.inference.export import export_onnx
+    from reid.inference.precision import quantize_int8
+    from reid.inference.precision_export import _parity_pixels
+    from tests.inference.test_runtimes import _model_and_cfg
+
+    model, _ = _model_and_cfg()
+    src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
+    one = np.random.default_rng(0).integers(0, 256, (1, 3, 64, 32)).astype(np.float32)
+    result = quantize_int8(src, str(tmp_path / "m8.onnx"), one, log=lambda _: None)
+    assert result.calibration_images == 1 and result.held_out_images == 0
+    checks = _parity_pixels(one, (64, 32))
+    assert len(checks) == 32 and np.array_equal(checks[0], one[0])
+    assert len({c.tobytes() for c in checks}) == 32  # topped up with distinct images, not copies
