@@ -15,9 +15,11 @@ OPTIONAL_EXTRAS = {
     "faiss": ["faiss-cpu>=1.15.1"],  # faiss search backends
     "safetensors": ["safetensors>=0.8.0"],  # .safetensors galleries
     "timm": ["timm>=1.0.31"],  # MODEL.BACKBONE.NAME "timm/<model name>": any timm model as a backbone
-    # --backend openvino, and int8 files quantised by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs fastest
-    "openvino": ["openvino>=2026.4.1", "nncf>=3.4.0"],
 }
+# --backend openvino, and int8 files quantised by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs
+# fastest. Not part of "all": with them installed, two CI runs of the suite lost an xdist worker (a crash
+# while the worker started a subprocess, not reproduced alone); until that is understood, CI runs without them.
+EXTRA_OPENVINO = ["openvino>=2026.4.1", "nncf>=3.4.0"]
 
 setup(
     name="circle-reid",
@@ -50,6 +52,7 @@ setup(
     extras_require={
         "dev": ["pytest>=9.1.0", "pytest-xdist>=3.8.0"],  # 9.1: caplog also sees non-propagating loggers ("reid"); xdist: make test on 2 cores
         **OPTIONAL_EXTRAS,
+        "openvino": EXTRA_OPENVINO,
         "all": [req for reqs in OPTIONAL_EXTRAS.values() for req in reqs],
     },
     classifiers=[
