@@ -128,3 +128,16 @@ def load_test_sets(cfg) -> TestSets:
             )
         test_sets[str(name)] = (query, gallery)
     return test_sets
+
+
+def check_folder_cameras(cfg) -> None:
+    """A model with SIE embeds each image with its camera: folders without camera ids cannot feed it
+    (the cameras the evaluation assigns them are bookkeeping, not the images' cameras)."""
+    from reid.data.datasets.folders import folders_have_cameras
+
+    f = cfg.DATASETS.FOLDERS
+    if not folders_have_cameras(f.QUERY_PATH, f.GALLERY_PATH):
+        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True), and the --check-on or "
+                         "--query / --gallery images have none: give list files of 'path identity camid' lines.")
+
+

@@ -23,7 +23,7 @@ from reid.utils.process import is_main_process, seed_everything
 from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
-from .common import check_test_settings, setup_run
+from .common import check_folder_cameras, check_test_settings, setup_run
 from .model_args import model_config
 
 
@@ -63,17 +63,6 @@ def run_command(args: argparse.Namespace) -> int:
             cleanup_distributed()
 
 
-def _check_folder_cameras(cfg) -> None:
-    """A model with SIE embeds each image with its camera: folders without camera ids cannot feed it
-    (the cameras the evaluation assigns them are bookkeeping, not the images' cameras)."""
-    from reid.data.datasets.folders import folders_have_cameras
-
-    f = cfg.DATASETS.FOLDERS
-    if not folders_have_cameras(f.QUERY_PATH, f.GALLERY_PATH):
-        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True), and the --query / "
-                         "--gallery images have none: give list files of 'path identity camid' lines.")
-
-
 def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
     if not list(cfg.DATASETS.TESTS):  # e.g. a run adapted to unlabelled crops: nothing to score it on
@@ -106,7 +95,7 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
         if getattr(model, "uses_camids", False) and str(name).lower() == "folders":
-            _check_folder_cameras(cfg)
+            check_folder_cameras(cfg)
         notes: dict = {}  # e.g. query images found in the gallery (and left out for their query)
         query, gallery = build_test_data(cfg, name, notes=notes)
         res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True)

@@ -42,7 +42,9 @@ def calibration_paths(cfg, sources: Sequence[str]) -> Tuple[List[str], str]:
         if not paths:
             raise ValueError(f"--calibration {name}: the dataset has no images under {cfg.DATASETS.ROOT}.")
         return paths, f"dataset {name} ({cfg.DATASETS.ROOT})"
-    return collect_entries(sources).paths, ", ".join(str(s) for s in sources)
+    # A folder named twice (or a file in a folder also named) is one set of crops, each crop once.
+    paths = list(dict.fromkeys(os.path.realpath(p) for p in collect_entries(sources).paths))
+    return paths, ", ".join(str(s) for s in sources)
 
 
 def load_calibration(cfg, sources: Sequence[str], num: int = DEFAULT_CALIBRATION_IMAGES,

@@ -397,25 +397,26 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
                               len(targets) - len(excluded), kept, score[0], score[1], float(min_cosine), quantizer)
 
 
-def batch_parity(run: Callable[[np.ndarray], np.ndarray], pixels: np.ndarray,
-                 batches: Sequence[int] = PARITY_BATCHES) -> Dict[int, float]:
+def batch_parity(run: Callable[..., np.ndarray], pixels: np.ndarray, batches: Sequence[int] = PARITY_BATCHES,
+                 camids: Optional[Any] = None) -> Dict[int, float]:
     """Largest absolute difference of the features of `pixels` computed in batches of each size
     against the same images one at a time (the bug users hit: a file whose batch axis is wrong).
 
-    `pixels` must hold at least ``max(batches)`` images; `run` maps ``[B, 3, H, W]`` float32 to ``[B, D]``.
+    `pixels` must hold at least ``max(batches)`` images; `run` maps ``[B, 3, H, W]`` float32 to ``[B, D]``,
+    and with `camids` (one camera id per image, sliced with the images) ``run(images, camids)``.
     """
     n = max(batches)
     if len(pixels) < n:
         raise ValueError(f"batch parity needs {n} images, got {len(pixels)}.")
     x = np.ascontiguousarray(pixels[:n], dtype=np.float32)
-    single = np.concatenate([run(x[i:i + 1]) for i in range(n)], axis=0)
-    out: Dict[int, float] = {}
-    for b in batches:
-        if b == 1:
-            continue
-        got = np.concatenate([run(x[i:i + b]) for i in range(0, n, b)], axis=0)
-        out[int(b)] = float(np.abs(got - single).max())
-    return out
+
+    def features(size: int) -> np.ndarray:
+        parts = [run(x[i:i + size]) if camids is None else run(x[i:i + size], camids[i:i + size])
+                 for i in range(0, n, size)]
+        return np.concatenate(parts, axis=0)
+
+    single = features(1)
+    return {int(b): float(np.abs(features(b) - single).max()) for b in batches if b != 1}
 
 
 __all__ = [

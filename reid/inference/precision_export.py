@@ -4,8 +4,7 @@ The order is that of ``tools/export.py --precision``: the fp32 ONNX file is writ
 folder, converted (:mod:`reid.inference.precision`), checked (batch parity at
 1/7/32 in every runtime installed, the features' cosine to PyTorch fp32 on real crops, and with a
 labelled set R-1/mAP of both: :mod:`reid.inference.accuracy`), and only then written to the output
-(atomically)
-with what was measured in its metadata. A file whose mAP drops by more than the allowed points is
+(atomically) with what was measured in its metadata. A file whose mAP drops by more than the allowed points is
 not written (unless forced): nothing half-checked reaches the output path.
 """
 from __future__ import annotations
@@ -46,7 +45,7 @@ MIN_COSINE_FLOOR = 0.9  # mean cosine to fp32 below which a file is broken, what
 
 
 class PrecisionCheckError(RuntimeError):
-    """An export at reduced precision failed a check (batch parity, or the mAP gate)."""
+    """An export failed a check (batch parity, the cosine floor, or the mAP gate)."""
 
 
 def installed_runtimes() -> List[str]:
@@ -105,7 +104,7 @@ class PrecisionReport:
     batch_parity: Dict[str, Dict[str, float]] = field(default_factory=dict)
     cosine_to_fp32: Dict[str, Any] = field(default_factory=dict)
     accuracy: Optional[AccuracyCheck] = None
-    refused: str = ""
+    forced: List[str] = field(default_factory=list)  # checks it failed and was written past (--force)
 
     def record(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"precision": self.precision}
@@ -116,7 +115,16 @@ class PrecisionReport:
             out["cosine_to_fp32"] = self.cosine_to_fp32
         if self.accuracy is not None:
             out["accuracy"] = self.accuracy.record()
+        if self.forced:
+            out["forced"] = self.forced
         return out
+
+    def fail(self, line: str, force: bool, log: Log) -> None:
+        """A failed gate: PrecisionCheckError unless `force`; then a warning, recorded in the file."""
+        if not force:
+            raise PrecisionCheckError(line)
+        self.forced.append(line)
+        log(f"warning: {line}")
 
 
 def _camids(model: nn.Module, n: int, seed: int = 0) -> Optional[torch.Tensor]:
@@ -130,14 +138,9 @@ def _check_parity(path: str, precision: str, pixels: np.ndarray, to_input: Optio
                   model: nn.Module, log: Log) -> Dict[str, Dict[str, float]]:
     tol = BATCH_TOLERANCE[precision]
     results: Dict[str, Dict[str, float]] = {}
-    n = max(PARITY_BATCHES)
-    camids = _camids(model, n)
+    camids = _camids(model, max(PARITY_BATCHES))
     for runtime in installed_runtimes():
-        run = onnx_runner(path, runtime, to_input)
-        if camids is not None:
-            diffs = _parity_with_camids(run, pixels, camids)
-        else:
-            diffs = batch_parity(lambda x: run(x, None), pixels)
+        diffs = batch_parity(onnx_runner(path, runtime, to_input), pixels, camids=camids)
         results[runtime] = {str(b): d for b, d in diffs.items()}
         line = ", ".join(f"batch {b} {d:.1e}" for b, d in diffs.items())
         ok = all(d <= tol for d in diffs.values())
@@ -148,15 +151,6 @@ def _check_parity(path: str, precision: str, pixels: np.ndarray, to_input: Optio
                                       f"{', '.join(str(b) for b, d in diffs.items() if d > tol)} than one image at a time "
                                       f"({max(diffs.values()):.2e} > {tol:g}); report the model and the versions.")
     return results
-
-
-def _parity_with_camids(run, pixels: np.ndarray, camids: torch.Tensor) -> Dict[int, float]:
-    """:func:`batch_parity` for a file that also takes camera ids (one id per image, sliced with it)."""
-    n = max(PARITY_BATCHES)
-    x = np.ascontiguousarray(pixels[:n], dtype=np.float32)
-    single = np.concatenate([run(x[i:i + 1], camids[i:i + 1]) for i in range(n)])
-    return {b: float(np.abs(np.concatenate([run(x[i:i + b], camids[i:i + b]) for i in range(0, n, b)]) - single).max())
-            for b in PARITY_BATCHES if b != 1}
 
 
 MAX_CHECK_IMAGES = 256  # the cosine and parity checks run on at most this many of the crops
@@ -220,9 +214,8 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
 
     `write_fp32(tmp_path)` writes the fp32 ONNX file (the plain or the tracker export, with its
     metadata). `pixels` (uint8 ``[N, 3, H, W]`` raw pixels, the model's test transform) calibrate
-    int8 (required for it; `quantizer` "onnxruntime" or "nncf" quantises) and are the crops of the parity and
-    cosine checks; without them those run
-    on seeded smooth noise. `to_input` maps raw pixels to the file's input convention. With
+    int8 (required for it; `quantizer` "onnxruntime" or "nncf" quantises) and are the crops of the
+    parity and cosine checks (topped up with seeded smooth noise to 32 images). `to_input` maps raw pixels to the file's input convention. With
     `check_batches` (a factory of the labelled test loader's batches; `check_query` query images
     first) R-1 and mAP of the file and of PyTorch fp32 are compared, and a drop of more than
     `max_map_drop` points raises PrecisionCheckError (the file is not written) unless `force`.
@@ -270,23 +263,16 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
             f"{cos.mean():.5f}, min {cos.min():.5f}")
         if cos.mean() < MIN_COSINE_FLOOR:
             # No labelled set may be given: features this far from fp32's are refused on their own.
-            broken = (f"{path}: its features are at cosine {cos.mean():.3f} of PyTorch fp32's on average (below "
-                      f"{MIN_COSINE_FLOOR}); {'written anyway (--force)' if force else 'not written'}. Calibrate on "
-                      "real crops of your cameras (--calibration), or use fp16.")
-            if not force:
-                raise PrecisionCheckError(broken)
-            report.refused = broken
-            log(f"warning: {broken}")
+            report.fail(f"{path}: its features are at cosine {cos.mean():.3f} of PyTorch fp32's on average (below "
+                        f"{MIN_COSINE_FLOOR}); {'written anyway (--force)' if force else 'not written'}. Calibrate "
+                        "on real crops of your cameras (--calibration), or use fp16.", force, log)
         if check_batches is not None:
             report.accuracy = compare_accuracy(torch_reference(model), run_file, check_batches(), check_query,
                                                dataset=check_name, uses_camids=cameras)
             log(f"accuracy: {report.accuracy}")
             refused = check_map_drop(report.accuracy, max_map_drop, path, force)
-            if refused and not force:
-                raise PrecisionCheckError(refused)
             if refused:
-                report.refused = refused
-                log(f"warning: {refused}")
+                report.fail(refused, force, log)
         set_metadata(converted, path, report.record(), base=fp32)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -300,5 +286,4 @@ def report_path(path: str) -> str:
 
 
 __all__ = ["PrecisionCheckError", "PrecisionReport", "export_at_precision", "installed_runtimes", "onnx_runner",
-           "report_path",
-           "set_metadata", "torch_reference"]
+           "report_path", "set_metadata", "torch_reference"]

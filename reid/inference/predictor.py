@@ -14,8 +14,9 @@ product), computed exactly as the evaluator computes them: test transform (resiz
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -267,23 +268,25 @@ class Predictor:
             if camids is None:
                 raise ValueError(NO_CAMIDS)
             cams = check_camids(camids, len(images), self.num_cameras, "this model", paths)
-        if self._runtime is not None:
-            # torch's pool stays at one thread around the runtime's call: its conversions and the
-            # normalisation are light, and a second pool spinning beside the runtime's costs it a third.
-            with torch_threads(1):
+        with self._torch_threads():
+            if self._runtime is not None:
                 f = torch.from_numpy(np.asarray(self._runtime(images, cams), dtype=np.float32))
-                check_feature_batch(f, paths, amp=self.amp)
-                return F.normalize(f, dim=1).cpu()
-        else:
-            x = images.to(self.device, non_blocking=True)
-            extra = {"camids": cams.to(self.device)} if cams is not None else {}
-            with autocast_context(self.device, self.amp):
-                f = self.model(x, **extra).float()
-                if self.flip:
-                    # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
-                    f = (f + self.model(torch.flip(x, dims=[3]), **extra).float()) / 2
-        check_feature_batch(f, paths, amp=self.amp)
-        return F.normalize(f, dim=1).cpu()
+            else:
+                x = images.to(self.device, non_blocking=True)
+                extra = {"camids": cams.to(self.device)} if cams is not None else {}
+                with autocast_context(self.device, self.amp):
+                    f = self.model(x, **extra).float()
+                    if self.flip:
+                        # torch.flip returns a copy, so `x` stays as given (no in-place mutation).
+                        f = (f + self.model(torch.flip(x, dims=[3]), **extra).float()) / 2
+            check_feature_batch(f, paths, amp=self.amp)
+            return F.normalize(f, dim=1).cpu()
+
+    def _torch_threads(self) -> ContextManager[None]:
+        """One torch thread while another runtime computes (:func:`reid.utils.device.torch_threads`):
+        torch's work around it is light (resizing, stacking, normalising), and a second thread pool
+        spinning beside the runtime's costs it a third; PyTorch itself keeps every thread."""
+        return torch_threads(1) if self._runtime is not None else contextlib.nullcontext()
 
     def _run(self, batches, total: int, progress: Optional[ProgressFn],
              paths: Optional[Sequence[str]] = None, camids: Optional[Sequence[int]] = None) -> np.ndarray:
@@ -330,11 +333,8 @@ class Predictor:
         return self._run(batches, total, progress, camids=camids)
 
     def _stack(self, images: List[np.ndarray]) -> torch.Tensor:
-        """The test transform of `images`, stacked; with another runtime than torch on one torch
-        thread (:func:`reid.utils.device.torch_threads`: the runtime's threads have the cores)."""
-        if self._runtime is None:
-            return torch.stack([self.transform(img) for img in images])
-        with torch_threads(1):
+        """The test transform of `images`, stacked (see :meth:`_torch_threads`)."""
+        with self._torch_threads():
             return torch.stack([self.transform(img) for img in images])
 
     def extract(self, sources: Union[PathLike, Sequence[PathLike]],

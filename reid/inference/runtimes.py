@@ -74,9 +74,12 @@ def file_precision(metadata: Optional[str]) -> str:
 
 
 def _check_precision(path: Optional[str], metadata: Optional[str], wanted: Optional[str]) -> str:
-    """The precision the file records; a ValueError when another was asked for."""
+    """The precision features are made at: a given file's (`path`; a ValueError when `wanted` is another),
+    else `wanted` (the model was exported at it for the run; fp32 when None)."""
+    if not path:
+        return wanted or "fp32"
     recorded = file_precision(metadata)
-    if path and wanted and wanted != recorded:
+    if wanted and wanted != recorded:
         raise ValueError(f"{path} is an {recorded} file and --precision {wanted} was asked for; export one at "
                          f"{wanted} with tools/export.py --precision {wanted}, or leave --precision out.")
     return recorded
@@ -179,7 +182,7 @@ def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
     return ExportedRuntime(lambda x, camids=None: session.run(None, onnx_feeds(names, x, camids))[0],
-                           exported, identity, recorded if exported else precision or "fp32")
+                           exported, identity, recorded)
 
 
 @RUNTIMES.register("openvino")
@@ -210,7 +213,7 @@ def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Op
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
-    return ExportedRuntime(runner, exported, identity, recorded if exported else precision or "fp32")
+    return ExportedRuntime(runner, exported, identity, recorded)
 
 
 class OpenVINOBatches:

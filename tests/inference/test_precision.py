@@ -175,6 +175,7 @@ def test_a_broken_calibration_is_refused_by_the_map_gate_and_force_writes_it(tin
     assert _export(tiny, *flags, "--force") == 0
     record = _record(out)
     assert record["accuracy"]["map_drop"] > 1.0
+    assert len(record["forced"]) == 1 and "written anyway (--force)" in record["forced"][0]  # said in the file
     assert "written anyway (--force)" in capsys.readouterr().out
 
 
@@ -471,3 +472,14 @@ def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images
     checks = _parity_pixels(one, (64, 32))
     assert len(checks) == 32 and np.array_equal(checks[0], one[0])
     assert len({c.tobytes() for c in checks}) == 32  # topped up with distinct images, not copies
+
+
+def test_calibration_crops_named_twice_are_read_once(tmp_path):
+    from reid.config import get_cfg
+    from reid.inference.calibration_crops import load_calibration
+
+    folder = _black_crops(tmp_path / "crops", n=5)
+    cfg = get_cfg()
+    cfg.INPUT.SIZE_TEST = list(SIZE)
+    pixels, where = load_calibration(cfg, [folder, folder, os.path.join(folder, "0.jpg")], num=300)
+    assert pixels.shape == (5, 3, *SIZE) and pixels.dtype == np.uint8 and where.startswith("5 of 5 images")
