@@ -89,6 +89,8 @@ def main(argv=None) -> int:
     p.add_argument("--list-size", type=int, default=None, help="ivf: items per cell (default: the library's)")
     p.add_argument("--perturb", type=float, default=0.0,
                    help="also cluster with the first backend on features plus noise of this norm")
+    p.add_argument("--auto-eps", action="store_true",
+                   help="UDA.EPS auto: the graph out to --eps (the range's end), then the radius chosen from 0.3 on")
     args = p.parse_args(argv)
 
     import torch
@@ -97,6 +99,7 @@ def main(argv=None) -> int:
     from reid.evaluation.jaccard import jaccard_graph
     from reid.evaluation.neighbours import NeighbourSearch
     from reid.uda import dbscan, pseudo_label_scores
+    from reid.uda.auto_eps import choose_eps, eps_grid
     from tests.inference.synthetic_features import tracklet_features
 
     logging.basicConfig(level=logging.INFO, format="  %(message)s")
@@ -128,7 +131,13 @@ def main(argv=None) -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         graph = jaccard_graph(f, args.k1, args.k2, args.eps, neighbours=search)
         t1 = time.perf_counter()
-        labels = dbscan(graph, args.eps, args.min_samples)
+        eps = args.eps
+        if args.auto_eps:
+            choice = choose_eps(graph, args.min_samples, eps_grid(0.3, args.eps), dbscan)
+            eps = choice.eps
+            print(f"[{name}] EPS auto: {time.perf_counter() - t1:.1f} s for {len(choice.grid)} DBSCANs; "
+                  f"{choice.reason()}")
+        labels = dbscan(graph, eps, args.min_samples)
         t2, c2 = time.perf_counter(), time.process_time()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         scores = pseudo_label_scores(labels, pids)

@@ -23,7 +23,7 @@ from yacs.config import CfgNode
 
 from reid.utils.path_kinds import MISSING, file_problem, is_missing
 
-from .defaults import _C, FILE_KEYS
+from .defaults import _C, FILE_KEYS, NUMBER_OR_WORD
 from .yaml_text import MAX_BYTES, YamlBool, YamlTextError, brief, parse_yaml_text
 
 BASE_KEY = "_BASE_"
@@ -101,6 +101,14 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
             f"got {brief(value)} ({type(value).__name__}).{hint}"
         )
 
+    words = NUMBER_OR_WORD.get(key)
+    if words is not None:  # a number, or a word that asks for one to be chosen (UDA.EPS auto)
+        if isinstance(value, str) and value.strip().lower() in words:
+            return value.strip().lower()
+        number = _number_from_text(value) if isinstance(value, str) else value
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return float(number)
+        return _fail_number_or_word(key, value, words, source)
     if isinstance(current, bool):
         if isinstance(value, bool):
             return value
@@ -147,6 +155,11 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
             return [_coerce(f"{key}[{i}]", proto, v, source, from_yaml) for i, v in enumerate(value)]
         return _plain(list(value))
     return _plain(value)
+
+
+def _fail_number_or_word(key: str, value: Any, words: Sequence[str], source: str) -> Any:
+    raise ConfigError(f"{source}: key {key} expects a number or {' or '.join(repr(w) for w in words)}, "
+                      f"got {brief(value)} ({type(value).__name__}).")
 
 
 def _default_of(key: str) -> Any:

@@ -260,7 +260,7 @@ _C.DATASETS.SYNTHETIC.NUM_DISTRACTORS = -1
 _C.DATASETS.SYNTHETIC.SEED = 0
 # Synthetic dataset: drawn image size [height, width].
 _C.DATASETS.SYNTHETIC.IMAGE_SIZE = [128, 64]
-# Synthetic dataset: rendering style, "demo" or "shift" (another domain: colours, backgrounds, cameras; datasets/README.md).
+# Synthetic dataset: rendering style, "demo", "shift" (another domain: colours, backgrounds, cameras) or "views" (a shift whose cameras each see one side of people; datasets/README.md).
 _C.DATASETS.SYNTHETIC.STYLE = "demo"
 
 # ---------------------------------------------------------------------------- #
@@ -396,8 +396,10 @@ _C.UDA.ITERS_PER_EPOCH = 200
 _C.UDA.K1 = 30
 # k2 of that distance (local query expansion; 1 = none).
 _C.UDA.K2 = 6
-# DBSCAN radius: the largest Jaccard distance at which two images are neighbours, in (0, 1).
+# DBSCAN radius: the largest Jaccard distance at which two images are neighbours, in (0, 1); "auto" = read from the data every epoch (docs/training.md).
 _C.UDA.EPS = 0.6
+# EPS auto: the radii tried, [first, last] in steps of 0.025; the middle of the widest range where the cluster count stays stable wins.
+_C.UDA.EPS_RANGE = [0.3, 0.8]
 # DBSCAN: neighbours within EPS (the image itself included) that make an image the core of a cluster.
 _C.UDA.MIN_SAMPLES = 4
 # Nearest neighbours of the clustering: "exact", "ivf" (approximate, faiss k-means cells; pip install faiss-cpu) or "auto" (ivf from APPROX_MIN_SIZE images on).
@@ -410,8 +412,19 @@ _C.UDA.TEMPERATURE = 0.05
 _C.UDA.MOMENTUM = 0.1
 # Memory update from a batch: "mean" (mean feature of each cluster) or "hard" (its least similar feature).
 _C.UDA.MEMORY_UPDATE = "mean"
+# Camera-aware proxies (CAP, Wang et al. AAAI 2021): every cluster split by camera, an intra-camera and an inter-camera contrastive loss, so clusters stop forming per camera; needs camera ids.
+_C.UDA.CAMERA_AWARE = False
+# CAMERA_AWARE: weight lambda of the inter-camera loss (CAP: 0.5).
+_C.UDA.CAMERA_INTER_WEIGHT = 0.5
+# CAMERA_AWARE: hardest proxies of other clusters that are the inter-camera loss's negatives (CAP: 50).
+_C.UDA.CAMERA_HARD_NEGATIVES = 50
+# Camera-balanced neighbours for the Jaccard distance: each image's neighbour list takes the nearest of every camera in turn (exact pass); needs camera ids.
+_C.UDA.CAMERA_NEIGHBOURS = False
 # Regex (one group) capturing a crop's tracklet from its file name, e.g. '^(.+_t\d+)_f\d+' for tools/tracks_to_reid.py crops: each tracklet joins its crops' majority cluster; '' = off.
 _C.UDA.TRACKLET_REGEX = ""
+
+# Keys that take a number or one of these words (the word asks for the number to be chosen).
+NUMBER_OR_WORD = {"UDA.EPS": ("auto",)}
 
 # Keys whose values name files or folders. A config stored inside a checkpoint (someone else's,
 # perhaps) never sets them: reid.config.merge_from_text leaves them at their defaults, so a

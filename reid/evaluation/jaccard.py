@@ -42,6 +42,7 @@ def jaccard_graph(
     metric: str = "cosine",
     block_size: Optional[int] = None,
     neighbours: Optional[NeighbourSearch] = None,
+    cameras: Optional[np.ndarray] = None,
 ) -> sp.csr_matrix:
     """Sparse ``[N, N]`` float64 CSR of the k-reciprocal Jaccard distances d <= `max_distance`.
 
@@ -56,6 +57,9 @@ def jaccard_graph(
         block_size: items per side of a distance block in the exact neighbour pass.
         neighbours: how the neighbour lists are made (default exact; an approximate pass for
             large N: reid.evaluation.neighbours.NeighbourSearch).
+        cameras: optional camera id of every item (int ``[N]``): camera-balanced neighbour lists
+            (reid.evaluation.camera_neighbours; always the exact pass), so that the distance
+            relates items across cameras that look different.
     """
     k1, k2, _ = _check_params(k1, k2, 0.0)
     eps = float(max_distance)
@@ -64,7 +68,7 @@ def jaccard_graph(
                          f"got {max_distance}.")
     x = as_feature_tensor(feats, "feats").clone()
     n = x.shape[0]
-    enc = k_reciprocal_vectors(x, 0, k1, k2, check_metric(metric), block_size, neighbours)
+    enc = k_reciprocal_vectors(x, 0, k1, k2, check_metric(metric), block_size, neighbours, cameras)
     del x
     # d <= eps  <=>  s >= 2 (1 - eps) / (2 - eps); a slightly lower bar only pre-selects, the
     # exact test is made on d below, as a DBSCAN on the dense matrix would make it.

@@ -59,6 +59,7 @@ from .distance import (
     pair_distances,
     prepare_features,
 )
+from .camera_neighbours import camera_balanced_pass
 from .neighbours import EXACT_BLOCK, NeighbourSearch, nearest_neighbours
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
@@ -262,11 +263,13 @@ class KReciprocalVectors:
 
 def k_reciprocal_vectors(
     x: torch.Tensor, num_q: int, k1: int, k2: int, metric: str, block_size: Optional[int] = None,
-    neighbours: Optional[NeighbourSearch] = None,
+    neighbours: Optional[NeighbourSearch] = None, cameras: Optional[np.ndarray] = None,
 ) -> KReciprocalVectors:
     """S1-S5 for checked features `x` ``[N, D]`` (queries first, `num_q` of them): the
     k-reciprocal encoding V that re-ranking and the clustering Jaccard distance share.
-    `neighbours` picks the neighbour pass (default: exact; reid.evaluation.neighbours).
+    `neighbours` picks the neighbour pass (default: exact; reid.evaluation.neighbours); with
+    `cameras` (int ``[N]``, no queries) the lists are camera-balanced instead
+    (reid.evaluation.camera_neighbours).
 
     `x` is consumed (normalised or centred in place). Memory O(N * k1 + nnz(V) + Q * G).
     """
@@ -280,7 +283,12 @@ def k_reciprocal_vectors(
     if block < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}.")
 
-    nb = nearest_neighbours(x, x_sq, num_q, metric, k, neighbours, block)
+    if cameras is not None:
+        if num_q:
+            raise ValueError("camera-balanced neighbour lists are for clustering (no queries), got num_q > 0.")
+        nb = camera_balanced_pass(x, x_sq, metric, k, cameras)
+    else:
+        nb = nearest_neighbours(x, x_sq, num_q, metric, k, neighbours, block)
     nbr_i, nbr_d, row_max, qg = nb.indices, nb.distances, nb.row_max, nb.qg
     del nb
     # A row whose items are all identical has maximum 0; its normalised distances are 0/0

@@ -98,6 +98,14 @@ class LossAssembly:
         """Whether an identity head is needed for training."""
         return "identity" in self.names
 
+    def _identity_term(self, head: nn.Module, feat: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # A head whose loss is not a softmax cross-entropy over its logits (the camera-aware
+        # proxy memory of learning without labels) brings its own.
+        own = getattr(head, "loss", None)
+        if callable(own):
+            return own(feat, targets)
+        return cross_entropy_loss(head(feat, targets), targets, label_smooth=self.label_smooth)
+
     def __call__(
         self,
         targets: torch.Tensor,
@@ -134,10 +142,7 @@ class LossAssembly:
                 )
             if len(heads) != len(id_features):
                 raise ValueError(f"{len(heads)} heads but {len(id_features)} identity features.")
-            terms = [
-                cross_entropy_loss(head(feat, targets), targets, label_smooth=self.label_smooth)
-                for head, feat in zip(heads, id_features)
-            ]
+            terms = [self._identity_term(head, feat, targets) for head, feat in zip(heads, id_features)]
             losses["loss_id"] = self.id_weight * torch.stack(terms).mean()
             head_stats = getattr(heads[0], "last_stats", None) or {}
             stats = {k: v.detach().float().reshape(()) for k, v in head_stats.items() if k in ("s_p", "s_n")}

@@ -1,8 +1,9 @@
 """Learning without labels from a config: the pseudo-label loader, the cluster memory, the hooks."""
 from __future__ import annotations
 
+import logging
 import os
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -12,14 +13,17 @@ from torch.utils.data import DataLoader
 from reid.data import TrainData, build_pseudo_label_loader, build_test_loader
 from reid.engine import HookBase
 from reid.evaluation.extract import extract_features
-from reid.modeling.heads import ClusterMemory
+from reid.modeling.heads import CameraProxyMemory, ClusterMemory
 from reid.modeling.heads.cluster_memory import UPDATE_MODES
 from reid.utils.process import get_world_size
 from reid.utils.safe_regex import compile_bounded, search_names
 
+from .auto_eps import check_auto_images
 from .clustering import ClusterSettings
 from .hooks import uda_hooks
 from .scores import pseudo_label_scores
+
+logger = logging.getLogger(__name__)
 
 
 def check_uda_settings(cfg, num_images: int) -> None:
@@ -37,7 +41,9 @@ def check_uda_settings(cfg, num_images: int) -> None:
             f"learning without labels needs at least a batch of P x K images. Add images or lower "
             f"SOLVER.IMS_PER_BATCH (a multiple of DATALOADER.NUM_INSTANCE {k})."
         )
-    ClusterSettings.from_cfg(cfg)  # EPS, MIN_SAMPLES, K1, K2
+    settings = ClusterSettings.from_cfg(cfg)  # EPS, MIN_SAMPLES, K1, K2
+    if settings.auto_eps:
+        check_auto_images(num_images)
     u = cfg.UDA
     if not float(u.TEMPERATURE) > 0:
         raise ValueError(f"UDA.TEMPERATURE must be > 0 (0.05 is usual), got {u.TEMPERATURE}.")
@@ -45,6 +51,52 @@ def check_uda_settings(cfg, num_images: int) -> None:
         raise ValueError(f"UDA.MOMENTUM must lie in [0, 1) (0.1 is usual), got {u.MOMENTUM}.")
     if str(u.MEMORY_UPDATE) not in UPDATE_MODES:
         raise ValueError(f"UDA.MEMORY_UPDATE {u.MEMORY_UPDATE!r} is not one of: {', '.join(UPDATE_MODES)}.")
+    if bool(u.CAMERA_AWARE):
+        pairwise = [n for n in ("triplet", "pair_circle") if n in [str(x).lower() for x in cfg.MODEL.LOSSES.NAMES]]
+        if pairwise:
+            raise ValueError(f"UDA.CAMERA_AWARE trains on camera proxies, so MODEL.LOSSES.NAMES {pairwise} would take "
+                             "one person in two cameras for two people; remove them (the proxies' inter-camera loss "
+                             "does their work) or set UDA.CAMERA_AWARE false.")
+        if not float(u.CAMERA_INTER_WEIGHT) >= 0:
+            raise ValueError(f"UDA.CAMERA_INTER_WEIGHT must be >= 0 (CAP: 0.5), got {u.CAMERA_INTER_WEIGHT}.")
+        if int(u.CAMERA_HARD_NEGATIVES) < 1:
+            raise ValueError(f"UDA.CAMERA_HARD_NEGATIVES must be >= 1 (CAP: 50), got {u.CAMERA_HARD_NEGATIVES}.")
+        if float(cfg.MODEL.LOSSES.ID.LABEL_SMOOTH) > 0:
+            raise ValueError(f"UDA.CAMERA_AWARE trains with CAP's own contrastive terms, which have no label smoothing, "
+                             f"but MODEL.LOSSES.ID.LABEL_SMOOTH is {cfg.MODEL.LOSSES.ID.LABEL_SMOOTH}: set it to 0.")
+    if settings.camera_neighbours and settings.neighbours.backend == "auto" and num_images >= settings.neighbours.approx_min_size:
+        logger.warning("UDA.CAMERA_NEIGHBOURS finds its camera-balanced lists with the exact pass (every pair of the "
+                       "%d training images, before every epoch; the approximate pass UDA.NEIGHBOURS auto would use "
+                       "from UDA.APPROX_MIN_SIZE %d images on has no per-camera form): expect it to take long.",
+                       num_images, settings.neighbours.approx_min_size)
+
+
+def camera_ids(data: TrainData, cfg) -> Optional[np.ndarray]:
+    """The camera id of every training image when a camera-aware option (UDA.CAMERA_AWARE,
+    UDA.CAMERA_NEIGHBOURS) needs them, else for the health figures when the data has them
+    (None otherwise). A camera-aware option on data without camera ids, or from one camera
+    only, is one line saying how to give them."""
+    keys = [k for k in ("CAMERA_AWARE", "CAMERA_NEIGHBOURS") if bool(cfg.UDA[k])]
+    named = " and ".join(f"UDA.{k}" for k in keys)
+    if len(data.datasets) > 1:  # each dataset numbers its own cameras from 0: the ids would collide
+        if keys:
+            raise ValueError(f"{named} needs one camera numbering, but DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has "
+                             f"{len(data.datasets)} training datasets, each numbering its cameras from 0: adapt to one "
+                             f"dataset at a time, or set {named} false.")
+        return None
+    unknown = [d.name for d in data.datasets if not getattr(d, "has_cameras", True)]
+    if unknown:
+        if keys:
+            raise ValueError(f"{named} needs the camera of every training image, but dataset {unknown[0]!r} has no "
+                             "camera ids: set DATASETS.UNLABELLED.CAMERA_REGEX (e.g. '_c(\\d+)') or write 'path "
+                             f"camid' lines in DATASETS.UNLABELLED.LIST, or set {named} false.")
+        return None
+    cams = np.array([cam for _, _, cam in data.items], dtype=np.int64)
+    if keys and len(np.unique(cams)) < 2:
+        raise ValueError(f"{named} balances the cameras, but all {len(cams)} training images come from one camera "
+                         f"({int(cams[0]) if len(cams) else 0}): give the images' camera ids (DATASETS.UNLABELLED."
+                         f"CAMERA_REGEX or a list with 'path camid'), or set {named} false.")
+    return cams
 
 
 _TRACKLET_KEY = "UDA.TRACKLET_REGEX"
@@ -86,7 +138,13 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     items = [(path, -1, cam) for path, _, cam in data.items]
     loader = build_pseudo_label_loader(cfg, items)
     u = cfg.UDA
-    memory = ClusterMemory(int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM), str(u.MEMORY_UPDATE))
+    cameras = camera_ids(data, cfg)
+    if bool(u.CAMERA_AWARE):
+        memory: ClusterMemory = CameraProxyMemory(int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM),
+                                                  str(u.MEMORY_UPDATE), float(u.CAMERA_INTER_WEIGHT),
+                                                  int(u.CAMERA_HARD_NEGATIVES))
+    else:
+        memory = ClusterMemory(int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM), str(u.MEMORY_UPDATE))
     set_identity_head(model, memory)
     extract_loader = build_test_loader(cfg, items, [])
 
@@ -109,7 +167,7 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     tracklets = tracklets_from_names([p for p, _, _ in items], str(u.TRACKLET_REGEX)) if u.TRACKLET_REGEX else None
     per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
     return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score,
-                             tracklets)
+                             tracklets, cameras)
 
 
-__all__ = ["build_uda_training", "check_uda_settings", "set_identity_head", "tracklets_from_names"]
+__all__ = ["build_uda_training", "camera_ids", "check_uda_settings", "set_identity_head", "tracklets_from_names"]

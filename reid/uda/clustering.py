@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,11 +20,14 @@ import torch
 from reid.evaluation.jaccard import jaccard_graph
 from reid.evaluation.neighbours import NeighbourSearch, neighbour_search
 
+from .auto_eps import EpsChoice, check_eps_range, choose_eps, eps_grid
+
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """UDA.K1, K2, EPS, MIN_SAMPLES, the base distance (TEST.METRIC) and how the nearest
-    neighbours are found (UDA.NEIGHBOURS, APPROX_MIN_SIZE)."""
+    """UDA.K1, K2, EPS, MIN_SAMPLES, the base distance (TEST.METRIC), how the nearest
+    neighbours are found (UDA.NEIGHBOURS, APPROX_MIN_SIZE, CAMERA_NEIGHBOURS) and, for
+    UDA.EPS auto (`auto_eps`), the radii tried (EPS_RANGE; `eps` is then the range's end)."""
 
     k1: int = 30
     k2: int = 6
@@ -32,14 +35,26 @@ class ClusterSettings:
     min_samples: int = 4
     metric: str = "cosine"
     neighbours: NeighbourSearch = field(default_factory=NeighbourSearch)
+    auto_eps: bool = False
+    eps_range: Tuple[float, float] = (0.3, 0.8)
+    camera_neighbours: bool = False
 
     @classmethod
     def from_cfg(cls, cfg) -> "ClusterSettings":
         u = cfg.UDA
-        settings = cls(int(u.K1), int(u.K2), float(u.EPS), int(u.MIN_SAMPLES), str(cfg.TEST.METRIC),
-                       neighbour_search(u, "UDA"))
+        auto = isinstance(u.EPS, str)
+        if auto and u.EPS != "auto":
+            raise ValueError(f"UDA.EPS must be a number in (0, 1) or 'auto', got {u.EPS!r}.")
+        eps_range = check_eps_range(list(u.EPS_RANGE)) if auto else (0.3, 0.8)  # read only when used
+        settings = cls(int(u.K1), int(u.K2), eps_range[1] if auto else float(u.EPS), int(u.MIN_SAMPLES),
+                       str(cfg.TEST.METRIC), neighbour_search(u, "UDA"), auto, eps_range, bool(u.CAMERA_NEIGHBOURS))
         if not 0.0 < settings.eps < 1.0:
-            raise ValueError(f"UDA.EPS must lie in (0, 1) (a Jaccard distance; 0.5-0.7 usually), got {u.EPS}.")
+            raise ValueError(f"UDA.EPS must lie in (0, 1) (a Jaccard distance; 0.5-0.7 usually) or be 'auto', "
+                             f"got {u.EPS}.")
+        if settings.camera_neighbours and str(u.NEIGHBOURS).lower() == "ivf":
+            raise ValueError("UDA.CAMERA_NEIGHBOURS finds its camera-balanced lists with the exact pass, so "
+                             "UDA.NEIGHBOURS ivf (approximate) would not be used: set UDA.NEIGHBOURS auto or exact, "
+                             "or UDA.CAMERA_NEIGHBOURS false.")
         if settings.min_samples < 1:
             raise ValueError(f"UDA.MIN_SAMPLES must be >= 1, got {u.MIN_SAMPLES}.")
         if settings.k1 < 1 or settings.k2 < 1:
@@ -49,12 +64,15 @@ class ClusterSettings:
 
 @dataclass
 class Clusters:
-    """One clustering: ``labels`` int64 ``[N]`` (0..num_clusters-1, -1 = outlier) and timings."""
+    """One clustering: ``labels`` int64 ``[N]`` (0..num_clusters-1, -1 = outlier), timings, the
+    radius used and, with UDA.EPS auto, how it was chosen."""
 
     labels: np.ndarray
     num_clusters: int
     seconds_distance: float
     seconds_dbscan: float
+    eps: float
+    eps_choice: Optional[EpsChoice] = None
 
     @property
     def kept(self) -> int:
@@ -100,18 +118,26 @@ def tracklet_majority(labels: np.ndarray, tracklets: np.ndarray) -> np.ndarray:
     return np.where(voted >= 0, renumber[np.maximum(voted, 0)], -1)
 
 
-def cluster_features(feats: torch.Tensor, settings: ClusterSettings, tracklets: Optional[np.ndarray] = None) -> Clusters:
+def cluster_features(feats: torch.Tensor, settings: ClusterSettings, tracklets: Optional[np.ndarray] = None,
+                     cameras: Optional[np.ndarray] = None) -> Clusters:
     """Cluster features ``[N, D]`` into pseudo-identities (see the module docstring); with `tracklets`
-    (int ``[N]``, the tracklet of each image) each tracklet ends up in one cluster (:func:`tracklet_majority`)."""
+    (int ``[N]``, the tracklet of each image) each tracklet ends up in one cluster (:func:`tracklet_majority`).
+    `cameras` (int ``[N]``) are needed with ``settings.camera_neighbours`` (camera-balanced lists)."""
+    if settings.camera_neighbours and cameras is None:
+        raise ValueError("UDA.CAMERA_NEIGHBOURS needs the camera id of every image; none were given.")
     t0 = time.perf_counter()
     graph = jaccard_graph(feats, settings.k1, settings.k2, settings.eps, settings.metric,
-                          neighbours=settings.neighbours)
+                          neighbours=settings.neighbours, cameras=cameras if settings.camera_neighbours else None)
     t1 = time.perf_counter()
-    labels = dbscan(graph, settings.eps, settings.min_samples)
+    choice = None
+    if settings.auto_eps:
+        choice = choose_eps(graph, settings.min_samples, eps_grid(*settings.eps_range), dbscan)
+    eps = choice.eps if choice is not None else settings.eps
+    labels = dbscan(graph, eps, settings.min_samples)
     if tracklets is not None:
         labels = tracklet_majority(labels, tracklets)
     t2 = time.perf_counter()
-    return Clusters(labels, int(labels.max()) + 1 if labels.size else 0, t1 - t0, t2 - t1)
+    return Clusters(labels, int(labels.max()) + 1 if labels.size else 0, t1 - t0, t2 - t1, eps, choice)
 
 
 def cluster_centroids(feats: torch.Tensor, labels: np.ndarray, num_clusters: int) -> torch.Tensor:

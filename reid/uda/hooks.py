@@ -3,7 +3,9 @@
 * :class:`ClusterEachEpoch` (``before_epoch``): extract the features of every training image
   with the current weights, cluster them (:mod:`reid.uda.clustering`), drop the outliers,
   point the P x K sampler at the new pseudo-labels and restart the cluster memory at the
-  cluster centroids. One line and one ``metrics.jsonl`` record per epoch say what it found.
+  cluster centroids (or a camera-aware memory at its camera proxies). One line and one
+  ``metrics.jsonl`` record per epoch say what it found, with its health figures
+  (reid.uda.health), and warnings when they show a known failure.
 * :class:`MemoryUpdate` (``after_step``): the memory's momentum update with the step's features.
 
 Exact resume: a checkpoint holds the epoch's pseudo-labels (ClusterEachEpoch) and the memory as
@@ -23,10 +25,11 @@ import torch
 from torch import nn
 
 from reid.engine import HookBase, ResumableError
-from reid.modeling.heads import ClusterMemory
+from reid.modeling.heads import CameraProxyMemory, ClusterMemory
 from reid.utils.process import get_rng_state, set_rng_state
 
 from .clustering import ClusterSettings, Clusters, cluster_centroids, cluster_features
+from .health import RunOptions, cluster_health, format_health, health_warnings
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +47,17 @@ def check_clusters(clusters: Clusters, num_images: int, per_batch: int, settings
         return
     found = ("no cluster: every image is an outlier" if clusters.num_clusters == 0 else
              f"{clusters.num_clusters} cluster(s) ({clusters.kept} images)")
-    if 2 * clusters.kept > num_images:  # most images kept in a few clusters: the radius merges people
+    merges = 2 * clusters.kept > num_images  # most images kept in a few clusters: the radius merges people
+    if settings.auto_eps:  # the radius was chosen: move the range it is chosen from, or fix it
+        advice = (f"{'Lower' if merges else 'Raise'} UDA.EPS_RANGE {list(settings.eps_range)} or set UDA.EPS to a "
+                  f"number (0.5-0.7 is usual), or {'raise' if merges else 'lower'} UDA.MIN_SAMPLES")
+    elif merges:
         advice = "Lower UDA.EPS (0.5-0.7 is usual; this radius merges different people) or raise UDA.MIN_SAMPLES"
     else:  # most images outliers: the radius is too small for these features
         advice = "Raise UDA.EPS (0.5-0.7 is usual) or lower UDA.MIN_SAMPLES"
+    at = f"auto ({clusters.eps:g})" if settings.auto_eps else f"{settings.eps:g}"
     raise NoClustersError(
-        f"Clustering {num_images} images found {found} at UDA.EPS {settings.eps} and UDA.MIN_SAMPLES "
+        f"Clustering {num_images} images found {found} at UDA.EPS {at} and UDA.MIN_SAMPLES "
         f"{settings.min_samples}, but a batch needs {per_batch} pseudo-identities (SOLVER.IMS_PER_BATCH / "
         f"DATALOADER.NUM_INSTANCE). {advice}, or use smaller batches; a model that has not learned these images "
         "yet (e.g. random weights) also finds few clusters."
@@ -69,31 +77,37 @@ class ClusterEachEpoch(HookBase):
             to have ground truth, which training never sees).
         tracklets: optional tracklet of each image (int ``[N]``, UDA.TRACKLET_REGEX): each tracklet
             is kept in one cluster.
+        cameras: optional camera id of each image (int ``[N]``): for camera-balanced neighbours,
+            a camera-aware memory (``memory.assign``) and the health figures.
     """
 
     def __init__(self, extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory,
                  per_batch: int, score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
-                 tracklets: Optional[np.ndarray] = None) -> None:
+                 tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None) -> None:
         self.extract, self.settings, self.sampler, self.memory = extract, settings, sampler, memory
-        self.per_batch, self.score, self.tracklets = int(per_batch), score, tracklets
-        self.labels: Optional[np.ndarray] = None
+        self.per_batch, self.score, self.tracklets, self.cameras = int(per_batch), score, tracklets, cameras
+        self.labels: Optional[np.ndarray] = None  # this epoch's clusters (a camera-aware memory trains on proxies)
         self.epoch: Optional[int] = None  # the epoch self.labels belong to
+        self.history: List[Dict[str, float]] = []  # every clustering's health figures, for the trend warnings
         self._restored = False
 
     def state_dict(self) -> Dict[str, Any]:
         if self.labels is None:
             return {}
-        return {"epoch": int(self.epoch), "labels": torch.from_numpy(self.labels.copy())}
+        return {"epoch": int(self.epoch), "labels": torch.from_numpy(self.labels.copy()),
+                "history": [dict(h) for h in self.history]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.epoch, self.labels = int(state["epoch"]), state["labels"].numpy().astype(np.int64)
+        self.history = [dict(h) for h in state.get("history", [])]
         self._restored = True
 
     def before_epoch(self) -> None:
         t = self.trainer
         restored, self._restored = self._restored, False
         if t.start_batch > 0 and restored and self.epoch == t.epoch:
-            self.sampler.set_labels(self.labels)  # mid-epoch resume: the memory comes from MemoryUpdate
+            # mid-epoch resume: the memory's vectors come from MemoryUpdate
+            self.sampler.set_labels(self.memory.assign(self.labels, self.cameras))
             logger.info("Epoch %d resumes with its pseudo-labels from the checkpoint (%d clusters).", t.epoch + 1,
                         int(self.labels.max()) + 1)
             return
@@ -108,30 +122,50 @@ class ClusterEachEpoch(HookBase):
         rng = get_rng_state()  # extraction (loader seeds) must not shift the training streams
         try:
             feats = self.extract(t.model)
-            clusters = cluster_features(feats, self.settings, self.tracklets)
+            clusters = cluster_features(feats, self.settings, self.tracklets, self.cameras)
         finally:
             set_rng_state(rng)
+        if clusters.eps_choice is not None:
+            logger.info(clusters.eps_choice.reason())
         check_clusters(clusters, len(feats), self.per_batch, self.settings)
-        self.memory.reset(cluster_centroids(feats, clusters.labels, clusters.num_clusters))
-        self.sampler.set_labels(clusters.labels)
+        train_labels = self.memory.assign(clusters.labels, self.cameras)
+        self.memory.reset(cluster_centroids(feats, train_labels, int(train_labels.max()) + 1))
+        self.sampler.set_labels(train_labels)
+        previous = self.labels
         self.labels, self.epoch = clusters.labels, t.epoch
         record: Dict[str, Any] = {
             "type": "cluster", "epoch": t.epoch + 1, "iter": t.iter, "clusters": clusters.num_clusters,
-            "images": int(len(feats)), "images_kept": clusters.kept,
-            "seconds": time.perf_counter() - start, "seconds_distance": clusters.seconds_distance,
-            "seconds_dbscan": clusters.seconds_dbscan,
+            "images": int(len(feats)), "images_kept": clusters.kept, "eps": clusters.eps,
         }
+        if isinstance(self.memory, CameraProxyMemory):
+            record["proxies"] = self.memory.num_classes
+        record.update(cluster_health(clusters.labels, self.cameras, feats, previous))
+        if clusters.eps_choice is not None:
+            record.update(clusters.eps_choice.record())
+        record.update({"seconds": time.perf_counter() - start, "seconds_distance": clusters.seconds_distance,
+                       "seconds_dbscan": clusters.seconds_dbscan})
         if self.score is not None:
             record.update(self.score(clusters.labels))
         t.log_records.append(record)
         logger.info(format_cluster_record(record))
+        self.history.append({k: v for k, v in record.items()
+                             if isinstance(v, (int, float)) and not k.startswith("seconds")})
+        cams = len(np.unique(self.cameras)) if self.cameras is not None else 0
+        options = RunOptions(self.settings.auto_eps, isinstance(self.memory, CameraProxyMemory),
+                             self.settings.camera_neighbours)
+        for warning in health_warnings(self.history, cams, options):
+            logger.warning(warning)
 
 
 def format_cluster_record(record: Mapping[str, Any]) -> str:
     """The log line of a clustering record."""
     kept, n = record["images_kept"], record["images"]
-    parts = [f"Clustering before epoch {record['epoch']}: {record['clusters']} clusters, {kept}/{n} images kept "
-             f"({100.0 * kept / max(n, 1):.1f}%)"]
+    proxies = f" ({record['proxies']} camera proxies)" if "proxies" in record else ""
+    parts = [f"Clustering before epoch {record['epoch']}: {record['clusters']} clusters{proxies}, {kept}/{n} images "
+             f"kept ({100.0 * kept / max(n, 1):.1f}%) at eps {record.get('eps', float('nan')):.3g}"]
+    health = format_health(record)
+    if health:
+        parts.append(health)
     shown = [("ARI", "ari"), ("pair precision", "pair_precision"), ("pair recall", "pair_recall"),
              ("true ids", "true_ids")]
     parts += [f"{label} {record[key]:.3f}" if isinstance(record[key], float) else f"{label} {record[key]}"
@@ -158,9 +192,10 @@ class MemoryUpdate(HookBase):
 
 def uda_hooks(extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory, per_batch: int,
               score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
-              tracklets: Optional[np.ndarray] = None) -> List[HookBase]:
+              tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None) -> List[HookBase]:
     """The two hooks, in the order they must run."""
-    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score, tracklets), MemoryUpdate(memory)]
+    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score, tracklets, cameras),
+            MemoryUpdate(memory)]
 
 
 __all__ = ["ClusterEachEpoch", "ExtractFn", "MemoryUpdate", "NoClustersError", "check_clusters",

@@ -111,6 +111,9 @@ def test_key_depends_on_every_parameter():
     keys = {base.key()} | {v.key() for v in variants}
     assert len(keys) == 9
     assert "_shift_" in variants[-1].key() and "demo" not in base.key()  # the demo's folders keep their names
+    # styles added later do not rename the folders of the styles before them
+    assert variants[-1].key() == "s0_shift_ids3+3_cam3_k2_d2_64x32_v4_24579f15"
+    assert SyntheticParams(3, 3, 3, 2, 2, 0, (64, 32), "views").key() not in keys
 
 
 def test_shift_style_renders_another_domain(tmp_path):
@@ -136,8 +139,31 @@ def test_shift_style_renders_another_domain(tmp_path):
             assert shift[1] == pytest.approx(0.8 * demo[1], abs=0.01)
             turned += 1
     assert turned > 20
-    with pytest.raises(ValueError, match="unknown style 'night'.*valid: demo, shift"):
+    with pytest.raises(ValueError, match="unknown style 'night'.*valid: demo, shift, views"):
         build(tmp_path, style="night")
+
+
+def test_views_style_gives_each_camera_one_side_and_open_jackets_only_from_the_front():
+    """The camera-view domain (issue: plain clustering groups by camera): camera c sees only
+    VIEWS[c % 3]; the open jacket shows the shirt colour from the front and nothing from the back."""
+    from dataclasses import replace
+
+    from reid.data.datasets.synthetic_render import STYLES, VIEWS, render_image, sample_cameras, sample_identity
+
+    cams = sample_cameras(1, 5, STYLES["views"])
+    assert [c.view_p for c in cams] == [tuple(float(v == i % 3) for v in range(3)) for i in range(5)]
+    assert all(max(c.view_p) == 0.7 for c in sample_cameras(1, 5, STYLES["shift"]))  # other styles: as before
+    ident = sample_identity(np.random.default_rng(5), STYLES["views"])
+    ident = replace(ident, pattern="solid", upper=(200, 30, 30), upper2=(30, 200, 30), backpack=None, bag=None, scarf=None)
+    clean = replace(cams[0], blur=0.0, noise=0.0, occluder_p=0.0)
+    for view, shows_shirt in (("front", True), ("back", False)):
+        cam = replace(clean, view_p=tuple(float(v == view) for v in VIEWS))
+        plain, jacket = (render_image(ident, cam, np.random.default_rng(3), (128, 64), open_jacket=j).astype(int)
+                         for j in (False, True))
+        changed = np.abs(plain - jacket).sum(axis=2) > 30
+        assert changed.any() == shows_shirt
+        if shows_shirt:  # the changed pixels are green (the shirt), not red (the jacket)
+            assert (jacket[changed][:, 1] > jacket[changed][:, 0]).mean() > 0.8
 
 
 def test_folder_without_metadata_is_not_trusted(tmp_path):

@@ -61,6 +61,35 @@ def test_adaptation_resumes_exactly_mid_epoch_with_its_labels_and_memory(data, t
 
 
 @pytest.mark.slow
+def test_camera_aware_adaptation_resumes_exactly_and_logs_its_health(data, tmp_path):
+    from reid.cli import train as cli_train
+    from tests.engine.stubs import assert_same_weights
+    from tests.engine.test_user_hooks import StopAt
+
+    cam = ["UDA.CAMERA_AWARE", "True", "UDA.CAMERA_NEIGHBOURS", "True", "UDA.EPS", "0.5"]
+    assert cli_train.main(argv(data, tmp_path / "a", *cam), hooks=[StopAt()]) == 0
+    clusters = _records(tmp_path / "a", "cluster")
+    # one proxy per cluster and camera: more proxies than clusters on 2-5 cameras per person
+    assert all(r["proxies"] > r["clusters"] for r in clusters)
+    assert all(0 <= r["multi_camera_share"] <= 1 and r["eps"] == 0.5 and "feature_spread" in r for r in clusters)
+    assert "nmi_previous" not in clusters[0] and all(0 <= r["nmi_previous"] <= 1 for r in clusters[1:])
+    a = torch.load(tmp_path / "a" / "model_final.pth", weights_only=True)
+    assert a["hooks"]["MemoryUpdate"]["memory"].shape[0] == clusters[-1]["proxies"]
+    log = (tmp_path / "a" / "log.txt").read_text()
+    assert "camera proxies)" in log and "of clusters multi-camera" in log
+
+    assert cli_train.main(argv(data, tmp_path / "b", *cam), hooks=[StopAt(at=5)]) == 0
+    rest = StopAt()
+    assert cli_train.main(argv(data, tmp_path / "b", *cam, "--resume"), hooks=[rest]) == 0
+    assert rest.steps == list(range(6, 10))
+    assert "Epoch 2 resumes with its pseudo-labels from the checkpoint" in (tmp_path / "b" / "log.txt").read_text()
+    b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)
+    assert_same_weights(a["model"], b["model"])
+    assert torch.equal(a["hooks"]["MemoryUpdate"]["memory"], b["hooks"]["MemoryUpdate"]["memory"])
+    assert a["hooks"]["ClusterEachEpoch"]["history"] == b["hooks"]["ClusterEachEpoch"]["history"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, message", [
     (["UDA.EPS", "0.01", "UDA.MIN_SAMPLES", "4"], "found no cluster: every image is an outlier at UDA.EPS 0.01"),
     (["SOLVER.IMS_PER_BATCH", "64", "DATALOADER.NUM_INSTANCE", "4"],
@@ -70,6 +99,14 @@ def test_adaptation_resumes_exactly_mid_epoch_with_its_labels_and_memory(data, t
     (["UDA.TEMPERATURE", "0"], "UDA.TEMPERATURE must be > 0"),
     (["UDA.MOMENTUM", "1.5"], "UDA.MOMENTUM must lie in [0, 1)"),
     (["UDA.MEMORY_UPDATE", "foo"], "UDA.MEMORY_UPDATE 'foo' is not one of: mean, hard"),
+    (["UDA.EPS", "auto"], "UDA.EPS auto reads the radius from how the cluster count changes with it, which 60 "
+                          "training images are too few to show"),
+    (["UDA.CAMERA_AWARE", "True", "MODEL.LOSSES.NAMES", "[identity, triplet]"],
+     "UDA.CAMERA_AWARE trains on camera proxies, so MODEL.LOSSES.NAMES ['triplet']"),
+    (["UDA.CAMERA_AWARE", "True", "UDA.CAMERA_HARD_NEGATIVES", "0"], "UDA.CAMERA_HARD_NEGATIVES must be >= 1"),
+    (["UDA.CAMERA_AWARE", "True", "MODEL.LOSSES.ID.LABEL_SMOOTH", "0.1"], "MODEL.LOSSES.ID.LABEL_SMOOTH is 0.1: set it"),
+    (["UDA.CAMERA_NEIGHBOURS", "True", "DATASETS.NAMES", "[synthetic, unlabelled]", "DATASETS.UNLABELLED.DIR", "."],
+     "UDA.CAMERA_NEIGHBOURS needs one camera numbering, but DATASETS.NAMES ['synthetic', 'unlabelled'] has 2"),
     (["DATASETS.UNLABELLED.DIR", "crops"], "DATASETS.UNLABELLED.DIR 'crops' names unlabelled crops, but "
                                            "DATASETS.NAMES ['synthetic'] does not include 'unlabelled'"),
 ])
@@ -82,19 +119,43 @@ def test_what_cannot_train_is_one_line_naming_what_to_do(data, tmp_path, capsys,
     assert not (tmp_path / "run" / "model_final.pth").exists()  # never a silent epoch without training
 
 
-@pytest.mark.slow
-def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path, capsys):
+def _crops(data, folder, camera=None):
+    """The tiny synthetic training images as unlabelled crops named ``frame<i>_cam<c>.jpg`` (c:
+    their camera, or `camera` for all)."""
     import shutil
 
-    from reid.cli import train as cli_train
     from reid.data import build_dataset
 
     ds = build_dataset("synthetic", str(data), num_train_ids=10, num_test_ids=3, num_cameras=2, images_per_camera=3,
                        num_distractors=0, image_size=(64, 32))
-    crops = tmp_path / "crops"
-    crops.mkdir()
+    folder.mkdir()
     for i, (path, _, cam) in enumerate(ds.train):  # names without identities, camera in the name
-        shutil.copy(path, crops / f"frame{i:04d}_cam{cam + 1}.jpg")
+        shutil.copy(path, folder / f"frame{i:04d}_cam{(cam + 1) if camera is None else camera}.jpg")
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("regex, camera, message", [
+    ("", None, "UDA.CAMERA_AWARE needs the camera of every training image, but dataset 'unlabelled' has no camera "
+               "ids: set DATASETS.UNLABELLED.CAMERA_REGEX"),
+    (r"_cam(\d+)", 1, "UDA.CAMERA_AWARE balances the cameras, but all 60 training images come from one camera"),
+])
+def test_camera_aware_without_cameras_is_one_line(data, tmp_path, capsys, regex, camera, message):
+    from reid.cli import train as cli_train
+
+    crops = _crops(data, tmp_path / "crops", camera)
+    extra = ["DATASETS.NAMES", "[unlabelled]", "DATASETS.UNLABELLED.DIR", str(crops), "DATASETS.TESTS", "[]",
+             "DATASETS.UNLABELLED.CAMERA_REGEX", regex, "UDA.CAMERA_AWARE", "True"]
+    assert cli_train.main(argv(data, tmp_path / "run", *extra)) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.slow
+def test_unlabelled_folder_trains_and_logs_no_purity(data, tmp_path, capsys):
+    from reid.cli import train as cli_train
+
+    crops = _crops(data, tmp_path / "crops")
     extra = ["DATASETS.NAMES", "[unlabelled]", "DATASETS.UNLABELLED.DIR", str(crops),
              "DATASETS.UNLABELLED.CAMERA_REGEX", r"_cam(\d+)", "SOLVER.MAX_EPOCH", "1"]
     assert cli_train.main(argv(data, tmp_path / "run", *extra, "DATASETS.TESTS", "[]")) == 0

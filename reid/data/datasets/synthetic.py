@@ -76,7 +76,12 @@ class SyntheticParams:
         if self.style == "demo":  # the demo's folders keep the names they had before styles existed
             del params["style"]
         else:  # a retuned style must not reuse images drawn with its old settings
-            params["style"] = [self.style, asdict(STYLES[self.style])]
+            style = asdict(STYLES[self.style])
+            # options added later are hashed only where used, so older styles keep their folders
+            for added in ("fixed_views", "open_jackets"):
+                if not style[added]:
+                    del style[added]
+            params["style"] = [self.style, style]
         blob = json.dumps({**params, "render_version": RENDER_VERSION}, sort_keys=True)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
         h, w = self.image_size
@@ -147,7 +152,8 @@ def generate(folder: str, p: SyntheticParams, verbose: bool = True) -> Dict[str,
         ident = identities.get(ident_key)
         if ident is None:
             ident = identities[ident_key] = sample_identity(np.random.default_rng(list(ident_key)), style)
-        img = render_image(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size)
+        img = render_image(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size,
+                           style.open_jackets)
         write_jpeg(os.path.join(folder, job.subdir, job.fname), img)
         if (i + 1) % step == 0 or i + 1 == len(jobs):
             _log(f"rendered {i + 1}/{len(jobs)} images ({time.time() - start:.1f} s)", verbose)
@@ -188,7 +194,7 @@ class SyntheticDataset(ReIDDataset):
             DATASETS.SYNTHETIC.*; ``image_size`` is ``(height, width)``.
         num_distractors: pid-0 gallery images; None or a negative value = ``num_test_ids``.
         verbose: print generation progress to stderr.
-        style: DATASETS.SYNTHETIC.STYLE, "demo" or "shift" (a second domain, see
+        style: DATASETS.SYNTHETIC.STYLE, "demo", "shift" or "views" (other domains, see
             ``synthetic_render.RenderStyle``).
     """
 

@@ -16,11 +16,13 @@ anti-aliased edges without per-pixel Python work.
 from __future__ import annotations
 
 import colorsys
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import List, Optional, Tuple
 
 import cv2
 import numpy as np
+
+from .synthetic_styles import STYLES, RenderStyle  # re-exported: callers import the styles from here too
 
 #: Bump when the drawing changes, so cached datasets made by an older renderer are not reused.
 RENDER_VERSION = 4
@@ -39,32 +41,6 @@ _HAIR = ((20, 15, 10), (60, 40, 25), (110, 75, 40), (200, 170, 110), (150, 150, 
 _NEUTRAL_LOWER = ((35, 45, 80), (25, 25, 28), (90, 90, 95), (170, 150, 110), (60, 70, 110), (230, 230, 225))
 
 
-@dataclass(frozen=True)
-class RenderStyle:
-    """What a domain's rendering draws from: garment colours and the cameras' look.
-
-    "demo" is the demo's dataset. "shift" is a second domain for learning without labels
-    (docs/benchmarks.md): garment hues turned by half a hue step (15 degrees, between the demo's
-    12 hues) and paler (saturation x 0.8); only dim textured and tiled backgrounds (value
-    0.15-0.55 instead of 0.25-0.9); darker, more colour-cast, blurrier and noisier cameras.
-    """
-
-    hue_offset: float = 0.0  # added to every saturated garment hue, as a fraction of the circle
-    saturation: float = 1.0  # multiplies the saturation of saturated garment colours
-    backgrounds: Tuple[str, ...] = ("gradient", "noise", "tiles", "stripes")
-    bg_value: Tuple[float, float] = (0.25, 0.9)  # brightness range of backgrounds, floor, clutter
-    gain: Tuple[float, float] = (0.72, 1.22)
-    cast: Tuple[float, float] = (0.92, 1.08)
-    blur: Tuple[float, float] = (0.0, 0.9)
-    noise: Tuple[float, float] = (1.0, 6.0)
-
-
-#: name -> style (DATASETS.SYNTHETIC.STYLE); "demo" draws exactly what RENDER_VERSION 4 drew.
-STYLES: Dict[str, RenderStyle] = {
-    "demo": RenderStyle(),
-    "shift": RenderStyle(hue_offset=1 / 24, saturation=0.8, backgrounds=("noise", "tiles"), bg_value=(0.15, 0.55),
-                         gain=(0.65, 1.05), cast=(0.86, 1.14), blur=(0.3, 1.1), noise=(2.0, 7.0)),
-}
 _DEMO = STYLES["demo"]
 
 
@@ -274,7 +250,7 @@ def _background(cam: CameraSpec, rng: np.random.Generator, h: int, w: int) -> np
 
 
 def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: int, w: int,
-                 scale: float, cx: float, top_pad: float) -> _Layer:
+                 scale: float, cx: float, top_pad: float, open_jacket: bool = False) -> _Layer:
     """Draw one person facing right (side) / the camera (front) / away (back)."""
     L = _Layer(h, w)
     hp = scale * ident.height * h
@@ -338,6 +314,10 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
                    ident.upper2)
         else:
             L.poly([(lc[0], lc[1] - ls), (lc[0] + ls, lc[1] + ls), (lc[0] - ls, lc[1] + ls)], ident.upper2)
+
+    if open_jacket and view == "front":  # the shirt between the open jacket's halves; no random draw
+        L.poly([(cx - 0.4 * sw, shoulder_y), (cx + 0.4 * sw, shoulder_y), (cx + 0.45 * hw, hip),
+                (cx - 0.45 * hw, hip)], ident.upper2)
 
     if ident.backpack is not None and view == "back":
         L.poly([(cx - 0.6 * sw, shoulder_y + 0.04 * hp), (cx + 0.6 * sw, shoulder_y + 0.04 * hp),
@@ -410,15 +390,16 @@ def _torso_texture(pattern: str, c1: Colour, c2: Colour, period: float, h: int, 
 
 
 def render_image(ident: IdentitySpec, cam: CameraSpec, rng: np.random.Generator,
-                 size: Tuple[int, int] = (128, 64)) -> np.ndarray:
-    """One ``H x W x 3`` uint8 RGB crop of `ident` seen by `cam`; all randomness from `rng`."""
+                 size: Tuple[int, int] = (128, 64), open_jacket: bool = False) -> np.ndarray:
+    """One ``H x W x 3`` uint8 RGB crop of `ident` seen by `cam`; all randomness from `rng`
+    (`open_jacket`: RenderStyle.open_jackets)."""
     H, W = int(size[0]), int(size[1])
     h, w = H * _SS, W * _SS
     view = VIEWS[rng.choice(3, p=np.asarray(cam.view_p) / sum(cam.view_p))]
     scale = float(np.clip(cam.scale * rng.uniform(0.88, 1.1), 0.6, 1.0))
     cx = w / 2 + rng.uniform(-0.13, 0.13) * w
     top_pad = (1 - scale) * h * rng.uniform(0.1, 0.9) + rng.normal(0, 0.03) * h
-    person = _draw_person(ident, view, rng, h, w, scale, cx, top_pad)
+    person = _draw_person(ident, view, rng, h, w, scale, cx, top_pad, open_jacket)
     rgb, mask = person.rgb, person.mask
     if view == "side" and rng.random() < 0.5:  # facing left
         flip_x = int(round(2 * cx)) - w  # mirror about the person's centre line, not the frame
@@ -493,4 +474,8 @@ def draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, size: 
 
 def sample_cameras(seed: int, num_cameras: int, style: RenderStyle = _DEMO) -> List[CameraSpec]:
     """The cameras of a dataset with generator seed `seed`."""
-    return [sample_camera(np.random.default_rng([seed, 2, c]), style) for c in range(num_cameras)]
+    cams = [sample_camera(np.random.default_rng([seed, 2, c]), style) for c in range(num_cameras)]
+    if style.fixed_views:
+        cams = [replace(cam, view_p=tuple(float(v == c % len(VIEWS)) for v in range(len(VIEWS))))
+                for c, cam in enumerate(cams)]
+    return cams

@@ -212,6 +212,8 @@ class UnlabelledDataset(ReIDDataset):
         if pattern is not None:
             rows = list(zip([p for p, _ in rows], cameras_from_names([p for p, _ in rows], pattern)))
         self.source = found
+        #: whether the camera ids are the images' own (a regex or a list with camera ids), not all 0 for want of any
+        self.has_cameras = pattern is not None or rows[0][1] is not None
         cams = number_cameras([c for _, c in rows])
         train: List[Item] = [(p, UNKNOWN_PID, c) for (p, _), c in zip(rows, cams)]
         super().__init__(train, [], [], relabel=False)

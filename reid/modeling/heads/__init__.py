@@ -2,7 +2,8 @@
 
 Names: linear, normface, amsoftmax (alias cosface), arcface, circle, curricularface.
 Learning without labels uses :class:`ClusterMemory` (a non-learned memory of cluster
-centroids, installed with the model's ``set_identity_head``) in the same place.
+centroids, installed with the model's ``set_identity_head``) in the same place, or
+:class:`CameraProxyMemory` (one proxy per cluster and camera, with its own ``loss``).
 The formulas live in :mod:`reid.modeling.heads.functional`; docs/losses.md explains them.
 """
 from .amsoftmax import AMSoftmaxHead
@@ -17,6 +18,7 @@ from .build import (
     build_head,
 )
 from .circle import CircleHead
+from .camera_proxies import CameraProxyMemory
 from .cluster_memory import ClusterMemory
 from .curricular import CurricularFaceHead
 from .linear import LinearHead
@@ -26,6 +28,7 @@ __all__ = [
     "AMSoftmaxHead",
     "ArcFaceHead",
     "COSINE_HEADS",
+    "CameraProxyMemory",
     "CircleHead",
     "ClusterMemory",
     "CosineHead",

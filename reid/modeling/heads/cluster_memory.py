@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -62,6 +63,11 @@ class ClusterMemory(nn.Module):
     def num_classes(self) -> int:
         """Clusters in the memory."""
         return int(self.weight.shape[0])
+
+    def assign(self, labels: np.ndarray, cameras: Optional[np.ndarray] = None) -> np.ndarray:
+        """The label every image trains with for this epoch's cluster `labels`: the cluster itself
+        (a camera-aware memory returns camera proxies instead)."""
+        return np.asarray(labels, np.int64)
 
     @torch.no_grad()
     def reset(self, centroids: Tensor) -> None:
