@@ -57,8 +57,9 @@ def check_uda_settings(cfg, num_images: int) -> None:
             raise ValueError(f"UDA.CAMERA_AWARE trains on camera proxies, so MODEL.LOSSES.NAMES {pairwise} would take "
                              "one person in two cameras for two people; remove them (the proxies' inter-camera loss "
                              "does their work) or set UDA.CAMERA_AWARE false.")
-        if not float(u.CAMERA_INTER_WEIGHT) >= 0:
-            raise ValueError(f"UDA.CAMERA_INTER_WEIGHT must be >= 0 (CAP: 0.5), got {u.CAMERA_INTER_WEIGHT}.")
+        if not 0 <= float(u.CAMERA_INTER_WEIGHT) < float("inf"):
+            raise ValueError(f"UDA.CAMERA_INTER_WEIGHT must be a finite number >= 0 (CAP: 0.5), got "
+                             f"{u.CAMERA_INTER_WEIGHT}.")
         if int(u.CAMERA_HARD_NEGATIVES) < 1:
             raise ValueError(f"UDA.CAMERA_HARD_NEGATIVES must be >= 1 (CAP: 50), got {u.CAMERA_HARD_NEGATIVES}.")
         if float(cfg.MODEL.LOSSES.ID.LABEL_SMOOTH) > 0:
@@ -167,7 +168,7 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     tracklets = tracklets_from_names([p for p, _, _ in items], str(u.TRACKLET_REGEX)) if u.TRACKLET_REGEX else None
     per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
     return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score,
-                             tracklets, cameras)
+                             tracklets, cameras, len(items))
 
 
 __all__ = ["build_uda_training", "camera_ids", "check_uda_settings", "set_identity_head", "tracklets_from_names"]

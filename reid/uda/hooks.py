@@ -48,13 +48,9 @@ def check_clusters(clusters: Clusters, num_images: int, per_batch: int, settings
     found = ("no cluster: every image is an outlier" if clusters.num_clusters == 0 else
              f"{clusters.num_clusters} cluster(s) ({clusters.kept} images)")
     merges = 2 * clusters.kept > num_images  # most images kept in a few clusters: the radius merges people
-    if settings.auto_eps:  # the radius was chosen: move the range it is chosen from, or fix it
-        advice = (f"{'Lower' if merges else 'Raise'} UDA.EPS_RANGE {list(settings.eps_range)} or set UDA.EPS to a "
-                  f"number (0.5-0.7 is usual), or {'raise' if merges else 'lower'} UDA.MIN_SAMPLES")
-    elif merges:
-        advice = "Lower UDA.EPS (0.5-0.7 is usual; this radius merges different people) or raise UDA.MIN_SAMPLES"
-    else:  # most images outliers: the radius is too small for these features
-        advice = "Raise UDA.EPS (0.5-0.7 is usual) or lower UDA.MIN_SAMPLES"
+    move = RunOptions(auto_eps=settings.auto_eps).eps_advice("Lower" if merges else "Raise")
+    why = "the radius merges different people" if merges else "most images are outliers at this radius"
+    advice = f"{move} or {'raise' if merges else 'lower'} UDA.MIN_SAMPLES ({why}; 0.5-0.7 is usual)"
     at = f"auto ({clusters.eps:g})" if settings.auto_eps else f"{settings.eps:g}"
     raise NoClustersError(
         f"Clustering {num_images} images found {found} at UDA.EPS {at} and UDA.MIN_SAMPLES "
@@ -83,35 +79,59 @@ class ClusterEachEpoch(HookBase):
 
     def __init__(self, extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory,
                  per_batch: int, score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
-                 tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None) -> None:
+                 tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None,
+                 num_images: Optional[int] = None) -> None:
         self.extract, self.settings, self.sampler, self.memory = extract, settings, sampler, memory
         self.per_batch, self.score, self.tracklets, self.cameras = int(per_batch), score, tracklets, cameras
+        self.num_images = num_images  # the training images now; a checkpoint's labels must be one per image
         self.labels: Optional[np.ndarray] = None  # this epoch's clusters (a camera-aware memory trains on proxies)
         self.epoch: Optional[int] = None  # the epoch self.labels belong to
         self.history: List[Dict[str, float]] = []  # every clustering's health figures, for the trend warnings
         self._restored = False
+        self._saved_memory = "clusters"  # the memory kind a loaded checkpoint trained with
 
     def state_dict(self) -> Dict[str, Any]:
         if self.labels is None:
             return {}
         return {"epoch": int(self.epoch), "labels": torch.from_numpy(self.labels.copy()),
-                "history": [dict(h) for h in self.history]}
+                "history": [dict(h) for h in self.history], "memory": self._memory_kind()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.epoch, self.labels = int(state["epoch"]), state["labels"].numpy().astype(np.int64)
         self.history = [dict(h) for h in state.get("history", [])]
+        self._saved_memory = str(state.get("memory", "clusters"))
         self._restored = True
+
+    def _memory_kind(self) -> str:
+        return "camera proxies" if isinstance(self.memory, CameraProxyMemory) else "clusters"
+
+    def _restored_labels_fit(self) -> bool:
+        """Whether the checkpoint's pseudo-labels and memory still fit this run (a resume with
+        UDA.CAMERA_AWARE switched, or with other training images, must not reuse them)."""
+        saved = self._saved_memory
+        if saved != self._memory_kind():
+            logger.warning("The checkpoint's cluster memory holds %s but this run trains with %s (UDA.CAMERA_AWARE "
+                           "changed): clustering again, so this epoch is not exactly the interrupted run's.",
+                           saved, self._memory_kind())
+            return False
+        if self.num_images is not None and len(self.labels) != self.num_images:
+            logger.warning("The checkpoint's pseudo-labels are for %d images but the training set now has %d (the "
+                           "data changed): clustering again, so this epoch is not exactly the interrupted run's.",
+                           len(self.labels), self.num_images)
+            return False
+        return True
 
     def before_epoch(self) -> None:
         t = self.trainer
         restored, self._restored = self._restored, False
         if t.start_batch > 0 and restored and self.epoch == t.epoch:
-            # mid-epoch resume: the memory's vectors come from MemoryUpdate
-            self.sampler.set_labels(self.memory.assign(self.labels, self.cameras))
-            logger.info("Epoch %d resumes with its pseudo-labels from the checkpoint (%d clusters).", t.epoch + 1,
-                        int(self.labels.max()) + 1)
-            return
-        if t.start_batch > 0:
+            if self._restored_labels_fit():  # (it says why when not)
+                # mid-epoch resume: the memory's vectors come from MemoryUpdate
+                self.sampler.set_labels(self.memory.assign(self.labels, self.cameras))
+                logger.info("Epoch %d resumes with its pseudo-labels from the checkpoint (%d clusters).", t.epoch + 1,
+                            int(self.labels.max()) + 1)
+                return
+        elif t.start_batch > 0:
             logger.warning("Resuming epoch %d mid-way without its pseudo-labels in the checkpoint: clustering "
                            "again, so this epoch is not exactly the uninterrupted run's.", t.epoch + 1)
         self._cluster()
@@ -133,6 +153,8 @@ class ClusterEachEpoch(HookBase):
         self.sampler.set_labels(train_labels)
         previous = self.labels
         self.labels, self.epoch = clusters.labels, t.epoch
+        if previous is not None and len(previous) != len(clusters.labels):
+            previous = None  # other images than the checkpoint's: nothing to compare
         record: Dict[str, Any] = {
             "type": "cluster", "epoch": t.epoch + 1, "iter": t.iter, "clusters": clusters.num_clusters,
             "images": int(len(feats)), "images_kept": clusters.kept, "eps": clusters.eps,
@@ -192,9 +214,10 @@ class MemoryUpdate(HookBase):
 
 def uda_hooks(extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory, per_batch: int,
               score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
-              tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None) -> List[HookBase]:
+              tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None,
+              num_images: Optional[int] = None) -> List[HookBase]:
     """The two hooks, in the order they must run."""
-    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score, tracklets, cameras),
+    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score, tracklets, cameras, num_images),
             MemoryUpdate(memory)]
 
 

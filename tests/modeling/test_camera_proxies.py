@@ -96,8 +96,9 @@ def test_momentum_update_per_proxy_and_stale_assignment_refused():
 
 
 def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="CAMERA_INTER_WEIGHT"):
-        CameraProxyMemory(4, inter_weight=-1)
+    for bad in (-1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="CAMERA_INTER_WEIGHT"):
+            CameraProxyMemory(4, inter_weight=bad)
     with pytest.raises(ValueError, match="CAMERA_HARD_NEGATIVES"):
         CameraProxyMemory(4, hard_negatives=0)
     with pytest.raises(ValueError, match="camera id"):

@@ -98,6 +98,7 @@ def test_too_few_clusters_under_auto_names_the_range_not_the_radius():
     with pytest.raises(NoClustersError) as e:
         check_clusters(Clusters(np.full(50, -1), 0, 0.0, 0.0, 0.3), 50, 4, auto)
     msg = str(e.value)
-    assert "at UDA.EPS auto (0.3)" in msg and "Raise UDA.EPS_RANGE [0.3, 0.8] or set UDA.EPS to a number" in msg
-    with pytest.raises(NoClustersError, match="Lower UDA.EPS_RANGE"):
+    assert "at UDA.EPS auto (0.3)" in msg and "Raise UDA.EPS_RANGE's first radius, or set UDA.EPS to a number" in msg
+    assert "\n" not in msg
+    with pytest.raises(NoClustersError, match="Lower UDA.EPS_RANGE's last radius"):
         check_clusters(Clusters(np.zeros(50, np.int64), 1, 0.0, 0.0, 0.8), 50, 4, auto)

@@ -68,8 +68,9 @@ class CameraProxyMemory(ClusterMemory):
     def __init__(self, in_features: int, temperature: float = 0.05, momentum: float = 0.1, update: str = "mean",
                  inter_weight: float = 0.5, hard_negatives: int = 50) -> None:
         super().__init__(in_features, temperature, momentum, update)
-        if not inter_weight >= 0:
-            raise ValueError(f"The inter-camera weight (UDA.CAMERA_INTER_WEIGHT) must be >= 0, got {inter_weight}.")
+        if not 0 <= inter_weight < float("inf"):
+            raise ValueError(f"The inter-camera weight (UDA.CAMERA_INTER_WEIGHT) must be a finite number >= 0 (CAP: "
+                             f"0.5), got {inter_weight}.")
         if int(hard_negatives) < 1:
             raise ValueError(f"UDA.CAMERA_HARD_NEGATIVES must be >= 1, got {hard_negatives}.")
         self.inter_weight, self.hard_negatives = float(inter_weight), int(hard_negatives)
