@@ -54,6 +54,8 @@ MODELS = {
     "resnet18": ("baseline", "resnet18", [96, 48]),  # the demo (configs/Demo/resnet18_circle.yml)
     "vit_small": ("baseline", "vit_small_transreid", [256, 128]),  # ViT-S/16, stride 16, class token
     "vit_small_jpm": ("transreid", "vit_small_transreid", [256, 128]),  # + stride 12 and JPM (TransReID, no SIE)
+    "clip_vit_b16": ("clipreid", "clip_vit_b16", [256, 128]),  # CLIP-ReID's ViT-B/16 (stride 16; needs open_clip)
+    "clip_rn50": ("clipreid", "clip_rn50", [256, 128]),  # CLIP-ReID's RN50 (last stride 1)
 }
 
 

@@ -41,13 +41,21 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-def _arch(meta: str, ibn: bool, config: str, opts: Sequence[object] = ()) -> Dict[str, object]:
-    """fast-reid's settings of BoT ("bot"), SBS ("sbs") or MGN ("mgn") and this repository's config."""
+#: Smaller inputs for the CI fixture (the stripes and non-local maps keep several rows).
+FIXTURE_SIZES = {"bot": (128, 64), "sbs": (192, 64), "mgn": (192, 64)}
+
+
+def _arch(meta: str, ibn: bool, config: str, opts: Sequence[object] = (), pool: str = "",
+          size: Tuple[int, int] = (), fixture_size: Tuple[int, int] = ()) -> Dict[str, object]:
+    """fast-reid's settings of BoT ("bot"), SBS ("sbs") or MGN ("mgn") and this repository's config;
+    `pool`, `size`, `fixture_size` replace the recipe's pooling layer and input sizes (vehicles)."""
     fastreid = {"depth": "50x", "ibn": ibn, "nl": meta == "sbs", "meta": "MGN" if meta == "mgn" else "Baseline",
-                "pool": "GlobalAvgPool" if meta == "bot" else "GeneralizedMeanPoolingP",
+                "pool": pool or ("GlobalAvgPool" if meta == "bot" else "GeneralizedMeanPoolingP"),
                 "cls": "Linear" if meta == "bot" else "CircleSoftmax", "neck_feat": "before" if meta == "bot" else "after",
                 "embedding": 256 if meta == "mgn" else 0}
-    return {"fastreid": fastreid, "config": config, "opts": list(opts), "size": (256, 128) if meta == "bot" else (384, 128)}
+    return {"fastreid": fastreid, "config": config, "opts": list(opts),
+            "size": tuple(size) or ((256, 128) if meta == "bot" else (384, 128)),
+            "fixture_size": tuple(fixture_size) or FIXTURE_SIZES[meta]}
 
 
 #: name -> fast-reid settings (as its Base-bagtricks / Base-SBS / Base-MGN configs), this
@@ -60,10 +68,13 @@ ARCHS: Dict[str, Dict[str, object]] = {
     "mgn_R50": _arch("mgn", False, "configs/Market1501/mgn_fastreid_resnet50_ibn.yml",
                      ["MODEL.BACKBONE.NAME", "resnet50"]),
     "mgn_R50-ibn": _arch("mgn", True, "configs/Market1501/mgn_fastreid_resnet50_ibn.yml"),
+    # Vehicles at 256x256 (fast-reid's configs/VeRi/sbs_R50-ibn.yml and VehicleID/bagtricks_R50-ibn.yml;
+    # the latter pools with GeneralizedMeanPooling: p fixed at 3, no tensor in the file).
+    "sbs_R50-ibn_veri": _arch("sbs", True, "configs/VeRi/sbs_resnet50_ibn.yml", size=(256, 256),
+                              fixture_size=(128, 128)),
+    "bot_R50-ibn_vehicleid": _arch("bot", True, "configs/VehicleID/bot_resnet50_ibn.yml",
+                                   pool="GeneralizedMeanPooling", size=(256, 256), fixture_size=(128, 128)),
 }
-
-#: Smaller inputs for the CI fixture (the stripes and non-local maps keep several rows).
-FIXTURE_SIZES = {"bot": (128, 64), "sbs": (192, 64), "mgn": (192, 64)}
 WEIGHT_SEED = 2026
 IMAGE_SEED = 11
 NUM_CLASSES = 16
@@ -184,7 +195,7 @@ def run_reference(out_dir: str, archs: Sequence[str], fixture: bool) -> None:
         optimizer = torch.optim.Adam(model.parameters(), lr=3.5e-4)
         # As fast-reid's trainer writes them: model, optimizer and the iteration.
         Checkpointer(model, out_dir, optimizer=optimizer).save(name, iteration=1234)
-        size = FIXTURE_SIZES[name.split("_")[0]] if fixture else ARCHS[name]["size"]
+        size = ARCHS[name]["fixture_size"] if fixture else ARCHS[name]["size"]
         images = synthesize_images(NUM_IMAGES[fixture], *size)
         with torch.no_grad():
             # fast-reid normalises its input in place; it gets a float copy (0-255, RGB).

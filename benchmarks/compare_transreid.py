@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import types
-from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -83,6 +83,9 @@ class Family(NamedTuple):
         archs: variant name -> ``{"theirs": its MODEL.* settings, "opts": our overrides of config}``.
         theirs: its MODEL.* settings shared by every variant.
         script: the script whose ``--reference`` mode runs its code (in its own environment).
+        reference: that mode's function (default :func:`run_reference`, for TransReID's code and
+            its copies), ``(out_dir, archs, size, images, repo, family)``.
+        tolerance: the largest absolute difference of features the comparison accepts.
     """
 
     label: str
@@ -93,12 +96,14 @@ class Family(NamedTuple):
     archs: Dict[str, Dict[str, object]]
     theirs: Dict[str, object]
     script: str
+    reference: Optional[Callable[..., None]] = None
+    tolerance: float = 1e-4  # TOLERANCE
 
 
 TRANSREID = Family(label="TransReID", option="transreid", repo="a checkout of github.com/damo-cv/TransReID",
                    code_dir="", config=CONFIG, archs=ARCHS, script=os.path.abspath(__file__),
                    theirs={"TRANSFORMER_TYPE": "vit_base_patch16_224_TransReID", "PRETRAIN_CHOICE": "self"})
-TOLERANCE = 1e-4
+TOLERANCE = 1e-4  # (Family.tolerance holds it per project)
 WEIGHT_SEED = 2027
 NUM_CLASSES = 16
 NUM_CAMERAS = 6
@@ -196,12 +201,18 @@ def run_reference(out_dir: str, archs: Sequence[str], size: Tuple[int, int], ima
         camids = torch.tensor([camera_of(i) for i in range(len(paths))])
         with torch.no_grad():
             feats = model.eval()(img, cam_label=camids, view_label=torch.zeros_like(camids)).numpy()
-        arrays[f"{name}/features"] = feats.astype(np.float32)
-        arrays[f"{name}/keys"] = np.array([k for k, _ in layout])
-        arrays[f"{name}/shapes"] = np.array(json.dumps([list(s) for _, s in layout]))
-        print(f"{name}: {family.label} features {feats.shape}", flush=True)
+        record_reference(arrays, name, feats, layout, family.label)
     arrays["size"] = np.array(size)
     np.savez_compressed(os.path.join(out_dir, "reference.npz"), **arrays)
+
+
+def record_reference(arrays: Dict[str, np.ndarray], name: str, feats: np.ndarray,
+                     layout: Sequence[Tuple[str, Sequence[int]]], label: str) -> None:
+    """Store a variant's reference features and state-dict layout (what a fixture keeps)."""
+    arrays[f"{name}/features"] = feats.astype(np.float32)
+    arrays[f"{name}/keys"] = np.array([k for k, _ in layout])
+    arrays[f"{name}/shapes"] = np.array(json.dumps([list(s) for _, s in layout]))
+    print(f"{name}: {label} features {feats.shape}", flush=True)
 
 
 # ------------------------------------------------------------------ our side
@@ -269,7 +280,7 @@ def main(argv: Sequence[str] = None, family: Family = TRANSREID, doc: str = __do
     if not args.repo:
         p.error(f"--{family.option}-repo is required ({family.repo})")
     if args.reference:
-        run_reference(args.out, args.archs, tuple(args.size), args.images, args.repo, family)
+        (family.reference or run_reference)(args.out, args.archs, tuple(args.size), args.images, args.repo, family)
         return 0
     if not args.python:
         p.error(f"--{family.option}-python is required (the environment for {family.label}'s code)")
@@ -301,7 +312,7 @@ def main(argv: Sequence[str] = None, family: Family = TRANSREID, doc: str = __do
                        lambda small, small_size, images: _reference(args.python, args.repo, small, args.archs,
                                                                     small_size, images, family))
     checked = [results[n][w]["max_abs_diff"] for n in results for w in ("model_weights", "extract_py")]
-    return 0 if all(d <= TOLERANCE for d in checked) else 1
+    return 0 if all(d <= family.tolerance for d in checked) else 1
 
 
 if __name__ == "__main__":

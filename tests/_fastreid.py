@@ -18,7 +18,8 @@ import torch
 from tests._tools import load_benchmark, load_fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ARCH_NAMES = ("bot_R50", "bot_R50-ibn", "sbs_R50", "sbs_R50-ibn", "mgn_R50", "mgn_R50-ibn")
+ARCH_NAMES = ("bot_R50", "bot_R50-ibn", "sbs_R50", "sbs_R50-ibn", "mgn_R50", "mgn_R50-ibn", "sbs_R50-ibn_veri",
+              "bot_R50-ibn_vehicleid")
 
 State = Dict[str, torch.Tensor]
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from reid.config import ConfigError
-from reid.data import DATASET_REGISTRY, build_test_data
-from reid.data.datasets.base import Item
+from reid.data import DATASET_REGISTRY, TestSet, build_test_set
 from reid.evaluation import cross_camera_matches
 from reid.evaluation.distance import check_metric
+from reid.evaluation.evaluator import check_protocol
+from reid.evaluation.gallery_draws import check_num_draws
 from reid.evaluation.neighbours import neighbour_search
 from reid.utils.logger import setup_logger
 
-#: (query, gallery) of each test set, by its DATASETS.TESTS name.
-TestSets = Dict[str, Tuple[List[Item], List[Item]]]
+#: Query, gallery and protocol of each test set, by its DATASETS.TESTS name.
+TestSets = Dict[str, TestSet]
 
 
 class OutputDirError(OSError):
@@ -60,6 +61,7 @@ def check_test_settings(cfg) -> None:
         raise ConfigError(f"TEST.METRIC: {e} Set TEST.METRIC to one of them.") from e
     try:
         neighbour_search(cfg.TEST.RERANK, "TEST.RERANK")
+        check_num_draws(cfg.TEST.GALLERY_DRAWS)
     except ValueError as e:
         raise ConfigError(str(e)) from e
 
@@ -110,23 +112,31 @@ def load_test_sets(cfg) -> TestSets:
     """Check the test settings and load every test set of DATASETS.TESTS (lists only, no images).
 
     Also refuses a test set in which no query has a match that the evaluation can use (same
-    person in the gallery, seen by another camera), which would otherwise only fail when the
-    model is evaluated.
+    person in the gallery, seen by another camera), and settings that its protocol cannot report
+    (verification or open-set metrics under gallery draws), which would otherwise only fail when
+    the model is evaluated.
     """
     check_test_settings(cfg)
     test_sets: TestSets = {}
     trained_on = {str(n).lower() for n in cfg.DATASETS.NAMES}
     for name in cfg.DATASETS.TESTS:
         # A training dataset's table (with its query and gallery rows) is already in the log.
-        query, gallery = build_test_data(cfg, name, log=str(name).lower() not in trained_on)
+        test = build_test_set(cfg, name, log=str(name).lower() not in trained_on)
+        query, gallery = test.query, test.gallery
+        try:
+            check_protocol(test.protocol, bool(cfg.TEST.VERIFICATION.ENABLED), int(cfg.TEST.OPEN_SET.HOLDOUT_IDS))
+        except ValueError as e:
+            raise ConfigError(f"Test set {name!r} (DATASETS.TESTS): {e}") from e
         q_ids, g_ids = np.asarray([q[1:] for q in query]), np.asarray([g[1:] for g in gallery])
-        if not cross_camera_matches(q_ids[:, 0], g_ids[:, 0], q_ids[:, 1], g_ids[:, 1]).any():
+        # Under gallery draws every query has its identity's gallery image (no cameras to rule it out).
+        if test.protocol == "cross_camera" and not cross_camera_matches(q_ids[:, 0], g_ids[:, 0], q_ids[:, 1],
+                                                                        g_ids[:, 1]).any():
             raise ConfigError(
                 f"Test set {name!r} (DATASETS.TESTS): none of its {len(query)} query images has a match in "
                 f"its {len(gallery)} gallery images (the same pid seen by a different camera), so it cannot "
                 "be evaluated. Check the pids and camids of its query/gallery lists or folders."
             )
-        test_sets[str(name)] = (query, gallery)
+        test_sets[str(name)] = test
     return test_sets
 
 

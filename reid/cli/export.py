@@ -106,7 +106,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         export_model,
     )
     from reid.inference.identity import short
-    from reid.inference.camera_ids import model_cameras
+    from reid.modeling import camera_count
     from reid.inference.trackers import BoxMOTInput, check_tracker_export, check_tracker_model, export_for_boxmot
 
     if not outputs:
@@ -124,7 +124,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
                              f"does); name {out} *.onnx, or leave --precision at fp32.")
     if precision == "int8" and not calibration:
         raise ValueError(INT8_NEEDS_CALIBRATION)
-    if precision == "int8" and model_cameras(predictor.model):
+    if precision == "int8" and camera_count(predictor.model):
         raise ValueError(INT8_NO_CAMIDS)
     flags = [("--quantizer", "--precision int8", precision != "int8" and quantizer != "onnxruntime"),
              ("--calibration-method", "--precision int8", precision != "int8" and calibration_method != "minmax"),
@@ -139,7 +139,7 @@ def export_command(predictor: Predictor, outputs: Sequence[str], input_size: Opt
         size = list(check_tracker_export(tracker, outputs, size))
         check_tracker_model(tracker, predictor.model)
         model, pixels = BoxMOTInput(predictor.model), "RGB/255 with ImageNet mean/std (BoxMOT)"
-    cameras = model_cameras(predictor.model)
+    cameras = camera_count(predictor.model)
     cameras = f" and camids int64 [batch] (camera ids 0..{cameras - 1}, SIE)" if cameras else ""
     # The weights' identity (their state's hash and file name): a later --exported with --run /
     # --weights is checked against it, and galleries made with the file record it.
@@ -231,9 +231,10 @@ class _PrecisionExport:
         if not self.wanted:
             return
         from reid.inference.calibration_crops import check_set, load_calibration
+        from reid.modeling import takes_camera_ids
 
         if check_on:  # read (and refused) before any slow work
-            if len(check_on) == 2 and getattr(predictor.model, "uses_camids", False):
+            if len(check_on) == 2 and takes_camera_ids(predictor.model):
                 from .common import check_folder_cameras
 
                 folders = self.cfg.clone()

@@ -10,12 +10,14 @@ import os
 import numpy as np
 import torch.distributed as dist
 
-from reid.data import build_test_data
+from reid.data import build_test_set
 from reid.engine.checkpoint import load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation import save_features
-from reid.evaluation.evaluator import evaluate_model, format_open_set, format_table, format_verification
-from reid.modeling import build_model, model_summary
+from reid.evaluation.evaluator import (
+    evaluate_model, format_draws, format_open_set, format_table, format_verification,
+)
+from reid.modeling import build_model, model_summary, takes_camera_ids
 from reid.utils.file_io import atomic_write_text
 from reid.utils.json_values import jsonable
 from reid.utils.device import resolve_device
@@ -94,18 +96,27 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     }
     metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
-        if getattr(model, "uses_camids", False) and str(name).lower() == "folders":
+        if takes_camera_ids(model) and str(name).lower() == "folders":
             check_folder_cameras(cfg)
         notes: dict = {}  # e.g. query images found in the gallery (and left out for their query)
-        query, gallery = build_test_data(cfg, name, notes=notes)
-        res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True)
+        test = build_test_set(cfg, name, notes=notes)
+        query, gallery = test.query, test.gallery
+        res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True,
+                             protocol=test.protocol)
         if res is None:  # a rank other than 0 of a torchrun job: its shard went to rank 0
             continue
-        print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
+        if res.draws:  # the pooled images, re-split per draw: the query / gallery counts are each draw's
+            d = res.draws
+            print(format_draws(res, title=f"{name}: {len(query) + len(gallery)} images, mean +- std of {d['num_draws']} "
+                                          f"gallery draws (seed {d['seed']}; each {len(res.query)} query / "
+                                          f"{len(res.gallery)} gallery images)"))
+            report.setdefault("gallery_draws", {})[name] = jsonable(d)
+        else:
+            print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
         valid = int(np.isfinite(res.all_ap["plain"]).sum())
-        if valid < len(query):
+        if valid < len(res.query):
             logger.info("%s: %d of %d queries have no match in the gallery from another camera; they are "
-                        "left out of every metric.", name, len(query) - valid, len(query))
+                        "left out of every metric.", name, len(res.query) - valid, len(res.query))
         for key, value in notes.items():
             report.setdefault(key, {})[name] = value
         report["results"][name] = {

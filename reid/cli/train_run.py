@@ -15,7 +15,7 @@ from reid.data import build_train_data, build_train_loader
 from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
 from reid.engine.checkpoint import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
-from reid.evaluation.evaluator import evaluate_model, format_table
+from reid.evaluation.evaluator import evaluate_model, format_draws, format_table
 from reid.inference.calibration import calibrate_run
 from reid.inference.loading import run_weights, weights_override
 from reid.modeling import build_model
@@ -40,8 +40,9 @@ def make_eval_fn(
 ) -> Callable[..., List[dict]]:
     """``eval_fn(model, epoch)`` for the trainer: the validation split (if any), then each test set.
 
-    `test_sets` holds the (query, gallery) lists of DATASETS.TESTS, loaded before training so
-    that a bad test set stops the run before it trains. Only validation records select a model.
+    `test_sets` holds the query and gallery lists (and protocol) of DATASETS.TESTS, loaded before
+    training so that a bad test set stops the run before it trains. Only validation records select
+    a model. A gallery-draws test set's records are the means over its draws.
     """
 
     def eval_fn(model, epoch: int, when: str = "") -> List[dict]:
@@ -51,12 +52,17 @@ def make_eval_fn(
             res = evaluate_model(cfg, model, val_query, val_gallery, rerank=False)
             # The validation identities come from the training datasets: named after them.
             records.append({"split": "val", "dataset": "+".join(map(str, cfg.DATASETS.NAMES)), **res.metrics["plain"]})
-        for name, (query, gallery) in test_sets.items():
-            res = evaluate_model(cfg, model, query, gallery)
+        for name, test in test_sets.items():
+            res = evaluate_model(cfg, model, test.query, test.gallery, protocol=test.protocol)
             for row, metrics in res.metrics.items():
                 label = name if row == "plain" else f"{name}+{row}"
                 records.append({"split": "test", "dataset": label, **metrics})
-            logger.info("\n%s", format_table(res.metrics, title=f"{name} {when or f'after epoch {epoch}'}:"))
+            title = f"{name} {when or f'after epoch {epoch}'}"
+            if res.draws:
+                title += f" (mean of {res.draws['num_draws']} gallery draws)"
+                logger.info("\n%s", format_draws(res, title=f"{title}, with the standard deviation:"))
+            else:
+                logger.info("\n%s", format_table(res.metrics, title=f"{title}:"))
         return records
 
     return eval_fn

@@ -30,7 +30,7 @@ _C.CUDNN_DETERMINISTIC = False
 # Model
 # ---------------------------------------------------------------------------- #
 _C.MODEL = CN()
-# Meta architecture: "baseline" (global feature + BNNeck), "mgn" (multi-granularity parts) or "transreid" (ViT + JPM).
+# Meta architecture: "baseline" (global feature + BNNeck), "mgn" (multi-granularity parts), "transreid" (ViT + JPM) or "clipreid" (a CLIP encoder's feature and projection, a BNNeck and head each).
 _C.MODEL.META_ARCHITECTURE = "baseline"
 # Where to run: "auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N".
 _C.MODEL.DEVICE = "auto"
@@ -44,13 +44,13 @@ _C.MODEL.PIXEL_STD = [58.395, 57.12, 57.375]
 _C.MODEL.SYNC_BN = False
 
 _C.MODEL.BACKBONE = CN()
-# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*", "vit_base_transreid", "vit_small_transreid", "timm/<timm model name>".
+# Backbone: "resnet18/34/50/101/152", "resnet*_ibn_a" (IBN-Net), "osnet_x1_0/x0_75/x0_5/x0_25", "osnet_ibn_x1_0", "osnet_ain_*", "vit_base_transreid", "vit_small_transreid", "clip_vit_b16", "clip_rn50" (CLIP's image encoders, needs open_clip), "timm/<timm model name>".
 _C.MODEL.BACKBONE.NAME = "resnet50"
 # ResNet: stride of the last stage (conv5); 1 doubles the final feature map as in BoT/MGN (OSNet: always stride 16).
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
 # Start from ImageNet weights (downloaded once, or PRETRAINED_PATH when set).
 _C.MODEL.BACKBONE.PRETRAINED = True
-# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*; timm's (.pth/.safetensors) for timm/*.
+# Local ImageNet weights used instead of downloading: torchvision's; IBN-Net authors' for *_ibn_a; torchreid's for osnet_*; timm's (.pth/.safetensors) for timm/*; OpenAI's CLIP file (ViT-B-16.pt, RN50.pt) for clip_*.
 _C.MODEL.BACKBONE.PRETRAINED_PATH = ""
 # TransReID ViTs: [rows, cols] of the pretrained file's position grid; [] takes a square (ImageNet) or 2:1 (person images at 256x128) grid from its length; e.g. [18, 8] for 288x128.
 _C.MODEL.BACKBONE.PRETRAINED_GRID = []
@@ -66,11 +66,11 @@ _C.MODEL.BACKBONE.TOKEN_FEATURE = "cls"
 _C.MODEL.BACKBONE.DROP_PATH = 0.0
 
 _C.MODEL.TRANSREID = CN()
-# vit_*_transreid: stride [y, x] of the overlapping 16x16 patch embedding; 16 = no overlap (TransReID: 12).
+# vit_*_transreid, clip_vit_b16: stride [y, x] of the overlapping 16x16 patch embedding; 16 = no overlap (TransReID, CLIP-ReID's SIE-OLP: 12).
 _C.MODEL.TRANSREID.STRIDE_SIZE = [16, 16]
-# SIE: a learned embedding per camera added to the ViT's tokens; needs camera ids in the data.
+# SIE: a learned embedding per camera added to the ViT's tokens (clip_vit_b16: to its class token); needs camera ids in the data.
 _C.MODEL.TRANSREID.SIE_CAMERA = False
-# SIE coefficient lambda scaling the camera embedding (TransReID: 3.0).
+# SIE coefficient lambda scaling the camera embedding (TransReID: 3.0; CLIP-ReID's released SIE models: 1.0).
 _C.MODEL.TRANSREID.SIE_COEF = 3.0
 # Cameras of the SIE embedding; 0 = set by tools/train.py from the training data (largest camera id + 1).
 _C.MODEL.TRANSREID.NUM_CAMERAS = 0
@@ -96,9 +96,9 @@ _C.MODEL.HEADS.MARGIN = -1.0
 _C.MODEL.HEADS.EASY_MARGIN = False
 # CurricularFace: momentum of the moving average t of the mean positive cosine.
 _C.MODEL.HEADS.CURRICULAR_MOMENTUM = 0.99
-# Global pooling of the last feature map: "avg", "max" or "gem".
+# Global pooling of the last feature map: "avg", "max", "gem" (learnable p) or "gem_fixed" (p fixed at GEM_P: fast-reid's GeneralizedMeanPooling).
 _C.MODEL.HEADS.POOLING = "avg"
-# GeM pooling exponent p (learnable, initial value).
+# GeM pooling exponent p (gem: initial value of the learnable p; gem_fixed: the fixed p).
 _C.MODEL.HEADS.GEM_P = 3.0
 # Width of a Linear + BatchNorm1d + ReLU embedding after pooling (torchreid's OSNet "fc": 512); 0 = none.
 _C.MODEL.HEADS.FC_DIM = 0
@@ -262,6 +262,16 @@ _C.DATASETS.SYNTHETIC.SEED = 0
 _C.DATASETS.SYNTHETIC.IMAGE_SIZE = [128, 64]
 # Synthetic dataset: rendering style, "demo", "shift" (another domain: colours, backgrounds, cameras) or "views" (a shift whose cameras each see one side of people; datasets/README.md).
 _C.DATASETS.SYNTHETIC.STYLE = "demo"
+# Synthetic dataset: what the images show, "person" or "vehicle" (cars, vans, pickups; give it a square IMAGE_SIZE such as [64, 64]).
+_C.DATASETS.SYNTHETIC.OBJECT = "person"
+
+_C.DATASETS.VEHICLEID = CN()
+# VehicleID: vehicles of the test list test_list_<N>.txt: 800, 1600 or 2400 (small/medium/large), or 3200, 6000, 13164.
+_C.DATASETS.VEHICLEID.TEST_SIZE = 800
+
+_C.DATASETS.VERIWILD = CN()
+# VERI-Wild: vehicles of the test set test_<N>.txt (gallery) + test_<N>_query.txt: 3000, 5000 or 10000 (small/medium/large).
+_C.DATASETS.VERIWILD.TEST_SIZE = 3000
 
 # ---------------------------------------------------------------------------- #
 # Data loading
@@ -348,6 +358,10 @@ _C.TEST.MAX_RANK = 50
 # Hold out this many training identities as a validation split for choosing the best epoch;
 # 0 = no validation split, the last checkpoint is the result (never select on the test split).
 _C.TEST.VAL_IDS = 0
+# Test sets with the gallery-draws protocol (vehicleid): draws of one random gallery image per identity, results averaged (>= 1).
+_C.TEST.GALLERY_DRAWS = 10
+# Seed of the gallery draws (draw d uses numpy's generator seeded [seed, d]), so the results repeat.
+_C.TEST.GALLERY_DRAW_SEED = 0
 
 _C.TEST.RERANK = CN()
 # Apply k-reciprocal re-ranking (Zhong et al. 2017) to the test distances.
@@ -362,6 +376,8 @@ _C.TEST.RERANK.LAMBDA = 0.3
 _C.TEST.RERANK.NEIGHBOURS = "auto"
 # With NEIGHBOURS "auto": query + gallery images from which the approximate pass is used (a positive integer).
 _C.TEST.RERANK.APPROX_MIN_SIZE = 500000
+# Approximate pass: cells of ~64 images each cell is compared with (more: nearer the exact lists, slower; 512 at 100,000 images: clusters ARI 0.995 against exact).
+_C.TEST.RERANK.APPROX_PROBES = 256
 
 _C.TEST.VERIFICATION = CN()
 # Also report verification metrics of the test split: ROC, TAR at each FAR below, EER, thresholds.
@@ -406,6 +422,8 @@ _C.UDA.MIN_SAMPLES = 4
 _C.UDA.NEIGHBOURS = "auto"
 # With NEIGHBOURS "auto": training images from which the approximate pass is used (a positive integer).
 _C.UDA.APPROX_MIN_SIZE = 500000
+# Approximate pass: cells of ~64 images each cell is compared with (more: nearer the exact lists, slower; 512 at 100,000 images: clusters ARI 0.995 against exact).
+_C.UDA.APPROX_PROBES = 256
 # Temperature tau of the cluster-memory contrastive loss (the identity loss in UDA runs).
 _C.UDA.TEMPERATURE = 0.05
 # Momentum m of the per-step memory update c <- normalise(m c + (1 - m) q).

@@ -25,8 +25,12 @@ RESUME_FREE_KEYS = frozenset(FILE_KEYS) | {  # where files are, not what they ho
     "SOLVER.MAX_EPOCH",
     # Evaluation only.
     "DATASETS.TESTS", "TEST.EVAL_PERIOD", "TEST.MAX_RANK", "TEST.RERANK.ENABLED", "TEST.RERANK.K1",
-    "TEST.RERANK.K2", "TEST.RERANK.LAMBDA", "TEST.RERANK.NEIGHBOURS", "TEST.RERANK.APPROX_MIN_SIZE", "TEST.VERIFICATION.ENABLED", "TEST.VERIFICATION.FARS",
+    "TEST.RERANK.K2", "TEST.RERANK.LAMBDA", "TEST.RERANK.NEIGHBOURS", "TEST.RERANK.APPROX_MIN_SIZE",
+    "TEST.RERANK.APPROX_PROBES", "TEST.VERIFICATION.ENABLED", "TEST.VERIFICATION.FARS",
     "TEST.OPEN_SET.HOLDOUT_IDS", "TEST.OPEN_SET.SEED", "TEST.AQE.ENABLED", "TEST.AQE.QE_K", "TEST.AQE.ALPHA",
+    "TEST.GALLERY_DRAWS", "TEST.GALLERY_DRAW_SEED",
+    # Which test list of a vehicle dataset (the training list is the same for every size).
+    "DATASETS.VEHICLEID.TEST_SIZE", "DATASETS.VERIWILD.TEST_SIZE",
 }
 # How features are extracted: evaluation only in a supervised run, but learning without labels
 # clusters the features it extracts this way, so there they change what is trained.

@@ -71,7 +71,12 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
             "seed": s.SEED,
             "image_size": tuple(s.IMAGE_SIZE),
             "style": s.STYLE,
+            "object_type": s.OBJECT,
         }
+    if name == "vehicleid":
+        return {"test_size": d.VEHICLEID.TEST_SIZE}
+    if name == "veriwild":
+        return {"test_size": d.VERIWILD.TEST_SIZE}
     return {}
 
 
@@ -210,9 +215,31 @@ def build_train_data(cfg, labels_required: bool = True) -> TrainData:
     return TrainData(items, len(mapping), val_query, val_gallery, datasets)
 
 
+@dataclass
+class TestSet:
+    """A test dataset's query and gallery items and how they are evaluated.
+
+    `protocol` is the dataset's ``test_protocol``: "cross_camera" (Market-1501's) or
+    "gallery_draws" (VehicleID's: query and gallery are pooled and the gallery drawn again,
+    TEST.GALLERY_DRAWS times; reid/evaluation/gallery_draws.py).
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    query: List[Item]
+    gallery: List[Item]
+    protocol: str = "cross_camera"
+
+
 def build_test_data(cfg, name: str, log: bool = True,
                     notes: Optional[Dict[str, Any]] = None) -> Tuple[List[Item], List[Item]]:
-    """(query, gallery) of test dataset `name` (unreadable images dropped with SKIP_CORRUPT).
+    """(query, gallery) of test dataset `name`: ``build_test_set`` without the protocol."""
+    test = build_test_set(cfg, name, log, notes)
+    return test.query, test.gallery
+
+
+def build_test_set(cfg, name: str, log: bool = True, notes: Optional[Dict[str, Any]] = None) -> TestSet:
+    """Query, gallery and protocol of test dataset `name` (unreadable images dropped with SKIP_CORRUPT).
 
     `log` logs the dataset's table (off when the caller has just logged it, e.g. for a dataset
     that is also a training set). `notes`, when given, receives what the test should record
@@ -234,7 +261,7 @@ def build_test_data(cfg, name: str, log: bool = True,
             f"Test dataset {name!r} has {len(query)} query and {len(gallery)} gallery images; both are "
             f"needed for evaluation. {ds.empty_test_hint}"
         )
-    return query, gallery
+    return TestSet(query, gallery, ds.test_protocol)
 
 
 def _loader_kwargs(cfg) -> Dict[str, Any]:

@@ -46,6 +46,19 @@ MANUAL_ONLY: Dict[str, str] = {
         "exists, and for the new 767/700 protocol put cuhk03_new_protocol_config_{labeled,detected}.mat "
         "in <root>/cuhk03/."
     ),
+    "veri": (
+        "VeRi-776 is distributed by its authors for research use on request (see the dataset page linked from "
+        "datasets/README.md). Unpack VeRi.zip so that <root>/VeRi/ holds image_train/, image_query/ and image_test/."
+    ),
+    "vehicleid": (
+        "VehicleID is distributed by Peking University for research use, not commercially, on request (see the "
+        "dataset page linked from datasets/README.md). Unpack it so that <root>/VehicleID_V1.0/ holds image/ and "
+        "train_test_split/."
+    ),
+    "veriwild": (
+        "VERI-Wild is distributed by its authors for research use on request (see the dataset page linked from "
+        "datasets/README.md). Unpack it so that <root>/VERI-Wild/ holds images/ and train_test_split/."
+    ),
     "custom": "The custom dataset is your own images plus list files; nothing to download.",
     "synthetic": "The synthetic dataset is generated on first use; nothing to download.",
 }

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from reid.modeling import takes_camera_ids
 from reid.utils.process import get_rank, get_world_size
 from reid.utils.stop_request import STOP_SIGNALS, StopRequested
 
@@ -219,7 +220,7 @@ class TrainLoop:
         return True
 
     def _unpack(self, batch: Any) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
-        need = ("images", "targets") + (("camids",) if getattr(self.model, "uses_camids", False) else ())  # SIE
+        need = ("images", "targets") + (("camids",) if takes_camera_ids(self.model) else ())  # SIE
         if not isinstance(batch, Mapping) or any(k not in batch for k in need):
             got = sorted(map(str, batch)) if isinstance(batch, Mapping) else type(batch).__name__
             raise TypeError(f"Training batches must be dicts with {', '.join(map(repr, need))} (see docs/architecture.md; "

@@ -3,13 +3,17 @@
 Used by training's periodic evaluation and by ``tools/test.py``. Without re-ranking, distances
 are computed chunk-wise from the features, so the query x gallery matrix never exists in full
 (MSMT17: 11,659 x 82,161). Re-ranking needs its Q x G output matrix anyway.
+
+A test set is evaluated under its dataset's protocol (``ReIDDataset.test_protocol``):
+"cross_camera" (Market-1501's, rank.py) or "gallery_draws" (VehicleID's: query and gallery pooled,
+the gallery drawn again TEST.GALLERY_DRAWS times and the metrics averaged; gallery_draws.py).
 """
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -18,6 +22,7 @@ import torch.distributed as dist
 from reid.utils.process import get_rank, get_world_size, shard_bounds
 
 from .extract import Features, extract_features
+from .gallery_draws import check_num_draws, draw_galleries, mean_and_std, split_draw
 from .neighbours import NeighbourSearch, neighbour_search
 from .open_set import holdout_gallery, open_set_metrics, open_set_metrics_from_features
 from .query_expansion import aqe
@@ -29,6 +34,8 @@ logger = logging.getLogger("reid.evaluation")
 
 Item = Tuple[str, int, int]
 REPORTED_RANKS = (1, 5, 10)
+#: Test protocols (``ReIDDataset.test_protocol``) the evaluator knows.
+PROTOCOLS = ("cross_camera", "gallery_draws")
 
 
 @dataclass
@@ -45,6 +52,9 @@ class EvalResult:
     # row name -> verification_metrics(...) / open_set_metrics(...) result, when asked for
     verification: Dict[str, Dict] = field(default_factory=dict)
     open_set: Dict[str, Dict] = field(default_factory=dict)
+    # gallery-draws protocol only: {"num_draws", "seed", "std": {row: metrics}, "per_draw": {row: [metrics]}};
+    # `metrics` and `cmc` then hold the means over the draws, the rest is draw 0's
+    draws: Dict[str, Any] = field(default_factory=dict)
 
 
 def summarize(result: dict, ranks: Sequence[int] = REPORTED_RANKS) -> Dict[str, float]:
@@ -100,6 +110,17 @@ def format_open_set(open_set: Dict[str, Dict], title: str = "") -> str:
     rows = {name: [f"{100 * v['dir'][f]:6.2f} (t {v['threshold'][f]:.4f})" for f in fars]
             + [f"{100 * v['rank1']:6.2f}", f"{v['num_known']}/{v['num_unknown']}"] for name, v in open_set.items()}
     return _text_table(rows, [f"DIR@{f:g}" for f in fars] + ["rank-1", "known/unknown"], 17, title)
+
+
+def format_draws(result: EvalResult, title: str = "") -> str:
+    """A text table of the gallery-draws means with their standard deviation ("mean +- std"), one row
+    per metric row; empty when `result` was not evaluated with gallery draws."""
+    if not result.draws:
+        return ""
+    cols = ["R-1", "R-5", "R-10", "mAP", "mINP"]
+    std = result.draws["std"]
+    rows = {name: [f"{row[c]:6.2f} +- {std[name][c]:4.2f}" for c in cols] for name, row in result.metrics.items()}
+    return _text_table(rows, cols, 14, title)
 
 
 def _open_set_rows(query: Features, gallery: Features, qf, gf, metric: str, rerank: bool, rerank_args: dict,
@@ -184,6 +205,38 @@ def evaluate_features(
     return EvalResult(metrics, query, gallery, all_ap, distmats, cmc, time.perf_counter() - start, verif, open_set)
 
 
+def evaluate_draws(pool: Features, num_draws: int = 10, seed: int = 0, keep_distmat: bool = False,
+                   **kwargs: Any) -> EvalResult:
+    """Metrics of test images `pool` under the gallery-draws protocol (reid/evaluation/gallery_draws.py).
+
+    Each of `num_draws` draws (seeded ``[seed, d]``) makes one random image per identity the gallery
+    and the others queries, and is evaluated by :func:`evaluate_features` (`kwargs`: metric,
+    max_rank, rerank and its settings, aqe: re-ranking and query expansion run per draw, on that
+    draw's query and gallery). The result's ``metrics`` and ``cmc`` are the means over the draws;
+    ``draws`` holds their standard deviations and every draw's metrics; ``query``, ``gallery``,
+    ``all_ap`` and (with `keep_distmat`) ``distmats`` are draw 0's. Verification and open-set rows are
+    not defined for it: ``kwargs`` asking for them raise ValueError (:func:`check_protocol`).
+    """
+    check_protocol("gallery_draws", bool(kwargs.get("verification")), int(kwargs.get("open_set_ids", 0)))
+    start = time.perf_counter()
+    num_draws = check_num_draws(num_draws)
+    if len(pool) == len(np.unique(pool.pids)):
+        raise ValueError(f"Gallery draws need identities with two images or more (one is drawn as the gallery, the "
+                         f"others are queries), but each of the {len(pool)} test images has an identity of its own.")
+    masks = draw_galleries(pool.pids, num_draws, seed)
+    runs = [evaluate_features(*split_draw(pool, mask), keep_distmat=keep_distmat and d == 0, **kwargs)
+            for d, mask in enumerate(masks)]
+    first = runs[0]
+    metrics, std, per_draw = {}, {}, {}
+    for row in first.metrics:
+        per_draw[row] = [run.metrics[row] for run in runs]
+        metrics[row], std[row] = mean_and_std(per_draw[row])
+    cmc = {row: np.mean([run.cmc[row] for run in runs], axis=0) for row in first.cmc}
+    draws = {"num_draws": len(runs), "seed": int(seed), "std": std, "per_draw": per_draw}
+    return EvalResult(metrics, first.query, first.gallery, first.all_ap, first.distmats, cmc,
+                      time.perf_counter() - start, draws=draws)
+
+
 def _extract_sharded(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Optional[Features]:
     """This process's contiguous shard of `items`, gathered on rank 0 in rank order (None elsewhere)."""
     from reid.data import build_test_loader
@@ -213,6 +266,7 @@ def evaluate_model(
     verification: Optional[bool] = None,
     open_set: bool = True,
     shard: bool = False,
+    protocol: str = "cross_camera",
 ) -> Optional[EvalResult]:
     """Extract features of `query` and `gallery` with `model` and evaluate them per `cfg.TEST`.
 
@@ -222,9 +276,17 @@ def evaluate_model(
     one contiguous shard of the images, rank 0 gathers them (the single-process order) and
     evaluates; the other ranks return None. Every rank must call it then (never from
     rank-0-only code such as a training hook).
+
+    `protocol` is the test set's (``TestSet.protocol``): "cross_camera", or "gallery_draws", under
+    which query and gallery are pooled and evaluated with :func:`evaluate_draws`
+    (TEST.GALLERY_DRAWS draws seeded by TEST.GALLERY_DRAW_SEED); verification and open-set
+    metrics are refused for it before any feature is extracted.
     """
     from reid.data import build_test_loader
 
+    verification = bool(cfg.TEST.VERIFICATION.ENABLED) if verification is None else verification
+    open_set_ids = int(cfg.TEST.OPEN_SET.HOLDOUT_IDS) if open_set else 0
+    check_protocol(protocol, verification, open_set_ids)
     if not query:
         raise ValueError("The query set is empty: nothing to evaluate. Check the dataset's query folder/list.")
     if not gallery:
@@ -242,14 +304,11 @@ def evaluate_model(
         feats = extract_features(model, build_test_loader(cfg, query, gallery), device, flip=flip, amp=cfg.TEST.AMP)
     extract_s = time.perf_counter() - t0
     nq = len(query)
-    qfeat, gfeat = feats.split(nq)
     logger.info(
         "Extracted %d query + %d gallery features of dim %d in %.1f s",
         nq, len(gallery), feats.feats.shape[1], extract_s,
     )
-    result = evaluate_features(
-        qfeat,
-        gfeat,
+    ranking = dict(
         metric=cfg.TEST.METRIC,
         max_rank=cfg.TEST.MAX_RANK,
         rerank=rerank,
@@ -260,10 +319,26 @@ def evaluate_model(
         aqe_k=cfg.TEST.AQE.QE_K if cfg.TEST.AQE.ENABLED else 0,
         aqe_alpha=cfg.TEST.AQE.ALPHA,
         keep_distmat=keep_distmat,
-        verification=bool(cfg.TEST.VERIFICATION.ENABLED) if verification is None else verification,
-        fars=list(cfg.TEST.VERIFICATION.FARS),
-        open_set_ids=int(cfg.TEST.OPEN_SET.HOLDOUT_IDS) if open_set else 0,
-        open_set_seed=int(cfg.TEST.OPEN_SET.SEED),
     )
+    if protocol == "gallery_draws":
+        # Extracted once; every draw re-splits the same features.
+        result = evaluate_draws(feats, int(cfg.TEST.GALLERY_DRAWS), int(cfg.TEST.GALLERY_DRAW_SEED), **ranking)
+    else:
+        result = evaluate_features(*feats.split(nq), verification=verification, fars=list(cfg.TEST.VERIFICATION.FARS),
+                                   open_set_ids=open_set_ids, open_set_seed=int(cfg.TEST.OPEN_SET.SEED), **ranking)
     result.seconds += extract_s
     return result
+
+
+def check_protocol(protocol: str, verification: bool = False, open_set_ids: int = 0) -> None:
+    """Refuse an unknown test protocol, and verification or open-set metrics under "gallery_draws"
+    (a random gallery per draw has no fixed pairs or held-out identities to report), naming the key."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"Unknown test protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}.")
+    if protocol != "gallery_draws":
+        return
+    asked = [k for k, on in (("TEST.VERIFICATION.ENABLED", verification), ("TEST.OPEN_SET.HOLDOUT_IDS", open_set_ids))
+             if on]
+    if asked:
+        raise ValueError(f"{' and '.join(asked)}: not available for a test set with the gallery-draws protocol "
+                         f"(VehicleID: a new random gallery per draw, results averaged); turn it off for this test set.")

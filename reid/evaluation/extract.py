@@ -94,7 +94,10 @@ def extract_features(
     was_training = model.training
     model.eval()
     feats, pids, camids, paths = [], [], [], []
-    uses_camids = bool(getattr(model, "uses_camids", False))
+    # Imported here: reid.evaluation alone (feature files, plots) stays free of the models' imports.
+    from reid.modeling import takes_camera_ids
+
+    uses_camids = takes_camera_ids(model)
     try:
         total = len(loader) if hasattr(loader, "__len__") else None
         # A bar only when a person is watching a terminal (evaluation runs inside training logs).

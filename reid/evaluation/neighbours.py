@@ -8,12 +8,13 @@ and its largest distance to any item (S1's row normaliser). :class:`NeighbourSea
 * ``"exact"`` (reid.evaluation.exact_neighbours): all N x N distances in symmetric blocks.
   O(N^2 D): 100 s at 100,000 x 2048 on 2 cores, hours at 1,000,000 x 512.
 * ``"ivf"`` (reid.evaluation.ivf_neighbours): faiss k-means cells of ~64 items, each compared
-  exactly with 256 cells, ~1.6% of the products at 1,000,000 items (7.6 min for a whole
-  clustering step there). What it costs: the neighbours it misses change the k-reciprocal sets,
-  and so the clusters and the re-ranked distances: on features as hard to search as the demo
-  model's it finds 87% of the exact neighbours at 100,000 items (clusters: ARI 0.81 against the
-  exact ones) and 54% at 1,000,000 (docs/benchmarks.md). Each run measures that share on 256
-  items, logs it and warns below LOW_RECALL.
+  exactly with 256 cells (``APPROX_PROBES``), ~1.6% of the products at 1,000,000 items, then two
+  rounds of reverse edges and neighbours of neighbours (reid.evaluation.neighbour_refine). What
+  it costs: the neighbours it misses change the k-reciprocal sets, and so the clusters and the
+  re-ranked distances: on features as hard to search as the demo model's it finds 93% of the
+  exact neighbours at 100,000 items (clusters: ARI 0.97 against the exact ones; with 512 probed
+  cells 98% and 0.995) and 68% at 1,000,000 (docs/benchmarks.md). Each run measures that share
+  on 256 items, logs it and warns below LOW_RECALL.
 * ``"auto"``: exact below `approx_min_size` items, ``"ivf"`` from there on; without faiss it
   stays exact with a warning line saying what that costs and how to install faiss (a run that
   worked before keeps working). Asking for ``"ivf"`` itself without faiss is an error.
@@ -42,9 +43,10 @@ from .ivf_neighbours import FAISS_HINT, FAR_PROBE, LIST_SIZE, NPROBE, RECALL_SAM
 logger = logging.getLogger(__name__)
 
 #: "auto" goes approximate from this many items. The approximate pass changes the clusters
-#: (docs/benchmarks.md: ARI 0.81 against exact at 100,000 on features as hard to search as the
-#: demo model's), so exact stays while it takes minutes, not hours (500,000 x 512: an estimated
-#: 20 min for the exact pass on 2 cores).
+#: (docs/benchmarks.md: ARI 0.97 against exact at 100,000 on features as hard to search as the
+#: demo model's, 0.995 with 512 probed cells, which cost about the exact pass's time there), so
+#: exact stays while it takes minutes, not hours (500,000 x 512: an estimated 20 min for the
+#: exact pass on 2 cores).
 DEFAULT_APPROX_MIN_SIZE = 500_000
 #: Below this share of the exact neighbours found, the approximate pass warns.
 LOW_RECALL = 0.8
@@ -104,10 +106,11 @@ class NeighbourSearch:
 
 
 def neighbour_search(node, section: str) -> NeighbourSearch:
-    """The :class:`NeighbourSearch` of a config section with ``NEIGHBOURS`` and
-    ``APPROX_MIN_SIZE`` keys (``UDA``, ``TEST.RERANK``); errors name the keys."""
-    return NeighbourSearch(str(node.NEIGHBOURS), node.APPROX_MIN_SIZE, backend_key=f"{section}.NEIGHBOURS",
-                           size_key=f"{section}.APPROX_MIN_SIZE")
+    """The :class:`NeighbourSearch` of a config section with ``NEIGHBOURS``, ``APPROX_MIN_SIZE``
+    and ``APPROX_PROBES`` keys (``UDA``, ``TEST.RERANK``); errors name the keys."""
+    probes = _positive_int(node.get("APPROX_PROBES", NPROBE), f"{section}.APPROX_PROBES", "cells of the approximate pass")
+    return NeighbourSearch(str(node.NEIGHBOURS), node.APPROX_MIN_SIZE, nprobe=probes,
+                           backend_key=f"{section}.NEIGHBOURS", size_key=f"{section}.APPROX_MIN_SIZE")
 
 
 def _positive_int(value, key: str, unit: str) -> int:

@@ -1,7 +1,8 @@
 """Camera ids as a second model input: models with SIE (a learned camera embedding, TransReID's
 Side Information Embedding) compute each image's feature from the image and its camera id.
 
-Such a model says so with ``uses_camids`` and ``num_cameras`` (ids ``0..num_cameras-1``); its
+Such a model says so with ``uses_camids`` and ``num_cameras`` (ids ``0..num_cameras-1``), read
+through :func:`reid.modeling.takes_camera_ids` and :func:`reid.modeling.camera_count`; its
 exports take ``camids`` (int64 ``[batch]``) beside ``images``, and every runtime checks the ids
 here before they reach the graph: an exported graph cannot check values, and ONNX's Gather reads
 a negative id as one counted from the end, i.e. another camera's embedding.
@@ -12,7 +13,6 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
-from torch import nn
 
 CAMIDS_NAME = "camids"  # the exported models' second input
 CamIds = Union[torch.Tensor, np.ndarray, Sequence[int]]
@@ -21,17 +21,6 @@ CamIds = Union[torch.Tensor, np.ndarray, Sequence[int]]
 NO_CAMIDS = ("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True): each feature needs its image's "
              "camera id, and these images have none (folders and image files have no camera ids). Give "
              "tools/extract.py a list file of 'path pid camid' lines, or pass camids=... in Python.")
-
-
-def model_cameras(model: nn.Module) -> int:
-    """How many camera ids `model` takes (SIE), or 0 when its features come from the images alone."""
-    if not getattr(model, "uses_camids", False):
-        return 0
-    cameras = int(getattr(model, "num_cameras", 0))
-    if cameras < 1:
-        raise ValueError(f"{type(model).__name__} uses camera ids but does not say how many (num_cameras); "
-                         "it cannot be exported or checked.")
-    return cameras
 
 
 def _as_id_array(camids: CamIds, what: str) -> np.ndarray:
@@ -100,4 +89,4 @@ def check_camids(camids: Optional[CamIds], batch: int, num_cameras: Optional[int
     return torch.from_numpy(arr.astype(np.int64)).contiguous()
 
 
-__all__ = ["CAMIDS_NAME", "CamIds", "NO_CAMIDS", "check_camids", "model_cameras"]
+__all__ = ["CAMIDS_NAME", "CamIds", "NO_CAMIDS", "check_camids"]

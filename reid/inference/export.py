@@ -34,9 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from reid.config import value_range
+from reid.modeling import camera_count
 from reid.utils.file_io import atomic_write
 
-from .camera_ids import CAMIDS_NAME, model_cameras
+from .camera_ids import CAMIDS_NAME
 from .identity import weights_identity
 from .exported import (  # noqa: F401  (the reading side, also importable from here as before)
     METADATA_KEY,
@@ -82,7 +83,7 @@ class CameraFeatureModel(NormalizedFeatureModel):
 
 
 def _wrap(model: nn.Module) -> NormalizedFeatureModel:
-    wrapper = CameraFeatureModel if model_cameras(model) else NormalizedFeatureModel
+    wrapper = CameraFeatureModel if camera_count(model) else NormalizedFeatureModel
     # Export always takes the CPU eval-mode graph: BatchNorm must use running statistics,
     # and a CPU graph runs anywhere. A copy, so that the caller's model keeps its device and
     # train/eval mode.
@@ -153,7 +154,7 @@ def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.
 
     size = check_input_size(input_size)
     wrapped = _wrap(model)
-    example = _example_inputs(size, batch=2, cameras=model_cameras(model))
+    example = _example_inputs(size, batch=2, cameras=camera_count(model))
 
     def export(**bounds: int) -> torch.export.ExportedProgram:
         # A size-2 example with a declared range: export must not specialise the batch to 2 (or 1).
@@ -184,7 +185,7 @@ def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
     program = export_program(model, input_size)
     feature_dim = program_feature_dim(program)
     extra = {f"{METADATA_KEY}.json": _metadata(check_input_size(input_size), feature_dim,
-                                               extra=_with_identity(model, metadata), cameras=model_cameras(model))}
+                                               extra=_with_identity(model, metadata), cameras=camera_count(model))}
     atomic_write(path, lambda f: torch.export.save(program, f, extra_files=extra))
     return path
 
@@ -262,7 +263,7 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
     opset = check_opset(opset)
     path = os.fspath(path)
     size = check_input_size(input_size)
-    cameras = model_cameras(model)
+    cameras = camera_count(model)
     program = export_program(model, size)
     feature_dim = program_feature_dim(program)
     program = program.run_decompositions({torch.ops.aten.adaptive_max_pool2d.default: adaptive_max_pool2d_by_bins})
@@ -324,7 +325,7 @@ def compare_with_export(model: nn.Module, path: PathLike, input_size: Sequence[i
     """
     wrapped = _wrap(model)
     size = check_input_size(input_size)
-    cameras = model_cameras(model)
+    cameras = camera_count(model)
     run = load_exported(path)
     worst = 0.0
     for i, b in enumerate(batch_sizes):

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from reid.modeling import camera_count
 from reid.utils.file_io import atomic_write, atomic_write_text
 
 from .accuracy import AccuracyCheck, check_map_drop, compare_accuracy
-from .camera_ids import model_cameras
 from .export import _wrap
 from .exported import METADATA_KEY, onnx_feeds
 from .precision import (
@@ -128,7 +128,7 @@ class PrecisionReport:
 
 
 def _camids(model: nn.Module, n: int, seed: int = 0) -> Optional[torch.Tensor]:
-    cameras = model_cameras(model)
+    cameras = camera_count(model)
     if not cameras:
         return None
     return torch.randint(0, cameras, (n,), generator=torch.Generator().manual_seed(seed))
@@ -223,7 +223,7 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
     precision = check_precision(precision)
     if precision == "int8" and (pixels is None or not len(pixels)):
         raise ValueError(INT8_NEEDS_CALIBRATION)
-    if precision == "int8" and model_cameras(model):
+    if precision == "int8" and camera_count(model):
         raise ValueError(INT8_NO_CAMIDS)
     # The system temporary folder: a job killed mid-export leaves nothing beside the output (which is
     # written atomically, from there, once every check has passed).
@@ -249,7 +249,7 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
             report.conversion = {**result.record(), "calibration_source": calibration}
             kept = ", ".join(f"{k['node']} ({k['op']}, input SQNR {k['input_sqnr_db']:.1f} dB)" for k in result.kept_float)
             log(f"int8: {result.quantised_nodes} nodes quantised; kept in float: {kept or 'none'}")
-        cameras = bool(model_cameras(model))
+        cameras = bool(camera_count(model))
         checks = _parity_pixels(pixels, input_size)
         report.batch_parity = _check_parity(converted, precision, checks, to_input, model, log)
         camids = _camids(model, len(checks))

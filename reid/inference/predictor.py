@@ -28,9 +28,10 @@ from yacs.config import CfgNode
 from reid.data.image_io import read_image
 from reid.data.transforms import build_transforms
 from reid.evaluation.extract import autocast_context, check_feature_batch
+from reid.modeling import camera_count
 from reid.utils.device import resolve_device, torch_threads
 
-from .camera_ids import NO_CAMIDS, check_camids, model_cameras
+from .camera_ids import NO_CAMIDS, check_camids
 from .identity import file_hash, weights_hash
 from .loading import (
     build_inference_model,
@@ -197,7 +198,7 @@ class Predictor:
     @property
     def num_cameras(self) -> int:
         """How many camera ids the model knows (0 without SIE)."""
-        return model_cameras(self.model)
+        return camera_count(self.model)
 
     @property
     def input_size(self) -> Tuple[int, int]:

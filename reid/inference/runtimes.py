@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from reid.modeling import camera_count
 from reid.utils.npz_files import json_object
 from reid.utils.path_kinds import check_file
 from reid.utils.registry import Registry
 from reid.utils.text_files import printable
 
-from .camera_ids import model_cameras
 from .export import ONNX_EXTRA_HINT, RAW_PIXELS, export_onnx, onnx_feeds
 from .exported import METADATA_KEY, recorded_cameras, unreadable
 from .identity import recorded_identity, short, weights_hash
@@ -127,7 +127,7 @@ def _check_pixels(path: str, metadata: Optional[str]) -> None:
 def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str]) -> None:
     """The file must take camera ids exactly when the model does (SIE), and as many cameras as it
     knows (`metadata`: the file's ``circle_reid`` record, which holds the count)."""
-    cameras = model_cameras(model)
+    cameras = camera_count(model)
     if cameras and len(names) < 2:
         raise ValueError(f"{path} takes images only, but this model uses camera ids (SIE): export it again with "
                          "tools/export.py (a model with SIE gets a second input, camids).")

@@ -18,7 +18,8 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from .camera_ids import model_cameras
+from reid.modeling import camera_count
+
 from .export import DEFAULT_OPSET, MIN_SIDE, check_input_size, export_onnx
 from .identity import weights_identity
 
@@ -63,12 +64,26 @@ def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optio
     if len(size) != 2 or min(size) < MIN_SIDE:
         raise ValueError(f"--for boxmot needs a fixed input size (BoxMOT reads the crop size from the ONNX graph); "
                          f"got {size or 'none'}: pass --input-size H W (people: 256 128) or set INPUT.SIZE_TEST.")
+    for out in outputs:
+        name = os.path.basename(os.fspath(out)).lower()
+        # BoxMOT reads a model's conventions from its file name: releases of its re-ID backend
+        # normalise the crops of a file named "*clip*" with 0.5 / 0.5 instead of ImageNet's mean
+        # and std (the export would then see other pixels than it was written for, silently), and
+        # resize crops for a file named "*veri*" or "*vehicleid*" to 256x256.
+        if "clip" in name:
+            raise ValueError(f"--for boxmot: {out}: BoxMOT normalises the crops of a file whose name contains "
+                             "'clip' with mean/std 0.5 (not ImageNet's, which this export expects); name it "
+                             "without 'clip' (e.g. clipreid -> vitb16_reid).")
+        if ("veri" in name or "vehicleid" in name) and list(size) != [256, 256]:
+            raise ValueError(f"--for boxmot: {out}: BoxMOT resizes the crops of a file whose name contains 'veri' "
+                             f"or 'vehicleid' to 256x256, this export takes {size[0]}x{size[1]}; export at "
+                             "--input-size 256 256 or name the file without those words.")
     return check_input_size(size)
 
 
 def check_tracker_model(tracker: str, model: nn.Module) -> None:
     """A one-line ValueError when `model` needs more than the image crops a tracker gives it (SIE)."""
-    if model_cameras(model):
+    if camera_count(model):
         raise ValueError(f"--for {tracker}: this model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True) and "
                          "BoxMOT gives re-ID models image crops only; export without --for (the file then takes "
                          "images and camids), or use a model trained with MODEL.TRANSREID.SIE_CAMERA False.")

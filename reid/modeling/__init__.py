@@ -4,5 +4,6 @@
 never imports ``reid.data``, ``reid.engine`` or ``reid.evaluation`` (layering).
 """
 from .build import build_model, model_summary
+from .camera_input import camera_count, takes_camera_ids, unwrap_model
 
-__all__ = ["build_model", "model_summary"]
+__all__ = ["build_model", "camera_count", "model_summary", "takes_camera_ids", "unwrap_model"]

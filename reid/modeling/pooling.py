@@ -1,7 +1,9 @@
 """Global pooling of a feature map ``[B, C, H, W]`` into a vector ``[B, C]``.
 
-``POOLING`` is keyed by ``MODEL.HEADS.POOLING``: "avg", "max" or "gem" (generalised mean,
-Radenovic et al. 2018, with a learnable exponent p).
+``POOLING`` is keyed by ``MODEL.HEADS.POOLING``: "avg", "max", "gem" (generalised mean,
+Radenovic et al. 2018, with a learnable exponent p) or "gem_fixed" (the same with p fixed at
+``MODEL.HEADS.GEM_P``: fast-reid's ``GeneralizedMeanPooling`` of its VehicleID and VERI-Wild
+configs, which stores no tensor).
 """
 from __future__ import annotations
 
@@ -52,9 +54,28 @@ class GeMPool(nn.Module):
         return f"p={float(self.p.detach()):.3f}, eps={self.eps}"
 
 
+class FixedGeMPool(nn.Module):
+    """Generalised mean with a fixed exponent `p` (no parameter, nothing in the state dict)."""
+
+    def __init__(self, p: float = 3.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        if p <= 0:
+            raise ValueError(f"MODEL.HEADS.GEM_P must be > 0, got {p!r}.")
+        self.p = float(p)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float().clamp(min=self.eps)  # as GeMPool: float32 powers, a finite gradient at 0
+        return x.pow(self.p).mean(dim=(2, 3)).pow(1.0 / self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p:.3f} (fixed), eps={self.eps}"
+
+
 POOLING.register("avg")(lambda gem_p=3.0: AvgPool())
 POOLING.register("max")(lambda gem_p=3.0: MaxPool())
 POOLING.register("gem")(lambda gem_p=3.0: GeMPool(gem_p))
+POOLING.register("gem_fixed")(lambda gem_p=3.0: FixedGeMPool(gem_p))
 
 
 def build_pooling(name: str, gem_p: float = 3.0) -> nn.Module:
@@ -62,4 +83,4 @@ def build_pooling(name: str, gem_p: float = 3.0) -> nn.Module:
     return POOLING.get(name)(gem_p=gem_p)
 
 
-__all__ = ["POOLING", "AvgPool", "MaxPool", "GeMPool", "build_pooling"]
+__all__ = ["POOLING", "AvgPool", "FixedGeMPool", "MaxPool", "GeMPool", "build_pooling"]

@@ -185,3 +185,11 @@ def test_config_settings_are_checked_naming_their_keys():
     cfg.TEST.RERANK.NEIGHBOURS = "annoy"
     with pytest.raises(ConfigError, match=r"^TEST.RERANK.NEIGHBOURS 'annoy' is not one of: auto, exact, ivf\.$"):
         check_test_settings(cfg)
+    cfg.TEST.RERANK.NEIGHBOURS = "auto"
+    cfg.TEST.RERANK.APPROX_PROBES = 0
+    with pytest.raises(ConfigError, match=r"^TEST.RERANK.APPROX_PROBES must be a positive integer \(cells of the "
+                                          r"approximate pass\), got 0\.$"):
+        check_test_settings(cfg)
+    cfg = get_cfg()
+    cfg.UDA.APPROX_PROBES = 512
+    assert ClusterSettings.from_cfg(cfg).neighbours.nprobe == 512  # reaches the pass

@@ -6,24 +6,13 @@ import pytest
 import torch
 from torch import nn
 
-from reid.inference.camera_ids import NO_CAMIDS, check_camids, model_cameras
+from reid.inference.camera_ids import NO_CAMIDS, check_camids
 from reid.inference.runtimes import _check_inputs
 
 
 class _Sie(nn.Module):
     uses_camids = True
     num_cameras = 6
-
-
-def test_model_cameras_is_the_sie_camera_count_or_zero():
-    assert model_cameras(_Sie()) == 6
-    assert model_cameras(nn.Identity()) == 0  # no uses_camids: images only
-
-    class Vague(nn.Module):
-        uses_camids = True
-
-    with pytest.raises(ValueError, match="Vague uses camera ids but does not say how many"):
-        model_cameras(Vague())
 
 
 @pytest.mark.parametrize("camids", [[0, 5, 2], np.array([0, 5, 2], dtype=np.int32), torch.tensor([0, 5, 2]),

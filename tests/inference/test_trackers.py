@@ -79,11 +79,19 @@ def test_boxmot_input_inverts_to_the_raw_pixels():
     (["m.pt2"], (256, 128), "name m.pt2 *.onnx"),
     (["m.onnx"], None, "needs a fixed input size"),
     (["m.onnx"], (0, 128), "pass --input-size H W (people: 256 128)"),
+    # BoxMOT's file-name conventions: 0.5 / 0.5 pixels for "*clip*", 256x256 crops for vehicles.
+    (["out/clip_market.onnx"], (256, 128), "contains 'clip' with mean/std 0.5"),
+    (["veri_sbs.onnx"], (256, 128), "resizes the crops of a file whose name contains 'veri'"),
+    (["my_vehicleid.onnx"], (256, 128), "export at --input-size 256 256"),
 ])
 def test_tracker_export_errors_say_what_to_do(outputs, size, fragment):
     with pytest.raises(ValueError) as err:
         check_tracker_export("boxmot", outputs, size)
     assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_vehicle_names_pass_at_256x256():
+    assert check_tracker_export("boxmot", ["veri_sbs.onnx"], (256, 256)) == (256, 256)
 
 
 def test_export_tool_refuses_an_unknown_tracker(capsys):

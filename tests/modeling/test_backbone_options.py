@@ -204,3 +204,16 @@ def test_imagenet_file_leaves_non_local_blocks_at_identity_without_warnings(tmp_
     missing, unexpected = bb.load_imagenet(str(path))
     assert missing == [] and unexpected == []
     assert float(bb.non_local[1][0].out_bn.weight.detach().abs().sum()) == 0.0
+
+
+def test_fixed_gem_is_the_generalised_mean_with_p_fixed_and_no_tensor():
+    from reid.modeling.pooling import build_pooling
+
+    x = torch.rand(2, 3, 4, 5) + 0.1
+    pool = build_pooling("gem_fixed", gem_p=3.0)
+    want = x.pow(3).mean(dim=(2, 3)).pow(1 / 3)  # (mean x^p)^(1/p), fast-reid's GeneralizedMeanPooling
+    torch.testing.assert_close(pool(x), want)
+    assert not list(pool.parameters()) and not pool.state_dict()
+    torch.testing.assert_close(build_pooling("gem", gem_p=3.0)(x), want)  # learnable p, same start
+    with pytest.raises(ValueError, match="GEM_P must be > 0"):
+        build_pooling("gem_fixed", gem_p=0.0)

@@ -191,9 +191,9 @@ def test_train_mode_without_targets_is_a_clear_error():
 @pytest.mark.parametrize(
     "opts,fragment",
     [
-        ({"MODEL__META_ARCHITECTURE": "resnet_mgn"}, "baseline, mgn"),
+        ({"MODEL__META_ARCHITECTURE": "resnet_mgn"}, "baseline, clipreid, mgn, transreid"),
         ({"MODEL__BACKBONE__NAME": "vgg16"}, "resnet50"),
-        ({"MODEL__HEADS__POOLING": "median"}, "avg, gem, max"),
+        ({"MODEL__HEADS__POOLING": "median"}, "avg, gem, gem_fixed, max"),
         ({"MODEL__HEADS__NECK": "bn"}, "bnneck, none"),
         ({"MODEL__HEADS__NECK_FEAT": "middle"}, "before, after"),
         ({"MODEL__LOSSES__NAMES": ["identity", "center"]}, "identity, triplet, pair_circle"),

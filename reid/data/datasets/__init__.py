@@ -18,6 +18,9 @@ from .market1501 import Market1501
 from .msmt17 import MSMT17
 from .synthetic import SyntheticDataset
 from .unlabelled import UnlabelledDataset
+from .vehicleid import VehicleID
+from .veri import VeRi
+from .veriwild import VeRiWild
 
 
 def build_dataset(name: str, root: str = "datasets", **kwargs) -> ReIDDataset:
@@ -43,6 +46,9 @@ __all__ = [
     "ReIDDataset",
     "SyntheticDataset",
     "UnlabelledDataset",
+    "VeRi",
+    "VeRiWild",
+    "VehicleID",
     "build_dataset",
     "combine_all",
     "relabel_pids",

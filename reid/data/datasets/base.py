@@ -15,6 +15,9 @@ Item = Tuple[str, int, int]
 #: name -> dataset class; ``build_dataset`` looks names up here.
 DATASET_REGISTRY = Registry("dataset")
 
+#: Evaluation protocols a dataset can declare (``ReIDDataset.test_protocol``).
+TEST_PROTOCOLS = ("cross_camera", "gallery_draws")
+
 #: Where users are sent when a dataset folder is missing or malformed.
 README_HINT = "See datasets/README.md for where to get the dataset and how to lay it out."
 
@@ -110,6 +113,10 @@ class ReIDDataset:
     distractor_pids: Tuple[int, ...] = ()
     #: False for crops without identities (pid -1 = unknown): only learning without labels uses them.
     has_labels: bool = True
+    #: How its query/gallery are evaluated (one of TEST_PROTOCOLS): "cross_camera" (Market-1501's
+    #: protocol) or "gallery_draws" (VehicleID's: every identity's gallery image drawn at random,
+    #: results averaged over draws; reid/evaluation/gallery_draws.py).
+    test_protocol: str = "cross_camera"
 
     def __init__(
         self,

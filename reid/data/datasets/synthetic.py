@@ -13,6 +13,10 @@ identities. Every identity is seen by a random subset of 2..num_cameras cameras,
 appears in is a query and the rest go to the gallery, so every query has same-identity gallery
 images in other cameras (and same-camera ones, which the Market-1501 protocol ignores).
 ``num_distractors`` single images of other people (pid 0) are added to the gallery.
+
+``object_type`` (DATASETS.SYNTHETIC.OBJECT) "vehicle" draws vehicles instead of people
+(synthetic_vehicle.py; a square IMAGE_SIZE such as [64, 64] suits them), with the same plan,
+cameras and layout; the people's images and folder names do not change with it.
 """
 from __future__ import annotations
 
@@ -32,10 +36,13 @@ from reid.utils.file_io import build_folder_atomically
 from .base import DATASET_REGISTRY, DatasetNotFoundError, ReIDDataset
 from .market_style import load_market_folder
 from .synthetic_render import RENDER_VERSION, STYLES, render_image, sample_cameras, sample_identity
+from .synthetic_vehicle import VEHICLE_RENDER_VERSION, render_vehicle, sample_vehicle
 
 SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
 META_FILE = "meta.json"
 JPEG_QUALITY = 95
+#: What the images show (DATASETS.SYNTHETIC.OBJECT).
+OBJECTS = ("person", "vehicle")
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,12 @@ class SyntheticParams:
     seed: int = 0
     image_size: Tuple[int, int] = (128, 64)
     style: str = "demo"
+    object_type: str = "person"
 
     def validate(self) -> None:
+        if self.object_type not in OBJECTS:
+            raise ValueError(f"Synthetic dataset: unknown object {self.object_type!r} (DATASETS.SYNTHETIC.OBJECT); "
+                             f"valid: {', '.join(OBJECTS)}.")
         if self.style not in STYLES:
             raise ValueError(f"Synthetic dataset: unknown style {self.style!r} (DATASETS.SYNTHETIC.STYLE); "
                              f"valid: {', '.join(STYLES)}.")
@@ -70,9 +81,19 @@ class SyntheticParams:
             if not ok:
                 raise ValueError(f"Synthetic dataset: {msg}.")
 
+    def as_dict(self) -> dict:
+        """The parameters, without ``object_type`` for people (so their folders and meta.json stay
+        what they were before vehicles existed); vehicles add their renderer's version."""
+        params = asdict(self)
+        if self.object_type == "person":
+            del params["object_type"]
+        else:
+            params["object_type"] = [self.object_type, VEHICLE_RENDER_VERSION]
+        return params
+
     def key(self) -> str:
         """Folder name: readable parameters plus a hash of all of them and the renderer version."""
-        params = asdict(self)
+        params = self.as_dict()
         if self.style == "demo":  # the demo's folders keep the names they had before styles existed
             del params["style"]
         else:  # a retuned style must not reuse images drawn with its old settings
@@ -85,7 +106,7 @@ class SyntheticParams:
         blob = json.dumps({**params, "render_version": RENDER_VERSION}, sort_keys=True)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
         h, w = self.image_size
-        style = "" if self.style == "demo" else f"_{self.style}"
+        style = ("" if self.style == "demo" else f"_{self.style}") + ("" if self.object_type == "person" else "_vehicle")
         return (f"s{self.seed}{style}_ids{self.num_train_ids}+{self.num_test_ids}_cam{self.num_cameras}"
                 f"_k{self.images_per_camera}_d{self.num_distractors}_{h}x{w}_v{RENDER_VERSION}_{digest}")
 
@@ -151,14 +172,18 @@ def generate(folder: str, p: SyntheticParams, verbose: bool = True) -> Dict[str,
         ident_key = (p.seed, 1, job.pid) if job.pid > 0 else (p.seed, 7) + job.seed[2:]
         ident = identities.get(ident_key)
         if ident is None:
-            ident = identities[ident_key] = sample_identity(np.random.default_rng(list(ident_key)), style)
-        img = render_image(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size,
-                           style.open_jackets)
+            sample = sample_vehicle if p.object_type == "vehicle" else sample_identity
+            ident = identities[ident_key] = sample(np.random.default_rng(list(ident_key)), style)
+        if p.object_type == "vehicle":
+            img = render_vehicle(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size)
+        else:
+            img = render_image(ident, cams[job.cam], np.random.default_rng(list(job.seed)), p.image_size,
+                               style.open_jackets)
         write_jpeg(os.path.join(folder, job.subdir, job.fname), img)
         if (i + 1) % step == 0 or i + 1 == len(jobs):
             _log(f"rendered {i + 1}/{len(jobs)} images ({time.time() - start:.1f} s)", verbose)
     counts = {sub: sum(j.subdir == sub for j in jobs) for sub in SUBDIRS}
-    meta = {"params": asdict(p), "render_version": RENDER_VERSION, "counts": counts,
+    meta = {"params": p.as_dict(), "render_version": RENDER_VERSION, "counts": counts,
             "seconds": round(time.time() - start, 2)}
     with open(os.path.join(folder, META_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)
@@ -186,7 +211,7 @@ def ensure_generated(root: str, p: SyntheticParams, verbose: bool = True) -> str
 
 @DATASET_REGISTRY.register("synthetic")
 class SyntheticDataset(ReIDDataset):
-    """Procedurally drawn people, generated on first use (see the module docstring).
+    """Procedurally drawn people (or vehicles), generated on first use (see the module docstring).
 
     Args:
         root: dataset root; the images go to ``root/synthetic/<key>/``.
@@ -196,6 +221,7 @@ class SyntheticDataset(ReIDDataset):
         verbose: print generation progress to stderr.
         style: DATASETS.SYNTHETIC.STYLE, "demo", "shift" or "views" (other domains, see
             ``synthetic_render.RenderStyle``).
+        object_type: DATASETS.SYNTHETIC.OBJECT, "person" or "vehicle" (what the images show).
     """
 
     name = "synthetic"
@@ -214,12 +240,13 @@ class SyntheticDataset(ReIDDataset):
         image_size: Sequence[int] = (128, 64),
         verbose: bool = True,
         style: str = "demo",
+        object_type: str = "person",
     ) -> None:
         if num_distractors is None or num_distractors < 0:
             num_distractors = num_test_ids
         self.params = SyntheticParams(int(num_train_ids), int(num_test_ids), int(num_cameras),
                                       int(images_per_camera), int(num_distractors), int(seed),
-                                      (int(image_size[0]), int(image_size[1])), str(style))
+                                      (int(image_size[0]), int(image_size[1])), str(style), str(object_type))
         self.dataset_dir = ensure_generated(root, self.params, verbose)
         train, query, gallery = (
             load_market_folder(os.path.join(self.dataset_dir, sub), self.params.num_cameras) for sub in SUBDIRS

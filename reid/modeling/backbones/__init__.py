@@ -12,6 +12,7 @@ from torch import nn
 
 from reid.utils.registry import Registry
 
+from .clip import CLIP_SPECS, ClipResNet, ClipViT
 from .ibn import IBN
 from .non_local import NonLocalBlock
 from .osnet import OSNET_NAMES, OSNetBackbone, osnet_name_from_state
@@ -57,8 +58,9 @@ def _build_timm(name: str, cfg) -> TimmBackbone:
     if hasattr(backbone.model, "patch_embed") and size_train != size_test:
         raise ValueError(f"{TIMM_PREFIX}{name} is built for one patch grid: INPUT.SIZE_TEST {size_test} must equal "
                          f"INPUT.SIZE_TRAIN {size_train}.")
-    if str(cfg.MODEL.HEADS.POOLING).lower() == "gem" and (backbone.is_tokens or backbone.output_fmt == "NHWC"):
-        raise ValueError(f"MODEL.HEADS.POOLING gem needs non-negative feature maps; {TIMM_PREFIX}{name} gives "
+    pooling = str(cfg.MODEL.HEADS.POOLING).lower()
+    if pooling in ("gem", "gem_fixed") and (backbone.is_tokens or backbone.output_fmt == "NHWC"):
+        raise ValueError(f"MODEL.HEADS.POOLING {pooling} needs non-negative feature maps; {TIMM_PREFIX}{name} gives "
                          "normalised tokens (signed): use avg or max.")
     stats = getattr(backbone.model, "pretrained_cfg", None) or {}
     if bb.PRETRAINED and "mean" in stats:
@@ -71,22 +73,50 @@ def _build_timm(name: str, cfg) -> TimmBackbone:
     return backbone
 
 
-def _build_vit(name: str, cfg) -> ReIDViT:
-    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+def _one_grid(name: str, cfg) -> None:
     if list(cfg.INPUT.SIZE_TRAIN) != list(cfg.INPUT.SIZE_TEST):
         raise ValueError(f"{name} is built for one patch grid: INPUT.SIZE_TEST {list(cfg.INPUT.SIZE_TEST)} must equal "
                          f"INPUT.SIZE_TRAIN {list(cfg.INPUT.SIZE_TRAIN)}.")
+
+
+def _sie_cameras(cfg) -> int:
+    """The SIE camera count of a ViT (TransReID's or CLIP's): 0 without SIE; one error line
+    when SIE is on but the data has fewer than 2 cameras."""
+    tr = cfg.MODEL.TRANSREID
     cameras = int(tr.NUM_CAMERAS) if bool(tr.SIE_CAMERA) else 0
     if bool(tr.SIE_CAMERA) and cameras < 2:
         raise ValueError("MODEL.TRANSREID.SIE_CAMERA needs camera ids from at least 2 cameras, but "
                          f"MODEL.TRANSREID.NUM_CAMERAS is {cameras} (tools/train.py sets it from the training data; "
                          "data whose images all have one camera id has none): set SIE_CAMERA False, or use data "
                          "with camera ids (list files of 'path pid camid' lines).")
+    return cameras
+
+
+def _build_vit(name: str, cfg) -> ReIDViT:
+    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+    _one_grid(name, cfg)
     vit = ReIDViT(name, img_size=list(cfg.INPUT.SIZE_TRAIN), stride=list(tr.STRIDE_SIZE),
-                  drop_path_rate=float(bb.DROP_PATH), num_cameras=cameras, sie_coef=float(tr.SIE_COEF))
+                  drop_path_rate=float(bb.DROP_PATH), num_cameras=_sie_cameras(cfg), sie_coef=float(tr.SIE_COEF))
     if bool(bb.PRETRAINED):
         vit.load_imagenet(str(bb.PRETRAINED_PATH), [int(n) for n in bb.PRETRAINED_GRID])
     return vit
+
+
+def _build_clip(name: str, cfg) -> nn.Module:
+    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+    spec = CLIP_SPECS[name]
+    size = list(cfg.INPUT.SIZE_TRAIN)
+    _one_grid(name, cfg)
+    if spec.kind == "vit":
+        model: nn.Module = ClipViT(name, spec, size, list(tr.STRIDE_SIZE), _sie_cameras(cfg), float(tr.SIE_COEF))
+    else:
+        if bool(tr.SIE_CAMERA):
+            raise ValueError(f"MODEL.TRANSREID.SIE_CAMERA: {name} has no camera embedding (CLIP-ReID's SIE is the "
+                             "ViT's); set it False, or use clip_vit_b16.")
+        model = ClipResNet(name, spec, size)
+    if bool(bb.PRETRAINED):
+        model.load_openai(str(bb.PRETRAINED_PATH))
+    return model
 
 
 def _timm_placeholder(cfg) -> nn.Module:
@@ -102,6 +132,8 @@ for _name in OSNET_NAMES:
     BACKBONE.register(_name)(partial(_build_osnet, _name))
 for _name in VIT_SPECS:
     BACKBONE.register(_name)(partial(_build_vit, _name))
+for _name in CLIP_SPECS:
+    BACKBONE.register(_name)(partial(_build_clip, _name))
 
 
 def build_backbone(cfg) -> nn.Module:
@@ -115,6 +147,9 @@ def build_backbone(cfg) -> nn.Module:
 
 __all__ = [
     "BACKBONE",
+    "CLIP_SPECS",
+    "ClipResNet",
+    "ClipViT",
     "IBN",
     "NonLocalBlock",
     "OSNET_NAMES",

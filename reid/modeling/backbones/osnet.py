@@ -39,7 +39,7 @@ from torch import nn
 from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.registry import UnknownNameError
 
-from .pretrained import PretrainedWeightsError, check_pretrained, read_pretrained
+from .pretrained import PretrainedWeightsError, check_pretrained, file_misfit, read_pretrained
 
 logger = logging.getLogger(__name__)
 
@@ -324,12 +324,11 @@ class OSNetBackbone(nn.Module):
         state = {k: v for k, v in state.items() if k not in unused}
         fits = osnet_name_from_state(state)
         for key, value in state.items():
-            if key not in own or own[key].shape != value.shape:
-                found = f"has shape {tuple(value.shape)} here {tuple(own[key].shape)}" if key in own else \
-                    "has no counterpart"
+            problem = file_misfit(key, value, own)
+            if problem:
                 hint = f"set MODEL.BACKBONE.NAME {fits}" if fits else f"use the ImageNet file for {self.name}"
                 raise PretrainedWeightsError(
-                    f"Weights in {source} do not fit {self.name}: {key} {found}; it is a {fits or 'different'} "
+                    f"Weights in {source} do not fit {self.name}: {problem}; it is a {fits or 'different'} "
                     f"file: {hint}.")
         missing = [k for k in own if k not in state]
         if missing:

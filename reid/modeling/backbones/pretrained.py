@@ -10,6 +10,8 @@ from reid.utils.file_signatures import file_kind
 from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.value_checks import weight_problem
 
+from ..state_fit import misfit
+
 
 class PretrainedWeightsError(RuntimeError):
     """ImageNet weights were requested but could not be obtained or do not fit."""
@@ -97,20 +99,25 @@ def check_pretrained(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.
         raise PretrainedWeightsError(f"Weights in {source} cannot be used: {problem}. Use an intact copy of {expected}.")
 
 
+def file_misfit(key: str, value: torch.Tensor, own: Mapping[str, torch.Tensor]) -> str:
+    """Why the pretrained file's tensor `key` does not fit the model's tensor of that name ("" when it
+    does): :func:`reid.modeling.state_fit.misfit`, naming "the file" and "the model"."""
+    return misfit(key, value, key, own, file="the file", model="the model")
+
+
 def fit_problem(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor], optional: tuple = ()) -> str:
     """The first reason `state` does not fit a model whose state dict is `own` ("" when it fits):
     a shape that differs, a model tensor the file lacks (keys starting with `optional` may be
     absent), or a file tensor the model lacks."""
-    for key, value in state.items():
-        if key in own and tuple(value.shape) != tuple(own[key].shape):
-            return f"{key} has shape {tuple(value.shape)} in the file but {tuple(own[key].shape)} in the model"
+    shapes = (file_misfit(key, value, own) for key, value in state.items() if key in own)
+    problem = next((p for p in shapes if p), "")
+    if problem:
+        return problem
     for key in own:
         if key not in state and not (optional and key.startswith(tuple(optional))):
             return f"{key} is missing from the file"
-    for key in state:
-        if key not in own:
-            return f"{key} has no counterpart in the model"
-    return ""
+    return next((file_misfit(key, value, own) for key, value in state.items() if key not in own), "")
 
 
-__all__ = ["PretrainedWeightsError", "check_pretrained", "fit_problem", "read_pretrained", "unwrap_state_dict"]
+__all__ = ["PretrainedWeightsError", "check_pretrained", "file_misfit", "fit_problem", "read_pretrained",
+           "unwrap_state_dict"]

@@ -21,7 +21,7 @@ from reid.utils.registry import UnknownNameError
 
 from .ibn import apply_ibn_a
 from .non_local import NonLocalBlock
-from .pretrained import PretrainedWeightsError, check_pretrained, read_pretrained, unwrap_state_dict
+from .pretrained import PretrainedWeightsError, check_pretrained, file_misfit, read_pretrained, unwrap_state_dict
 
 logger = logging.getLogger(__name__)
 
@@ -221,11 +221,7 @@ class ResNetBackbone(nn.Module):
     def _load_checked(self, state: Dict[str, torch.Tensor], source: str) -> Tuple[List[str], List[str]]:
         own = self.state_dict()
         state = {k: v for k, v in state.items() if not k.startswith("fc.")}
-        bad_shapes = [
-            f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-            for k, v in state.items()
-            if k in own and own[k].shape != v.shape
-        ]
+        bad_shapes = [p for p in (file_misfit(k, v, own) for k, v in state.items() if k in own) if p]
         if bad_shapes:
             raise PretrainedWeightsError(
                 f"Weights in {source} do not fit {self.name} ({len(bad_shapes)} shape mismatches, "

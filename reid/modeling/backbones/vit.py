@@ -6,7 +6,8 @@ Re-Identification", ICCV 2021), written from the paper, without timm.
   patches (256 x 128, P 16: S 16 -> 16 x 8, S 12 -> 21 x 10).
 * A learnable class token and position embedding; pretrained position embeddings (ImageNet's square
   grid, or the 2:1 grid of person images pretrained at 256x128) are resized to the re-ID grid by
-  2-D bilinear interpolation (Sec. 3.1), the class token's kept.
+  2-D bilinear interpolation (Sec. 3.1), the class token's kept. Both rules (the grid, the resize)
+  are :mod:`reid.modeling.backbones.pos_embed`'s, shared with the other ViT backbones.
 * Side Information Embedding (SIE, Sec. 3.3, Eq. 5): a learnable vector per camera, scaled by
   lambda (``sie_coef``) and added to every token with the position embedding:
   ``Z_0 = [x_cls; F(x_1); ...; F(x_N)] + P + lambda * S(C[r])``.
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .pos_embed import patch_grid, resize_pos_embed, source_grid
 from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained, unwrap_state_dict
 
 logger = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ class PatchEmbed(nn.Module):
         h, w = int(img_size[0]), int(img_size[1])
         if h < patch or w < patch:
             raise ValueError(f"INPUT.SIZE_TRAIN {[h, w]} is smaller than one {patch} x {patch} patch.")
-        self.grid = ((h - patch) // sy + 1, (w - patch) // sx + 1)
+        self.grid = patch_grid((h, w), patch, (sy, sx))
         self.img_size = (h, w)
         self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=(sy, sx))
         nn.init.normal_(self.proj.weight, std=math.sqrt(2.0 / (patch * patch * dim)))
@@ -138,62 +140,17 @@ class Block(nn.Module):
         return x + drop_path(self.mlp(self.norm2(x)), self.drop_path, self.training)
 
 
-def _source_grid(positions: int) -> Optional[Tuple[int, int]]:
-    """The grid a pretrained position embedding of `positions` patches was trained on, when its length
-    says: square (ImageNet, n x n) or twice as tall as wide (2n x n: person images pretrained at
-    256x128, as PersonViT's LUPerson weights). No length is both (sqrt 2 is irrational), but a grid of
-    another shape whose length is one of these (18 x 8 = 144 = 12 x 12) cannot be told apart: such
-    files name their grid (MODEL.BACKBONE.PRETRAINED_GRID)."""
-    for rows_per_col in (1, 2):
-        side = int(round(math.sqrt(positions / rows_per_col)))
-        if side > 0 and rows_per_col * side * side == positions:
-            return rows_per_col * side, side
-    return None
-
-
-def resize_pos_embed(pos_embed: torch.Tensor, grid: Tuple[int, int], prefix: int = 1,
-                     source: Optional[Tuple[int, int]] = None) -> torch.Tensor:
-    """Position embedding ``[1, prefix + h*w, D]`` of the grid `source` (rows, cols; by default the
-    square or 2:1 grid of its length, :func:`_source_grid`) resized to `grid` (bilinear, as in
-    TransReID); the `prefix` (class-token) entries are kept."""
-    tokens, old = pos_embed[:, :prefix], pos_embed[0, prefix:]
-    rows, cols = source or _source_grid(old.shape[0]) or (0, 0)
-    if not rows or rows * cols != old.shape[0]:
-        shape = (f"not a grid of {rows} x {cols}" if source else
-                 "neither a square grid (ImageNet) nor one twice as tall as wide (person images at 256x128)")
-        raise PretrainedWeightsError(f"pos_embed has {old.shape[0]} patch positions, {shape}: give the grid it was "
-                                     "pretrained on (MODEL.BACKBONE.PRETRAINED_GRID [rows, cols]).")
-    old = old.reshape(1, rows, cols, -1).permute(0, 3, 1, 2)
-    new = F.interpolate(old, size=grid, mode="bilinear", align_corners=False)
-    return torch.cat([tokens, new.permute(0, 2, 3, 1).reshape(1, grid[0] * grid[1], -1)], dim=1)
-
-
 def pretrained_grid(pos_embed: torch.Tensor, source: str, grid: Sequence[int] = ()) -> Tuple[int, int]:
     """The position grid (rows, cols) of a pretrained ``pos_embed`` ``[1, 1 + rows*cols, D]``: `grid`
-    (MODEL.BACKBONE.PRETRAINED_GRID) when given, else square or 2:1 from its length; one error line
-    naming `source` when the shape is not that of a position embedding or the grid does not fit."""
-    where = f"MODEL.BACKBONE.PRETRAINED_PATH={source}"
+    (MODEL.BACKBONE.PRETRAINED_GRID) when given, else square or 2:1 from its length
+    (:func:`~reid.modeling.backbones.pos_embed.source_grid`); one error line naming `source` when
+    the shape is not that of a position embedding or the grid does not fit."""
     if pos_embed.dim() != 3 or pos_embed.shape[0] != 1 or pos_embed.shape[1] < 2:
         raise PretrainedWeightsError(
-            f"{where}: pos_embed has shape {tuple(pos_embed.shape)}, not [1, 1 + positions, width] (the class "
-            "token's position, then one per patch); point it to a ViT file whose pos_embed has that shape.")
-    positions = int(pos_embed.shape[1]) - 1
-    if grid:
-        if len(grid) != 2 or min(grid) < 1:
-            raise PretrainedWeightsError(f"MODEL.BACKBONE.PRETRAINED_GRID must be [rows, cols] (or [] to infer it), "
-                                         f"got {list(grid)}.")
-        if grid[0] * grid[1] != positions:
-            raise PretrainedWeightsError(
-                f"{where}: pos_embed has {positions} patch positions, MODEL.BACKBONE.PRETRAINED_GRID {list(grid)} "
-                f"has {grid[0] * grid[1]}; set it to the grid the file was pretrained on.")
-        return int(grid[0]), int(grid[1])
-    found = _source_grid(positions)
-    if found is None:
-        raise PretrainedWeightsError(
-            f"{where}: pos_embed has {positions} patch positions, neither a square grid (ImageNet) nor one twice "
-            "as tall as wide (person images at 256x128); set MODEL.BACKBONE.PRETRAINED_GRID [rows, cols] to "
-            "the grid the file was pretrained on.")
-    return found
+            f"MODEL.BACKBONE.PRETRAINED_PATH={source}: pos_embed has shape {tuple(pos_embed.shape)}, not [1, 1 + "
+            "positions, width] (the class token's position, then one per patch); point it to a ViT file whose "
+            "pos_embed has that shape.")
+    return source_grid(int(pos_embed.shape[1]) - 1, source, grid)
 
 
 def trunc_normal(tensor: torch.Tensor, std: float = 0.02) -> torch.Tensor:

@@ -14,7 +14,7 @@ from torch import nn
 
 from reid.utils.registry import Registry
 
-from . import fastreid, torchreid, transreid
+from . import clipreid, fastreid, torchreid, transreid
 from .base import ConvertedWeights, ForeignWeightsError, State, WeightsFormat, mapping_table
 
 logger = logging.getLogger(__name__)
@@ -23,6 +23,7 @@ FORMATS = Registry("checkpoint format")
 FORMATS.register("fastreid")(fastreid.FORMAT)
 FORMATS.register("torchreid")(torchreid.FORMAT)
 FORMATS.register("transreid")(transreid.FORMAT)
+FORMATS.register("clipreid")(clipreid.FORMAT)
 
 
 def detect_format(state: Mapping[str, object]) -> Optional[WeightsFormat]:

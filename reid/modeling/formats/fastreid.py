@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple
+from dataclasses import replace
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
-from .base import ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, place_classifier
+from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, as_target, classifier_rows, dropped,
+                   keep_counters, map_state, refusal, rename_by_rules, settings_text)
 
 LABEL = "fast-reid"
 
@@ -70,7 +71,14 @@ SHIPPED_CONFIGS: Tuple[Tuple[str, Dict[str, object]], ...] = (
     ("configs/Market1501/mgn_fastreid_resnet50_ibn.yml",
      {"MODEL.META_ARCHITECTURE": "mgn", "MODEL.BACKBONE.NAME": "resnet50_ibn_a",
       "MODEL.MGN.POOLING": "gem", "MODEL.MGN.REDUCTION": "conv", "MODEL.MGN.REDUCTION_DIM": 256}),
+    ("configs/VehicleID/bot_resnet50_ibn.yml",
+     {"MODEL.META_ARCHITECTURE": "baseline", "MODEL.BACKBONE.NAME": "resnet50_ibn_a",
+      "MODEL.BACKBONE.NON_LOCAL": [0, 0, 0, 0], "MODEL.HEADS.POOLING": "gem_fixed"}),
 )
+#: Classifier sizes of fast-reid's vehicle training sets whose bagtricks configs pool with the
+#: fixed-exponent GeneralizedMeanPooling (VehicleID 13,164 vehicles, VERI-Wild 30,671): a file
+#: stores no tensor for that pooling nor for average pooling, so the class count tells them apart.
+_FIXED_GEM_CLASSES = (13164, 30671)
 
 
 class FastReIDWeightsError(ForeignWeightsError):
@@ -132,7 +140,8 @@ def fastreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
     if theta is not None:
         half = theta.shape[1] // 2
         settings["MODEL.BACKBONE.NON_LOCAL_EMBED"] = 0 if theta.shape[0] == half else int(theta.shape[0])
-    settings["MODEL.HEADS.POOLING"] = "gem" if "heads.pool_layer.p" in state else "avg"
+    fixed = classifier_classes(state) in _FIXED_GEM_CLASSES
+    settings["MODEL.HEADS.POOLING"] = "gem" if "heads.pool_layer.p" in state else ("gem_fixed" if fixed else "avg")
     neck = any(k.startswith(("heads.bottleneck.0.", "heads.bnneck.")) for k in state)
     settings["MODEL.HEADS.NECK"] = "bnneck" if neck else "none"
     return settings
@@ -141,7 +150,7 @@ def fastreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
 def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and a shipped config that has them, if any."""
     settings = fastreid_architecture(state)
-    text = " ".join(f"{k} {format_value(v)}" for k, v in settings.items())
+    text = settings_text(settings)
     for path, fixed in SHIPPED_CONFIGS:
         if all(k not in fixed or fixed[k] == v for k, v in settings.items()) and all(
             k in settings or k == "MODEL.BACKBONE.NON_LOCAL_EMBED" for k in fixed
@@ -151,69 +160,65 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
 
 
 # ------------------------------------------------------------------ key rules
-@dataclass(frozen=True)
-class _Target:
-    key: str                   # our key
-    part: Optional[int] = None  # which of `parts` equal slices (dim 0) of our tensor this is
-    parts: int = 1
-    head: bool = False
+_NON_LOCAL_PARTS = {"W.0": "out_conv", "W.1": "out_bn"}
 
 
-def _non_local_target(key: str) -> Optional[str]:
-    m = re.match(r"^backbone\.NL_(\d)\.(\d+)\.(theta|phi|g|W\.0|W\.1)\.(.+)$", key)
-    if not m:
-        return None
-    stage, index, part, rest = int(m.group(1)) - 1, m.group(2), m.group(3), m.group(4)
-    name = {"W.0": "out_conv", "W.1": "out_bn"}.get(part, part)
-    return f"backbone.non_local.{stage}.{index}.{name}.{rest}"
+def _non_local(m: "re.Match") -> str:
+    """``backbone.NL_k.i.<part>.*`` -> ``backbone.non_local.(k-1).i.<our part>.*``."""
+    return f"backbone.non_local.{int(m[1]) - 1}.{m[2]}.{_NON_LOCAL_PARTS.get(m[3], m[3])}.{m[4]}"
 
 
-def _baseline_target(key: str) -> Optional[_Target]:
-    nl = _non_local_target(key)
-    if nl:
-        return _Target(nl)
-    if key.startswith("backbone."):
-        return _Target(key)
-    if key == "heads.pool_layer.p":
-        return _Target("pool.p")
-    m = re.match(r"^heads\.(bottleneck\.0|bnneck)\.(.+)$", key)
-    if m:
-        return _Target(f"neck.{m.group(2)}")
-    if key in ("heads.weight", "heads.classifier.weight"):
-        return _Target("head.weight", head=True)
-    return None
+def _feature(m: "re.Match") -> int:
+    return MGN_FEATURES.index(m[1])
 
 
-def _mgn_target(key: str) -> Optional[_Target]:
-    m = re.match(r"^backbone\.(\d+)\.(.+)$", key)
-    if m:
-        return _Target(f"trunk.{m.group(1)}.{m.group(2)}")
-    m = re.match(r"^(b[123])\.0\.(\d+)\.(.+)$", key)
-    if m:  # res_conv4_2.. : fast-reid renumbers layer3[1:] from 0, our slice keeps layer3's indices
-        return _Target(f"{_BRANCHES[m.group(1)]}.0.{int(m.group(2)) + 1}.{m.group(3)}")
-    m = re.match(r"^(b[123])\.1\.(.+)$", key)
-    if m:
-        return _Target(f"{_BRANCHES[m.group(1)]}.1.{m.group(2)}")
-    m = re.match(rf"^({_FEATURE})_(head|pool)\.(.+)$", key)
-    if not m:
-        return None
-    i, kind, rest = MGN_FEATURES.index(m.group(1)), m.group(2), m.group(3)
-    if kind == "pool":  # v0.x: Sequential(pool, conv, BN, ReLU)
-        if rest.startswith("0."):
-            return _Target(f"pools.{i}.{rest[2:]}")
-        if rest.startswith(("1.", "2.")):
-            return _Target(f"reductions.{i}.{int(rest[0]) - 1}.{rest[2:]}")
-        return None
-    if rest.startswith("pool_layer."):
-        return _Target(f"pools.{i}.{rest[len('pool_layer.'):]}")
-    if rest.startswith("bottleneck.0."):  # v1.x: 1x1 conv, then its BN is our neck's slice
-        return _Target(f"reductions.{i}.0.{rest[len('bottleneck.0.'):]}")
-    for neck in ("bottleneck.1.", "bnneck."):
-        if rest.startswith(neck):
-            return _Target(f"neck.{rest[len(neck):]}", part=i, parts=len(MGN_FEATURES))
-    if rest in ("weight", "classifier.weight"):
-        return _Target(f"heads.{i}.weight", head=True)
-    return None
+_BASELINE_RULES = rename_by_rules([
+    (r"backbone\.NL_(\d)\.(\d+)\.(theta|phi|g|W\.0|W\.1)\.(.+)", _non_local),
+    (r"backbone\..+", r"\g<0>"),
+    (r"heads\.pool_layer\.p", "pool.p"),
+    (r"heads\.(?:bottleneck\.0|bnneck)\.(.+)", r"neck.\1"),
+    (r"heads\.(?:classifier\.)?weight", Target("head.weight", head=True)),
+])
+_MGN_RULES = rename_by_rules([
+    (r"backbone\.(\d+)\.(.+)", r"trunk.\1.\2"),
+    # res_conv4_2.. : fast-reid renumbers layer3[1:] from 0, our slice keeps layer3's indices
+    (r"(b[123])\.0\.(\d+)\.(.+)", lambda m: f"{_BRANCHES[m[1]]}.0.{int(m[2]) + 1}.{m[3]}"),
+    (r"(b[123])\.1\.(.+)", lambda m: f"{_BRANCHES[m[1]]}.1.{m[2]}"),
+    # v0.x: Sequential(pool, conv, BN, ReLU)
+    (rf"({_FEATURE})_pool\.0\.(.+)", lambda m: f"pools.{_feature(m)}.{m[2]}"),
+    (rf"({_FEATURE})_pool\.([12])\.(.+)", lambda m: f"reductions.{_feature(m)}.{int(m[2]) - 1}.{m[3]}"),
+    # v1.x: the head's pool, 1x1 conv, then its BN, which is our neck's slice
+    (rf"({_FEATURE})_head\.pool_layer\.(.+)", lambda m: f"pools.{_feature(m)}.{m[2]}"),
+    (rf"({_FEATURE})_head\.bottleneck\.0\.(.+)", lambda m: f"reductions.{_feature(m)}.0.{m[2]}"),
+    (rf"({_FEATURE})_head\.(?:bottleneck\.1|bnneck)\.(.+)",
+     lambda m: Target(f"neck.{m[2]}", part=_feature(m), pieces=MGN_FEATURES, whole="per-feature BatchNorms")),
+    (rf"({_FEATURE})_head\.(?:classifier\.)?weight", lambda m: Target(f"heads.{_feature(m)}.weight", head=True)),
+])
+
+
+def _gem_p(value: torch.Tensor, ours: torch.Tensor) -> torch.Tensor:
+    """GeM's p: fast-reid keeps it as a 1-element vector, this toolkit as a scalar."""
+    return value.reshape(ours.shape) if value.numel() == ours.numel() == 1 else value
+
+
+def _rename(rules: Callable[[str], Optional[Target]]) -> Callable[[str], Optional[Target]]:
+    """`rules`, with the checked pixel statistics not loaded and GeM's p reshaped."""
+
+    def rename(key: str) -> Optional[Target]:
+        if key in ("pixel_mean", "pixel_std"):
+            return dropped()  # checked against the config first (_check_pixel_stats)
+        target = as_target(rules(key))
+        return replace(target, adapt=_gem_p) if target is not None and target.key.endswith(".p") else target
+
+    return rename
+
+
+def _keep(key: str, ours: torch.Tensor) -> Optional[str]:
+    """fast-reid's fixed-exponent GeneralizedMeanPooling stores no p; ours keeps MODEL.HEADS.GEM_P."""
+    if key.endswith("pool.p") or re.match(r"^pools\.\d+\.p$", key):
+        return (f"{key}: the checkpoint stores no GeM exponent; kept MODEL.HEADS.GEM_P ({float(ours):g}), "
+                "as fast-reid's fixed-p GeneralizedMeanPooling")
+    return keep_counters(key, ours)
 
 
 def _unsupported(state: Mapping[str, torch.Tensor]) -> Optional[str]:
@@ -228,21 +233,13 @@ def _unsupported(state: Mapping[str, torch.Tensor]) -> Optional[str]:
 
 
 # ------------------------------------------------------------------ conversion
-class _Fail:
+def _fail(state: Mapping[str, torch.Tensor], source: str, architecture: str) -> Callable[[str], FastReIDWeightsError]:
     """Builds the one-line error: what did not fit, then what the file needs."""
-
-    def __init__(self, state: Mapping[str, torch.Tensor], source: str, architecture: str) -> None:
-        self.state, self.source, self.architecture = state, source, architecture
-
-    def __call__(self, what: str) -> FastReIDWeightsError:
-        where = f"fast-reid checkpoint {self.source}" if self.source else "fast-reid checkpoint"
-        return FastReIDWeightsError(
-            f"{where} ({self.architecture}) does not fit this model: {what}. It needs "
-            f"{suggest_config(self.state)}."
-        )
+    return lambda what: refusal(FastReIDWeightsError, LABEL, source, architecture, what, suggest_config(state))
 
 
-def _check_pixel_stats(model: nn.Module, key: str, value: torch.Tensor, fail: _Fail) -> None:
+def _check_pixel_stats(model: nn.Module, key: str, value: torch.Tensor,
+                       fail: Callable[[str], FastReIDWeightsError]) -> None:
     own = getattr(getattr(model, "preprocess", None), key, None)
     config_key = "MODEL." + key.upper()
     if own is None or value.numel() != own.numel():
@@ -264,81 +261,30 @@ def convert_fastreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
     architecture = "MGN" if mgn else "Baseline"
     naming = "v0.x" if any(k == "pixel_mean" or ".bnneck." in k or "classifier." in k or k.startswith("b1_pool.")
                            for k in state) else "v1.x"
-    fail = _Fail(state, source, f"{architecture}, {naming} naming")
-    own = model.state_dict()
-    rule = _mgn_target if mgn else _baseline_target
-    result = ConvertedWeights(state={}, naming=naming, architecture=architecture, label=LABEL)
-    parts: Dict[str, List[Optional[torch.Tensor]]] = {}
-    classifier: Dict[str, Tuple[str, torch.Tensor]] = {}
-
+    fail = _fail(state, source, f"{architecture}, {naming} naming")
     unsupported = _unsupported(state)
     if unsupported:
         raise fail(unsupported)
-    for key, value in state.items():
-        if not isinstance(value, torch.Tensor):
-            raise fail(f"{key} is not a tensor")
-        if key in ("pixel_mean", "pixel_std"):
-            _check_pixel_stats(model, key, value, fail)
-            continue
-        target = rule(key)
-        if target is None:
-            raise fail(f"{key} has no counterpart in this toolkit's {architecture}")
-        if target.head:
-            classifier[target.key] = (key, value)
-            continue
-        if target.key not in own:
-            ours = "" if target.key == key else f" (no {target.key})"
-            raise fail(f"{key} has no counterpart in this model{ours}")
-        wanted = own[target.key]
-        if target.parts > 1:
-            slot = parts.setdefault(target.key, [None] * target.parts)
-            slot[target.part] = value
-            slice_len = wanted.shape[0] // target.parts if wanted.dim() else 0
-            fits = value.shape == wanted.shape if wanted.dim() == 0 else (
-                value.dim() == 1 and wanted.shape[0] % target.parts == 0 and value.shape[0] == slice_len)
-            shown = target.key if wanted.dim() == 0 else (
-                f"{target.key}[{target.part * slice_len}:{(target.part + 1) * slice_len}]")
-            if not fits:
-                raise fail(f"{key} has shape {tuple(value.shape)} in the checkpoint but {shown} in this model "
-                           f"is {tuple(wanted[:slice_len].shape) if wanted.dim() else ()}")
-            result.mapping.append((key, shown))
-            continue
-        if value.shape != wanted.shape:
-            # GeM's p: fast-reid keeps it as a 1-element vector, this toolkit as a scalar.
-            if not (target.key.endswith(".p") and value.numel() == wanted.numel() == 1):
-                raise fail(f"{key} has shape {tuple(value.shape)} in the checkpoint but {target.key} has "
-                           f"{tuple(wanted.shape)} in this model")
-            value = value.reshape(wanted.shape)
-        result.state[target.key] = value
-        result.mapping.append((key, target.key))
-
-    for key, pieces in parts.items():
-        if any(p is None for p in pieces):
-            absent = MGN_FEATURES[pieces.index(None)]
-            raise fail(f"{key} needs all 8 per-feature BatchNorms but {absent}'s is missing")
-        # num_batches_tracked is one counter per BatchNorm; the 8 counted the same steps.
-        result.state[key] = pieces[0].clone() if own[key].dim() == 0 else torch.cat(pieces)
-
-    head_prefixes = tuple(head_modules(model))
-    unfilled = [k for k in own if k not in result.state and not k.startswith(head_prefixes)
-                and not k.endswith("num_batches_tracked")]
-    for key in unfilled:
-        if key.endswith("pool.p") or re.match(r"^pools\.\d+\.p$", key):
-            # fast-reid's fixed-exponent GeneralizedMeanPooling stores no p; ours keeps MODEL.HEADS.GEM_P.
-            result.notes.append(f"{key}: the checkpoint stores no GeM exponent; kept MODEL.HEADS.GEM_P "
-                                f"({float(own[key]):g}), as fast-reid's fixed-p GeneralizedMeanPooling")
-            continue
-        raise fail(f"this model's {key} has no counterpart in the checkpoint")
-    place_classifier(model, classifier, own, result, LABEL)
+    for key in ("pixel_mean", "pixel_std"):  # v0.x: the normalisation, which the config sets here
+        if isinstance(state.get(key), torch.Tensor):
+            _check_pixel_stats(model, key, state[key], fail)
+    result = ConvertedWeights(state={}, naming=naming, architecture=architecture, label=LABEL)
+    # The tensors _keep keeps (step counters, a learnable GeM exponent the file lacks) keep the
+    # model's values: a fixed-p file then pools with GEM_P, as fast-reid did.
+    map_state(state, model, _rename(_MGN_RULES if mgn else _BASELINE_RULES), fail, result,
+              unmapped=f"this toolkit's {architecture}", keep=_keep)
+    pooling = fastreid_architecture(state).get("MODEL.HEADS.POOLING")
+    if pooling == "gem_fixed" and type(getattr(model, "pool", None)).__name__ == "AvgPool":
+        result.notes.append(f"its classifier has {classifier_classes(state)} classes, the size of a vehicle set whose "
+                            "fast-reid recipe pools with a fixed-exponent GeM (no tensor in the file), but this model "
+                            "averages: set MODEL.HEADS.POOLING gem_fixed if the file was trained that way")
     return result
 
 
 def classifier_classes(state: Mapping[str, torch.Tensor]) -> int:
     """Classes of the file's identity classifier (0 when it has none)."""
-    for key in ("heads.weight", "heads.classifier.weight", "b1_head.weight", "b1_head.classifier.weight"):
-        if key in state:
-            return int(state[key].shape[0])
-    return 0
+    return classifier_rows(state, "heads.weight", "heads.classifier.weight", "b1_head.weight",
+                           "b1_head.classifier.weight")
 
 
 FORMAT = WeightsFormat(label=LABEL, detect=is_fastreid_state, convert=convert_fastreid_state,

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Dict, Mapping, Optional, Tuple
+from functools import partial
+from typing import Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
 from ..backbones import OSNET_NAMES, osnet_name_from_state
-from .base import (ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, misfit,
-                   place_classifier)
+from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, keep_counters,
+                   map_state, refusal, rename_by_rules, settings_text)
 
 LABEL = "torchreid"
 
@@ -82,8 +83,7 @@ def torchreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[st
 
 def classifier_classes(state: Mapping[str, torch.Tensor]) -> int:
     """Classes of the file's identity classifier (0 when it has none)."""
-    weight = state.get("classifier.weight")
-    return int(weight.shape[0]) if weight is not None else 0
+    return classifier_rows(state, "classifier.weight")
 
 
 def shipped_config(name: str, classes: int = 0) -> str:
@@ -100,19 +100,29 @@ def shipped_config(name: str, classes: int = 0) -> str:
 def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and a shipped config that has them, if any."""
     settings = torchreid_architecture(state)
-    text = " ".join(f"{k} {format_value(v)}" for k, v in settings.items())
+    text = settings_text(settings)
     config = shipped_config(str(settings["MODEL.BACKBONE.NAME"]), classifier_classes(state))
     return f"{text} (e.g. {config})" if config else text
 
 
 def _fail(state: Mapping[str, torch.Tensor], source: str, what: str) -> TorchreidWeightsError:
-    where = f"torchreid checkpoint {source}" if source else "torchreid checkpoint"
     name = _backbone_name(state) or "unknown backbone"
-    return TorchreidWeightsError(f"{where} ({name}) does not fit this model: {what}. It needs {suggest_config(state)}.")
+    return refusal(TorchreidWeightsError, LABEL, source, name, what, suggest_config(state))
 
 
-def _target(key: str) -> str:
-    return "embedding." + key[len("fc."):] if key.startswith("fc.") else "backbone." + key
+#: torchreid's names -> ours (the module docstring).
+_RENAME = rename_by_rules([
+    (r"classifier\.(.+)", Target(r"head.\1", head=True)),
+    (r"fc\.(.+)", r"embedding.\1"),
+    (r".+", r"backbone.\g<0>"),
+])
+_NO_NECK = ("torchreid models have no BNNeck: this model's neck keeps its initialisation "
+            "(MODEL.HEADS.NECK none gives torchreid's own model)")
+
+
+def _keep(key: str, ours: torch.Tensor) -> Optional[str]:
+    """Counters are absent from files of torch < 0.4.1; the neck from every torchreid model."""
+    return _NO_NECK if key.startswith("neck.") else keep_counters(key, ours)
 
 
 def convert_torchreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, source: str = "") -> ConvertedWeights:
@@ -121,37 +131,8 @@ def convert_torchreid_state(state: Mapping[str, torch.Tensor], model: nn.Module,
     Raises :class:`TorchreidWeightsError` (one line: the first key that does not fit, and the
     settings and config the file needs) when the architectures differ in any way.
     """
-    own = model.state_dict()
     result = ConvertedWeights(state={}, architecture=_backbone_name(state) or "unknown", label=LABEL)
-    classifier: Dict[str, Tuple[str, torch.Tensor]] = {}
-    for key, value in state.items():
-        if not isinstance(value, torch.Tensor):
-            raise _fail(state, source, f"{key} is not a tensor")
-        if key.startswith("classifier."):
-            classifier["head." + key[len("classifier."):]] = (key, value)
-            continue
-        target = _target(key)
-        problem = misfit(key, value, target, own)
-        if problem:
-            raise _fail(state, source, problem)
-        result.state[target] = value
-        result.mapping.append((key, target))
-    head_prefixes = tuple(head_modules(model))
-    neck_kept = False
-    for key, value in own.items():
-        if key in result.state or key.startswith(head_prefixes):
-            continue
-        if key.endswith("num_batches_tracked") or key.startswith("neck."):
-            # Counters are absent from files of torch < 0.4.1; the neck from every torchreid model.
-            result.state[key] = value
-            neck_kept = neck_kept or key.startswith("neck.")
-            continue
-        raise _fail(state, source, f"this model's {key} has no counterpart in the checkpoint")
-    if neck_kept:
-        result.notes.append("torchreid models have no BNNeck: this model's neck keeps its initialisation "
-                            "(MODEL.HEADS.NECK none gives torchreid's own model)")
-    place_classifier(model, classifier, own, result, LABEL)
-    return result
+    return map_state(state, model, _RENAME, partial(_fail, state, source), result, keep=_keep)
 
 
 FORMAT = WeightsFormat(label=LABEL, detect=is_torchreid_state, convert=convert_torchreid_state,

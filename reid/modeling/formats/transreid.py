@@ -27,14 +27,17 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Dict, Mapping, Optional, Tuple
+from functools import partial
+from typing import Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
 from ..backbones import VIT_SPECS
-from .base import (ConvertedWeights, ForeignWeightsError, WeightsFormat, format_value, head_modules, misfit,
-                   place_classifier)
+from ..backbones.pos_embed import patch_grid
+from ..backbones.vit import PATCH_SIZE
+from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, dropped, map_state,
+                   refusal, rename_by_rules, settings_text)
 
 LABEL = "TransReID"
 #: Input sizes TransReID trains people at, tried in order to explain a position-embedding length.
@@ -61,8 +64,9 @@ def _parts(state: Mapping[str, torch.Tensor]) -> int:
 def _grid(num_patches: int) -> Optional[Tuple[Tuple[int, int], int]]:
     """``(input size, stride)`` whose overlapping-patch grid has `num_patches` patches."""
     for size in _SIZES:
-        for stride in range(16, 7, -1):
-            if ((size[0] - 16) // stride + 1) * ((size[1] - 16) // stride + 1) == num_patches:
+        for stride in range(PATCH_SIZE, 7, -1):
+            rows, cols = patch_grid(size, PATCH_SIZE, stride)
+            if rows * cols == num_patches:
                 return size, stride
     return None
 
@@ -94,14 +98,13 @@ def transreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[st
 
 def classifier_classes(state: Mapping[str, torch.Tensor]) -> int:
     """Classes of the file's identity classifier (0 when it has none)."""
-    weight = state.get("classifier.weight")
-    return int(weight.shape[0]) if weight is not None else 0
+    return classifier_rows(state, "classifier.weight")
 
 
 def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and the shipped config for TransReID's full model."""
     settings = transreid_architecture(state)
-    text = " ".join(f"{k} {format_value(v)}" for k, v in settings.items())
+    text = settings_text(settings)
     dataset = "MSMT17" if classifier_classes(state) in _MSMT17_CLASSES else "Market1501"
     name = str(settings["MODEL.BACKBONE.NAME"])
     if name not in VIT_SPECS:
@@ -127,28 +130,20 @@ def _describe(state: Mapping[str, torch.Tensor]) -> str:
 
 def _fail(state: Mapping[str, torch.Tensor], source: str, what: str, settings: bool = True) -> TransReIDWeightsError:
     """The one-line error; with `settings`, followed by the settings under which the file fits."""
-    where = f"TransReID checkpoint {source}" if source else "TransReID checkpoint"
-    needs = f" It needs {suggest_config(state)}." if settings else ""
-    return TransReIDWeightsError(f"{where} ({_describe(state)}) does not fit this model: {what}.{needs}")
+    return refusal(TransReIDWeightsError, LABEL, source, _describe(state), what,
+                   suggest_config(state) if settings else "")
 
 
-def _target(key: str) -> str:
-    """Our name for TransReID's key (identity heads excluded)."""
-    if key.startswith("base."):
-        return "backbone." + key[len("base."):]
-    m = re.match(r"^bottleneck_(\d+)\.(.*)$", key)
-    if m:
-        return f"local_necks.{int(m.group(1)) - 1}.{m.group(2)}"
-    if key.startswith("bottleneck."):
-        return "neck." + key[len("bottleneck."):]
-    return key  # b1.*, b2.*
-
-
-def _head_target(key: str) -> Optional[str]:
-    m = re.match(r"^classifier_(\d+)\.(.*)$", key)
-    if m:
-        return f"local_heads.{int(m.group(1)) - 1}.{m.group(2)}"
-    return "head." + key[len("classifier."):] if key.startswith("classifier.") else None
+#: TransReID's names -> ours (the module docstring); identity heads first, then the rest.
+_RENAME = rename_by_rules([
+    (r"base\.fc\..+", dropped("base.fc (an ImageNet-sized classifier that TransReID's forward never uses) not loaded")),
+    (r"classifier_(\d+)\.(.*)", lambda m: Target(f"local_heads.{int(m[1]) - 1}.{m[2]}", head=True)),
+    (r"classifier\.(.*)", Target(r"head.\1", head=True)),
+    (r"base\.(.*)", r"backbone.\1"),
+    (r"bottleneck_(\d+)\.(.*)", lambda m: f"local_necks.{int(m[1]) - 1}.{m[2]}"),
+    (r"bottleneck\.(.*)", r"neck.\1"),
+    (r".*", r"\g<0>"),  # b1.*, b2.*
+])
 
 
 def convert_transreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, source: str = "") -> ConvertedWeights:
@@ -164,38 +159,8 @@ def convert_transreid_state(state: Mapping[str, torch.Tensor], model: nn.Module,
         if unsupported:
             raise _fail(state, source, f"{key} has no counterpart in this model: it belongs to {unsupported[0]}, "
                                        "which this toolkit does not implement; use a file without it", settings=False)
-    own = model.state_dict()
     result = ConvertedWeights(state={}, architecture=_describe(state), label=LABEL)
-    classifier: Dict[str, Tuple[str, torch.Tensor]] = {}
-    dropped_fc = False
-    for key, value in state.items():
-        if not isinstance(value, torch.Tensor):
-            raise _fail(state, source, f"{key} is not a tensor")
-        if key.startswith("base.fc."):
-            dropped_fc = True
-            continue
-        head_key = _head_target(key)
-        if head_key is not None:
-            classifier[head_key] = (key, value)
-            continue
-        target = _target(key)
-        problem = misfit(key, value, target, own)
-        if problem:
-            raise _fail(state, source, problem)
-        result.state[target] = value
-        result.mapping.append((key, target))
-    head_prefixes = tuple(head_modules(model))
-    for key, value in own.items():
-        if key in result.state or (head_prefixes and key.startswith(head_prefixes)):
-            continue
-        if key.endswith("num_batches_tracked"):
-            result.state[key] = value
-            continue
-        raise _fail(state, source, f"this model's {key} has no counterpart in the checkpoint")
-    if dropped_fc:
-        result.notes.append("base.fc (an ImageNet-sized classifier that TransReID's forward never uses) not loaded")
-    place_classifier(model, classifier, own, result, LABEL)
-    return result
+    return map_state(state, model, _RENAME, partial(_fail, state, source), result)
 
 
 FORMAT = WeightsFormat(label=LABEL, detect=is_transreid_state, convert=convert_transreid_state,

@@ -7,6 +7,7 @@ expose ``feature_dim``.
 from reid.utils.registry import Registry
 
 from .baseline import Baseline
+from .clipreid import ClipReID
 from .mgn import MGN
 from .transreid import TransReID
 
@@ -14,5 +15,6 @@ META_ARCH = Registry("MODEL.META_ARCHITECTURE")
 META_ARCH.register("baseline")(Baseline)
 META_ARCH.register("mgn")(MGN)
 META_ARCH.register("transreid")(TransReID)
+META_ARCH.register("clipreid")(ClipReID)
 
-__all__ = ["META_ARCH", "Baseline", "MGN", "TransReID"]
+__all__ = ["META_ARCH", "Baseline", "ClipReID", "MGN", "TransReID"]

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ..backbones import build_backbone
+from ..camera_input import camera_count, takes_camera_ids
 from ..embedding import build_embedding
 from ..loss_assembly import LossAssembly
 from ..neck import build_neck
@@ -50,7 +51,7 @@ class Baseline(nn.Module):
     @property
     def uses_camids(self) -> bool:
         """Whether the model needs camera ids (a ViT with SIE)."""
-        return bool(getattr(self.backbone, "uses_camids", False))
+        return takes_camera_ids(self.backbone)
 
     def set_identity_head(self, head: nn.Module) -> None:
         """Train with `head` as the identity head from now on (learning without labels puts its
@@ -60,7 +61,7 @@ class Baseline(nn.Module):
     @property
     def num_cameras(self) -> int:
         """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
-        return int(getattr(self.backbone, "num_cameras", 0)) if self.uses_camids else 0
+        return camera_count(self.backbone)
 
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None

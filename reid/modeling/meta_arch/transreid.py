@@ -31,6 +31,7 @@ from torch import nn
 
 from ..backbones import ReIDViT, build_backbone
 from ..backbones.vit import VIT_SPECS
+from ..camera_input import camera_count, takes_camera_ids
 from ..loss_assembly import LossAssembly
 from ..neck import build_neck
 from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
@@ -95,12 +96,12 @@ class TransReID(nn.Module):
     @property
     def uses_camids(self) -> bool:
         """Whether the model needs camera ids (SIE)."""
-        return self.backbone.uses_camids
+        return takes_camera_ids(self.backbone)
 
     @property
     def num_cameras(self) -> int:
         """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
-        return self.backbone.num_cameras
+        return camera_count(self.backbone)
 
     def branch_features(self, images: torch.Tensor,
                         camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, List[torch.Tensor]]:

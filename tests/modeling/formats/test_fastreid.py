@@ -168,9 +168,11 @@ def test_unsupported_fastreid_parts_are_named():
 def test_fixed_gem_without_p_keeps_the_configured_exponent_with_a_note():
     state = fr.fastreid_state("sbs_R50")
     del state["heads.pool_layer.p"]
-    converted = convert_fastreid_state(state, _model("sbs_R50"))
-    assert "pool.p" not in converted.state
+    model = _model("sbs_R50")
+    converted = convert_fastreid_state(state, model)
+    assert float(converted.state["pool.p"]) == 3.0  # the model's MODEL.HEADS.GEM_P, as fast-reid's fixed p
     assert any("GEM_P" in n for n in converted.notes)
+    model.load_state_dict(converted.state, strict=True)  # nothing missing
 
 
 @pytest.mark.slow
@@ -213,3 +215,15 @@ def test_shipped_fastreid_configs_have_the_settings_the_mapping_names():
             assert (list(actual) if isinstance(actual, (list, tuple)) else actual) == value, (path, key)
     assert suggest_config(fr.fastreid_state("sbs_R50")).endswith("(e.g. --config-file configs/Market1501/sbs_resnet50.yml)")
     assert "--config-file" not in suggest_config(_v0_mgn(fr.fastreid_state("mgn_R50-ibn")))
+
+
+@pytest.mark.slow
+def test_a_vehicle_sized_file_without_p_is_pointed_to_the_fixed_gem():
+    state = fr.fastreid_state("bot_R50-ibn")  # no GeM exponent, like fast-reid's VehicleID models
+    state["heads.weight"] = torch.zeros(13164, 2048)  # VehicleID's training vehicles
+    assert fastreid_architecture(state)["MODEL.HEADS.POOLING"] == "gem_fixed"
+    assert "configs/VehicleID/bot_resnet50_ibn.yml" in suggest_config(state)
+    averaging = convert_fastreid_state(state, _model("bot_R50-ibn", num_classes=13164))
+    assert any("MODEL.HEADS.POOLING gem_fixed" in n for n in averaging.notes)
+    person = convert_fastreid_state(fr.fastreid_state("bot_R50-ibn"), _model("bot_R50-ibn", num_classes=16))
+    assert not any("gem_fixed" in n for n in person.notes)  # 16 classes: a person file, average pooling

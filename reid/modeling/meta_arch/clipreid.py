@@ -1,0 +1,99 @@
+"""CLIP-ReID's image model (Li et al., AAAI 2023, Sec. 3.3): a CLIP image encoder and two
+features, each with its own BNNeck and identity head.
+
+* The encoder (``clip_vit_b16``, ``clip_rn50``: reid.modeling.backbones.clip) gives, per image,
+  a feature ``f`` (ViT: the class token after ``ln_post``, 768 wide; RN50: the last stage
+  average-pooled, 2048 wide), its projection into CLIP's joint space ``f_proj`` (512 / 1024; RN50:
+  the attention pooling) and an earlier feature ``f_last`` (ViT: the class token before the last
+  block; RN50: the third stage average-pooled).
+* ``neck`` / ``neck_proj`` (CLIP-ReID's ``bottleneck`` / ``bottleneck_proj``) are BNNecks on
+  ``f`` and ``f_proj``; ``head`` / ``head_proj`` (its ``classifier`` / ``classifier_proj``)
+  classify the features after them.
+* Test feature: ``[f, f_proj]`` concatenated (``MODEL.HEADS.NECK_FEAT before``, CLIP-ReID's
+  ``TEST.NECK_FEAT 'before'``), or the two after their necks (``after``): 1280 wide for ViT-B/16,
+  3072 for RN50.
+* Training losses (``MODEL.LOSSES``): the identity loss over both heads, triplet / pair-wise
+  Circle over ``[f_last, f, f_proj]`` ("before") or the two features after the necks ("after").
+  Each is the mean over its terms (CLIP-ReID sums them: its ID weight 0.25 over two heads is
+  0.5 here, its triplet weight 1 over three features is 3; configs/*/clipreid_*.yml say so).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..backbones import build_backbone
+from ..backbones.clip import CLIP_SPECS, ClipResNet, ClipViT
+from ..loss_assembly import LossAssembly
+from ..neck import build_neck
+from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
+from .identity_head import build_identity_head
+from .preprocess import PixelNormalizer
+
+
+class ClipReID(nn.Module):
+    """``model(images, targets, camids)`` in training, ``model(images, camids=...)`` (``camids``
+    only with SIE) in eval mode -> ``[B, D + D_proj]`` (see the module docstring)."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
+        self.backbone = build_backbone(cfg)
+        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
+        if not isinstance(self.backbone, (ClipViT, ClipResNet)):
+            raise ValueError(f"MODEL.META_ARCHITECTURE clipreid needs a CLIP backbone ({', '.join(CLIP_SPECS)}), "
+                             f"not {cfg.MODEL.BACKBONE.NAME!r}: set MODEL.BACKBONE.NAME to one of them.")
+        dim, proj_dim = self.backbone.out_channels, self.backbone.proj_dim
+        self.feature_dim = dim + proj_dim
+        self.neck = build_neck(cfg.MODEL.HEADS.NECK, dim)
+        self.neck_proj = build_neck(cfg.MODEL.HEADS.NECK, proj_dim)
+        self.neck_feat = neck_feat_from_cfg(cfg)
+        self.loss_assembly = LossAssembly.from_cfg(cfg)
+        if not self.loss_assembly.uses_after_features:
+            freeze_unreached([self.neck, self.neck_proj], "the necks (every loss uses the features before them)")
+        self.head: Optional[nn.Module] = None
+        self.head_proj: Optional[nn.Module] = None
+        if self.loss_assembly.uses_identity:
+            self.head = build_identity_head(cfg, dim)
+            if self.head is not None:
+                self.head_proj = build_identity_head(cfg, proj_dim, log=False)
+        self.last_stats: Dict[str, torch.Tensor] = {}
+
+    @property
+    def uses_camids(self) -> bool:
+        """Whether the model needs camera ids (the ViT's SIE)."""
+        return self.backbone.uses_camids
+
+    @property
+    def num_cameras(self) -> int:
+        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
+        return self.backbone.num_cameras
+
+    def branch_features(self, images: torch.Tensor,
+                        camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(f_last, f, f_proj)`` before the necks (see the module docstring)."""
+        x = self.preprocess(images)
+        if isinstance(self.backbone, ClipViT):
+            return self.backbone.features(x, camids)
+        x3, x4, proj = self.backbone.features(x)
+        return F.adaptive_avg_pool2d(x3, 1).flatten(1), F.adaptive_avg_pool2d(x4, 1).flatten(1), proj
+
+    def forward(self, images: torch.Tensor, targets: Optional[torch.Tensor] = None,
+                camids: Optional[torch.Tensor] = None) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
+        last, feat, proj = self.branch_features(images, camids)
+        after, after_proj = self.neck(feat), self.neck_proj(proj)
+        if not self.training:
+            return torch.cat([after, after_proj] if self.neck_feat == "after" else [feat, proj], dim=1)
+        if targets is None:
+            raise missing_targets_error()
+        heads: List[nn.Module] = [h for h in (self.head, self.head_proj) if h is not None]
+        losses, self.last_stats = self.loss_assembly(
+            targets, heads, [after, after_proj][:len(heads)],
+            {"before": [last, feat, proj], "after": [after, after_proj]})
+        return losses
+
+
+__all__ = ["ClipReID"]
