@@ -121,6 +121,7 @@ def test_classifiers_load_the_text_side_is_noted_and_a_wrong_config_is_one_line(
     torch.testing.assert_close(model.backbone.sie_embed, state["cv_embed"])
     torch.testing.assert_close(model.neck_proj.running_var, state["bottleneck_proj.running_var"])
     assert "prompt_learner" in caplog.text and "not loaded" in caplog.text
+    assert "cv_embed's 6 rows are read as one per camera id" in caplog.text  # SIE_VIEW files cannot be told apart
     # The shipped config (stride 16, no SIE) for the SIE + overlapping-patch file: one line.
     argv = ["--config-file", _bench().CONFIG, "--weights", str(weights), "--input", str(tmp_path), "--output",
             str(tmp_path / "x.npz"), "--device", "cpu", "INPUT.SIZE_TRAIN", f"[{h},{w}]", "INPUT.SIZE_TEST", f"[{h},{w}]"]

@@ -91,6 +91,14 @@ def test_overlapping_patches_make_clip_reids_grid():
     assert vit.conv1.stride == (12, 12)
 
 
+@pytest.mark.parametrize("stride", [[0, 12], [12, 17], [12]])
+def test_a_stride_outside_the_patch_is_one_line(stride):
+    with pytest.raises(ValueError, match=r"^MODEL.TRANSREID.STRIDE_SIZE must be between 1 and the patch size 16"):
+        ClipViT("clip_vit_b16", TINY_VIT, SIZE, stride)
+    with pytest.raises(ValueError, match="smaller than one 16-pixel patch"):
+        ClipViT("clip_vit_b16", TINY_VIT, (8, 32), (16, 16))
+
+
 def test_sie_is_added_to_the_class_token_alone():
     vit = ClipViT("clip_vit_b16", TINY_VIT, SIZE, num_cameras=3, sie_coef=1.5).eval()
     _randomise(vit)
@@ -207,7 +215,7 @@ def test_a_torchscript_archive_is_read_as_openai_publishes_it(tmp_path):
 
 def test_a_clip_file_of_another_width_or_patch_size_is_refused_in_one_line(tmp_path):
     wide = ClipViT("w", ClipSpec("vit", 64, (3,), 2, 16, 16), SIZE)
-    coarse = ClipViT("p", ClipSpec("vit", 32, (3,), 2, 16, 14), SIZE)
+    coarse = ClipViT("p", ClipSpec("vit", 32, (3,), 2, 16, 14), SIZE, (14, 14))
     for other, what in ((wide, "width 64 and 16-pixel"), (coarse, "width 32 and 14-pixel")):
         path = _openai_file(tmp_path, other, name=f"{other.name}.pt")
         with pytest.raises(PretrainedWeightsError) as info:

@@ -37,6 +37,7 @@ from torch import nn
 
 from .pos_embed import patch_grid, resize_pos_embed, source_grid
 from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained
+from .sie import camera_offsets
 from .vit import trunc_normal
 
 logger = logging.getLogger(__name__)
@@ -100,14 +101,16 @@ class ClipViT(nn.Module):
     def __init__(self, name: str, spec: ClipSpec, img_size: Sequence[int] = (256, 128),
                  stride: Sequence[int] = (16, 16), num_cameras: int = 0, sie_coef: float = 1.0) -> None:
         super().__init__()
-        open_clip = require_open_clip()
+        if len(stride) != 2 or not all(0 < int(s) <= spec.patch for s in stride):
+            raise ValueError(f"MODEL.TRANSREID.STRIDE_SIZE must be between 1 and the patch size {spec.patch}, "
+                             f"got {list(stride)}.")
+        require_open_clip()
         from open_clip.transformer import QuickGELU, VisionTransformer
 
         self.name, self.spec = name, spec
         base = VisionTransformer(image_size=spec.patch, patch_size=spec.patch, width=spec.width,
                                  layers=spec.layers[0], heads=spec.heads, mlp_ratio=4.0,
                                  output_dim=spec.output_dim, act_layer=QuickGELU)
-        del open_clip
         self.grid = patch_grid(img_size, spec.patch, stride)
         if min(self.grid) < 1:
             raise ValueError(f"{name}: INPUT.SIZE_TRAIN {list(img_size)} is smaller than one {spec.patch}-pixel patch.")
@@ -129,29 +132,14 @@ class ClipViT(nn.Module):
         """Whether ``forward`` needs the camera ids (SIE)."""
         return self.num_cameras > 0
 
-    def _camera_offset(self, camids: Optional[torch.Tensor], device: torch.device) -> Optional[torch.Tensor]:
-        if not self.num_cameras:
-            return None
-        if camids is None:
-            raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA): call model(images, "
-                             "camids=...), or give tools/extract.py a list file of 'path pid camid' lines.")
-        camids = camids.to(device=device, dtype=torch.long)
-        # Traced (exported) graphs cannot read values; the runtimes of exported models check them.
-        if not self.training and not torch.compiler.is_compiling() and camids.numel() \
-                and not 0 <= int(camids.min()) <= int(camids.max()) < self.num_cameras:
-            raise ValueError(f"Camera ids {int(camids.min())}..{int(camids.max())} are outside the "
-                             f"{self.num_cameras} cameras this model's SIE embedding was trained with.")
-        return self.sie_coef * self.sie_embed[camids]
-
     def features(self, x: torch.Tensor,
                  camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Class token before the last block ``[B, D]``, after it and ``ln_post`` ``[B, D]``, and
         that projected ``[B, output_dim]``."""
         tokens = self.conv1(x).flatten(2).transpose(1, 2)
         cls = self.class_embedding.to(tokens.dtype).expand(tokens.shape[0], 1, -1)
-        offset = self._camera_offset(camids, tokens.device)
-        if offset is not None:
-            cls = cls + offset[:, None]
+        if self.num_cameras:
+            cls = cls + camera_offsets(self.sie_embed, camids, self.sie_coef, self.training, tokens.device)[:, None]
         tokens = self.ln_pre(torch.cat([cls, tokens], dim=1) + self.positional_embedding.to(tokens.dtype))
         blocks = self.transformer.resblocks
         for block in blocks[:-1]:

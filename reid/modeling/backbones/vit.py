@@ -32,6 +32,7 @@ from torch import nn
 
 from .pos_embed import patch_grid, resize_pos_embed, source_grid
 from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained, unwrap_state_dict
+from .sie import camera_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -202,17 +203,7 @@ class ReIDViT(nn.Module):
         tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1) + self.pos_embed
         if not self.num_cameras:
             return tokens
-        if camids is None:
-            raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA): call model(images, "
-                             "camids=...), or give tools/extract.py a list file of 'path pid camid' lines.")
-        camids = camids.to(device=tokens.device, dtype=torch.long)
-        # The range check reads the ids' values, which a traced (exported) graph cannot do; the
-        # runtimes of exported models check them instead (reid.inference.camera_ids.check_camids).
-        if not self.training and not torch.compiler.is_compiling() and camids.numel() \
-                and not 0 <= int(camids.min()) <= int(camids.max()) < self.num_cameras:
-            raise ValueError(f"Camera ids {int(camids.min())}..{int(camids.max())} are outside the "
-                             f"{self.num_cameras} cameras this model's SIE embedding was trained with.")
-        return tokens + self.sie_coef * self.sie_embed[camids]
+        return tokens + camera_offsets(self.sie_embed, camids, self.sie_coef, self.training, tokens.device)
 
     def forward_tokens(self, x: torch.Tensor, camids: Optional[torch.Tensor] = None,
                        last: bool = True) -> torch.Tensor:

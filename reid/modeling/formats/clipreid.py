@@ -138,7 +138,13 @@ def convert_clipreid_state(state: Mapping[str, torch.Tensor], model: nn.Module, 
     settings the file needs) when the architectures differ in any way.
     """
     result = ConvertedWeights(state={}, architecture=_describe(state), label=LABEL)
-    return map_state(state, model, _RENAME, partial(_fail, state, source), result)
+    map_state(state, model, _RENAME, partial(_fail, state, source), result)
+    if "cv_embed" in state:
+        # Its SIE_VIEW option indexes the table by camera * views + view; nothing in the file says so.
+        result.notes.append(f"cv_embed's {state['cv_embed'].shape[0]} rows are read as one per camera id (MODEL.SIE_CAMERA); "
+                            "a file trained with CLIP-ReID's MODEL.SIE_VIEW has one per (camera, view) pair and "
+                            "gives other features here")
+    return result
 
 
 FORMAT = WeightsFormat(label=LABEL, detect=is_clipreid_state, convert=convert_clipreid_state,
