@@ -287,3 +287,18 @@ def test_clipreid_refuses_other_backbones_and_sie_on_the_resnet():
         build_model(_cfg("resnet18"))
     with pytest.raises(ValueError, match="clip_rn50 has no camera embedding"):
         build_model(_cfg("clip_rn50", sie=True))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "missing"])
+def test_a_path_that_is_not_a_file_is_one_line_without_blocking(tmp_path, kind):
+    import os
+
+    path = tmp_path / "ViT-B-16.pt"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to probe for a zip archive would wait for a writer forever
+    elif kind == "folder":
+        path.mkdir()
+    with pytest.raises(PretrainedWeightsError) as info:
+        ClipViT("clip_vit_b16", TINY_VIT, SIZE).load_openai(str(path))
+    message = str(info.value)
+    assert str(path) in message and "MODEL.BACKBONE.PRETRAINED False" in message and "\n" not in message

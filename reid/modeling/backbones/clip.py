@@ -35,6 +35,8 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from reid.utils.path_kinds import file_problem
+
 from .pos_embed import patch_grid, resize_pos_embed, source_grid
 from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained
 from .sie import camera_offsets
@@ -226,6 +228,10 @@ def _clip_state(spec: ClipSpec, path: str) -> Tuple[Dict[str, torch.Tensor], str
     float32, and the file's name for messages; `path` empty: open_clip's download."""
     if not path:
         path = _download(spec)
+    problem = file_problem(path)  # before opening it: a FIFO would block the zip probe forever
+    if problem:
+        raise PretrainedWeightsError(f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} {problem}; point it to "
+                                     f"{_expected(spec)}, or set MODEL.BACKBONE.PRETRAINED False.")
     if _is_torchscript(path):
         # OpenAI publishes TorchScript archives; torch.jit.load runs no Python code from the file.
         with warnings.catch_warnings():

@@ -172,6 +172,17 @@ def refusal(error: Type[ForeignWeightsError], label: str, source: str, descripti
     return error(f"{where} ({description}) does not fit this model: {what}." + (f" It needs {needs}." if needs else ""))
 
 
+def vit_description(settings: Mapping[str, object]) -> List[str]:
+    """The parts of a ViT file's one-line description that its settings give: the backbone name,
+    the patch stride and SIE's camera count (TransReID's and CLIP-ReID's formats)."""
+    what = [str(settings["MODEL.BACKBONE.NAME"])]
+    if "MODEL.TRANSREID.STRIDE_SIZE" in settings:
+        what.append(f"stride {settings['MODEL.TRANSREID.STRIDE_SIZE'][0]}")
+    if settings.get("MODEL.TRANSREID.SIE_CAMERA"):
+        what.append(f"SIE {settings['MODEL.TRANSREID.NUM_CAMERAS']} cameras")
+    return what
+
+
 # ------------------------------------------------------------------ key mapping
 @dataclass(frozen=True)
 class Target:
@@ -351,4 +362,5 @@ __all__ = [
     "refusal",
     "rename_by_rules",
     "settings_text",
+    "vit_description",
 ]

@@ -30,7 +30,7 @@ from torch import nn
 
 from ..backbones.pos_embed import patch_grid
 from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, dropped, map_state,
-                   refusal, rename_by_rules, settings_text)
+                   refusal, rename_by_rules, settings_text, vit_description)
 
 LABEL = "CLIP-ReID"
 #: Input sizes CLIP-ReID trains at (people; vehicles), tried in order to explain a position table.
@@ -105,11 +105,7 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
     settings = clipreid_architecture(state)
-    what = [str(settings["MODEL.BACKBONE.NAME"])]
-    if "MODEL.TRANSREID.STRIDE_SIZE" in settings:
-        what.append(f"stride {settings['MODEL.TRANSREID.STRIDE_SIZE'][0]}")
-    if settings["MODEL.TRANSREID.SIE_CAMERA"]:
-        what.append(f"SIE {settings['MODEL.TRANSREID.NUM_CAMERAS']} cameras")
+    what = vit_description(settings)
     if any(k.startswith("prompt_learner.") for k in state):
         what.append("two-stage")
     return ", ".join(what)

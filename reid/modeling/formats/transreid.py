@@ -37,7 +37,7 @@ from ..backbones import VIT_SPECS
 from ..backbones.pos_embed import patch_grid
 from ..backbones.vit import PATCH_SIZE
 from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, dropped, map_state,
-                   refusal, rename_by_rules, settings_text)
+                   refusal, rename_by_rules, settings_text, vit_description)
 
 LABEL = "TransReID"
 #: Input sizes TransReID trains people at, tried in order to explain a position-embedding length.
@@ -118,11 +118,7 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
 
 def _describe(state: Mapping[str, torch.Tensor]) -> str:
     settings = transreid_architecture(state)
-    what = [str(settings["MODEL.BACKBONE.NAME"])]
-    if "MODEL.TRANSREID.STRIDE_SIZE" in settings:
-        what.append(f"stride {settings['MODEL.TRANSREID.STRIDE_SIZE'][0]}")
-    if settings["MODEL.TRANSREID.SIE_CAMERA"]:
-        what.append(f"SIE {settings['MODEL.TRANSREID.NUM_CAMERAS']} cameras")
+    what = vit_description(settings)
     if settings.get("MODEL.TRANSREID.JPM_PARTS"):
         what.append("JPM")
     return ", ".join(what)
