@@ -24,6 +24,7 @@ from reid.utils.file_io import remove_stale_temp_files
 from reid.utils.process import seed_everything
 
 from .args import overrides
+from .prompt_stage import PROMPT_DIR, check_prompt_learning, run_prompt_stage, split_hooks
 from .common import (
     TestSets,
     check_batch_identities,
@@ -76,9 +77,11 @@ def check_output_dir(cfg, args: argparse.Namespace) -> Optional[str]:
     """
     out = str(cfg.OUTPUT_DIR)
     found = last_checkpoint(out)
-    if found and not (args.resume or args.eval_only):
+    # CLIP-ReID's first stage keeps its checkpoints in a sub-folder: a run stopped there is a run too.
+    held = found or last_checkpoint(os.path.join(out, PROMPT_DIR))
+    if held and not (args.resume or args.eval_only):
         raise CheckpointError(
-            f"OUTPUT_DIR {out!r} already holds a training run (checkpoint {found}). Continue it with "
+            f"OUTPUT_DIR {out!r} already holds a training run (checkpoint {held}). Continue it with "
             f"--resume, or choose another OUTPUT_DIR (or delete {out!r}) to start a new run."
         )
     return found
@@ -112,6 +115,7 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
     check_unlabelled_keys(cfg)
     check_test_settings(cfg)
     check_batch_identities(cfg, dist_info.world_size)
+    check_prompt_learning(cfg)
     uda = bool(cfg.UDA.ENABLED)  # learning without labels: the training images' pids are never used
     data = build_train_data(cfg, labels_required=not uda)  # logs each dataset's table and the validation split
     # Every rank checks (the lists are cheap to read), so all stop alike before any training.
@@ -167,10 +171,16 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
         hooks = uda_hooks + list(hooks)
     else:
         loader = build_train_loader(cfg, data.items)
+    prompt_hooks, hooks = split_hooks(hooks)
     trainer = Trainer(cfg, model, loader, eval_fn=eval_fn, logger=logger, hooks=hooks)
     trainer.resume_or_load(resume=args.resume, drop_head=args.drop_head,
                            allow_config_change=bool(getattr(args, "allow_config_change", False)))
     try:
+        # CLIP-ReID's first stage, unless the second has a checkpoint (which holds its result).
+        if getattr(model, "text_head", None) is not None and not resuming:
+            if not run_prompt_stage(cfg, trainer.model, data.items, int(data.num_classes), logger,
+                                    resume=bool(args.resume), hooks=prompt_hooks):
+                return 0  # a hook stopped the first stage: it said so; --resume continues it
         trainer.train()
     except TrainingInterrupted as e:
         logger.warning("%s", e)

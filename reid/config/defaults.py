@@ -83,6 +83,14 @@ _C.MODEL.TRANSREID.JPM_PARTS = 4
 # JPM: shift and shuffle the patches before splitting (False: consecutive stripes of patches).
 _C.MODEL.TRANSREID.JPM_REARRANGE = True
 
+_C.MODEL.CLIPREID = CN()
+# clipreid: CLIP-ReID's two stages: first learn a text prompt per identity with the encoders frozen, then train the image encoder with the image-to-text loss too (False: its baseline, one stage).
+_C.MODEL.CLIPREID.PROMPT_LEARNING = False
+# Prompt template of the first stage; its run of X words is replaced by each identity's learned tokens (CLIP-ReID: 4; vehicles: "A photo of a X X X X vehicle.").
+_C.MODEL.CLIPREID.PROMPT = "A photo of a X X X X person."
+# Weight of the second stage's image-to-text cross entropy (its projection against every identity's text feature; CLIP-ReID's I2T_LOSS_WEIGHT).
+_C.MODEL.CLIPREID.I2T_WEIGHT = 1.0
+
 _C.MODEL.HEADS = CN()
 # Identity head: "linear", "normface", "amsoftmax", "arcface", "circle" or "curricularface".
 _C.MODEL.HEADS.NAME = "circle"
@@ -338,6 +346,24 @@ _C.SOLVER.LOG_PERIOD = 20
 _C.SOLVER.AMP = "off"
 # Use channels_last memory format on CUDA (faster convolutions with AMP).
 _C.SOLVER.CHANNELS_LAST = True
+
+_C.SOLVER.PROMPT_STAGE = CN()
+# CLIP-ReID's first stage (MODEL.CLIPREID.PROMPT_LEARNING): epochs over the training images' features (CLIP-ReID: 120 persons, 60 vehicles).
+_C.SOLVER.PROMPT_STAGE.MAX_EPOCH = 120
+# First stage: images (their features, computed once) per batch, over all processes.
+_C.SOLVER.PROMPT_STAGE.IMS_PER_BATCH = 64
+# First stage: Adam's learning rate of the prompt tokens.
+_C.SOLVER.PROMPT_STAGE.BASE_LR = 3.5e-4
+# First stage: weight decay of the prompt tokens.
+_C.SOLVER.PROMPT_STAGE.WEIGHT_DECAY = 1e-4
+# First stage: linear warmup length in epochs (stepped per iteration), from WARMUP_FACTOR x BASE_LR.
+_C.SOLVER.PROMPT_STAGE.WARMUP_EPOCHS = 5
+# First stage: LR factor at the first warmup iteration (CLIP-ReID: 1e-5 / 3.5e-4).
+_C.SOLVER.PROMPT_STAGE.WARMUP_FACTOR = 0.028571
+# First stage: cosine decay to this fraction of BASE_LR (CLIP-ReID: 1e-6 / 3.5e-4).
+_C.SOLVER.PROMPT_STAGE.MIN_LR_FACTOR = 0.0028571
+# First stage: save a checkpoint (OUTPUT_DIR/prompt_stage) every this many epochs (the last is always saved).
+_C.SOLVER.PROMPT_STAGE.CHECKPOINT_PERIOD = 10
 
 # ---------------------------------------------------------------------------- #
 # Testing

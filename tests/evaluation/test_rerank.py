@@ -162,3 +162,14 @@ def test_bad_arguments():
         re_ranking(q, bad)
     with pytest.raises(ValueError, match="q_feats is empty"):
         re_ranking(q[:0], g)
+
+
+def test_membership_by_sorted_keys_is_the_pairwise_comparison():
+    from reid.evaluation.rerank import _members_of
+
+    rng = np.random.default_rng(3)
+    items = rng.integers(0, 50, (40, 7, 5))
+    sets = np.where(rng.random((40, 9)) < 0.3, -1, rng.integers(0, 50, (40, 9)))
+    want = (items[:, :, :, None] == sets[:, None, None, :]).any(axis=3)
+    np.testing.assert_array_equal(_members_of(items, sets, 50), want)
+    assert want.any() and not want.all()

@@ -117,7 +117,7 @@ def test_classifiers_load_the_text_side_is_noted_and_a_wrong_config_is_one_line(
     with caplog.at_level("INFO"):
         load_checkpoint(str(weights), model=model)
     torch.testing.assert_close(model.head.weight, state["classifier.weight"])
-    torch.testing.assert_close(model.head_proj.weight, state["classifier_proj.weight"])
+    torch.testing.assert_close(model.proj_head.weight, state["classifier_proj.weight"])
     torch.testing.assert_close(model.backbone.sie_embed, state["cv_embed"])
     torch.testing.assert_close(model.neck_proj.running_var, state["bottleneck_proj.running_var"])
     assert "prompt_learner" in caplog.text and "not loaded" in caplog.text

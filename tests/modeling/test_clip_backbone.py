@@ -274,12 +274,12 @@ def test_clipreid_trains_both_heads_and_the_three_triplet_features():
     losses = model(x, targets)
     last, feat, proj = model.branch_features(x)
     ce = [cross_entropy_loss(h(n(f), targets), targets, label_smooth=0.1)
-          for h, n, f in ((model.head, model.neck, feat), (model.head_proj, model.neck_proj, proj))]
+          for h, n, f in ((model.head, model.neck, feat), (model.proj_head, model.neck_proj, proj))]
     tri = [triplet_loss(f, targets, margin=0.3) for f in (last, feat, proj)]
     torch.testing.assert_close(losses["loss_id"], torch.stack(ce).mean(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(losses["loss_triplet"], torch.stack(tri).mean(), rtol=1e-5, atol=1e-5)
     sum(losses.values()).backward()
-    assert model.head_proj.weight.grad is not None and model.backbone.attnpool.c_proj.weight.grad is not None
+    assert model.proj_head.weight.grad is not None and model.backbone.attnpool.c_proj.weight.grad is not None
 
 
 def test_clipreid_refuses_other_backbones_and_sie_on_the_resnet():

@@ -480,8 +480,11 @@ def test_every_shipped_config_builds_its_model_and_runs_a_forward_pass(path, one
     images = torch.randint(0, 256, (4, 3, h // 2, w // 2), dtype=torch.uint8)
     targets = torch.tensor([0, 0, 1, 1])  # P=2 x K=2: pair losses have positives and negatives
     cams = {"camids": torch.tensor([0, 1, 2, 5])} if getattr(model, "uses_camids", False) else {}
+    two_stage = getattr(model, "text_head", None) is not None  # CLIP-ReID's: text features from its first stage
+    if two_stage:
+        model.text_head.set_features(torch.randn(model.text_head.features.shape))
     losses = model.train()(images, targets, **cams)
-    assert set(losses) == {LOSS_KEYS[n] for n in cfg.MODEL.LOSSES.NAMES}
+    assert set(losses) == {LOSS_KEYS[n] for n in cfg.MODEL.LOSSES.NAMES} | ({"loss_i2t"} if two_stage else set())
     assert all(torch.isfinite(v) and v > 0 for v in losses.values())
     with torch.no_grad():
         feats = model.eval()(images[:2], **{k: v[:2] for k, v in cams.items()})

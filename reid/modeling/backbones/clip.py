@@ -49,9 +49,10 @@ CLIP_HINT = "pip install open_clip_torch (or pip install 'circle-reid[clip]')"
 
 @dataclass(frozen=True)
 class ClipSpec:
-    """One CLIP image encoder: ``kind`` "vit" or "resnet"; width (ViT: token width, ResNet: stem
+    """One CLIP model: ``kind`` "vit" or "resnet"; width (ViT: token width, ResNet: stem
     width), layers (ViT: blocks; ResNet: blocks per stage), heads, the projection's width,
-    the ViT's patch size, and open_clip's name of OpenAI's model (for its download)."""
+    the ViT's patch size, open_clip's name of OpenAI's model (for its download), and the text
+    transformer's width, heads and layers (CLIP-ReID's first stage)."""
 
     kind: str
     width: int
@@ -60,6 +61,9 @@ class ClipSpec:
     output_dim: int
     patch: int = 16
     openai_name: str = ""
+    text_width: int = 512
+    text_heads: int = 8
+    text_layers: int = 12
 
     @property
     def feature_dim(self) -> int:
@@ -134,13 +138,14 @@ class ClipViT(nn.Module):
         """Whether ``forward`` needs the camera ids (SIE)."""
         return self.num_cameras > 0
 
-    def features(self, x: torch.Tensor,
-                 camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def features(self, x: torch.Tensor, camids: Optional[torch.Tensor] = None,
+                 sie: bool = True) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Class token before the last block ``[B, D]``, after it and ``ln_post`` ``[B, D]``, and
-        that projected ``[B, output_dim]``."""
+        that projected ``[B, output_dim]``; `sie` False leaves the camera embedding out (CLIP-ReID's
+        first stage reads the image features without it)."""
         tokens = self.conv1(x).flatten(2).transpose(1, 2)
         cls = self.class_embedding.to(tokens.dtype).expand(tokens.shape[0], 1, -1)
-        if self.num_cameras:
+        if self.num_cameras and sie:
             cls = cls + camera_offsets(self.sie_embed, camids, self.sie_coef, self.training, tokens.device)[:, None]
         tokens = self.ln_pre(torch.cat([cls, tokens], dim=1) + self.positional_embedding.to(tokens.dtype))
         blocks = self.transformer.resblocks
@@ -226,6 +231,18 @@ def _expected(spec: ClipSpec) -> str:
 def _clip_state(spec: ClipSpec, path: str) -> Tuple[Dict[str, torch.Tensor], str]:
     """The image encoder's tensors of a CLIP file (without ``visual.`` / ``image_encoder.``), as
     float32, and the file's name for messages; `path` empty: open_clip's download."""
+    state, path = read_clip_file(spec, path)
+    for prefix in ("visual.", "image_encoder."):
+        inner = {k[len(prefix):]: v.float() for k, v in state.items() if k.startswith(prefix)}
+        if inner:
+            return inner, path
+    raise PretrainedWeightsError(f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} holds no CLIP image encoder (no "
+                                 f"'visual.' or 'image_encoder.' tensors); point it to {_expected(spec)}.")
+
+
+def read_clip_file(spec: ClipSpec, path: str) -> Tuple[Dict[str, torch.Tensor], str]:
+    """Every tensor of a CLIP file (OpenAI's TorchScript archive, safetensors or a plain state
+    dict) and its path; `path` empty: open_clip's download of `spec`'s OpenAI weights."""
     if not path:
         path = _download(spec)
     problem = file_problem(path)  # before opening it: a FIFO would block the zip probe forever
@@ -243,12 +260,7 @@ def _clip_state(spec: ClipSpec, path: str) -> Tuple[Dict[str, torch.Tensor], str
         state = load_file(path)
     else:
         state = read_pretrained(path, _expected(spec))
-    for prefix in ("visual.", "image_encoder."):
-        inner = {k[len(prefix):]: v.float() for k, v in state.items() if k.startswith(prefix)}
-        if inner:
-            return inner, path
-    raise PretrainedWeightsError(f"MODEL.BACKBONE.PRETRAINED_PATH={path!r} holds no CLIP image encoder (no "
-                                 f"'visual.' or 'image_encoder.' tensors); point it to {_expected(spec)}.")
+    return state, path
 
 
 def _is_torchscript(path: str) -> bool:
@@ -297,4 +309,4 @@ def _load_checked(model: nn.Module, state: Dict[str, torch.Tensor], source: str,
     model.load_state_dict(state, strict=False)
 
 
-__all__ = ["CLIP_HINT", "CLIP_SPECS", "ClipResNet", "ClipSpec", "ClipViT", "require_open_clip"]
+__all__ = ["CLIP_HINT", "CLIP_SPECS", "ClipResNet", "ClipSpec", "ClipViT", "read_clip_file", "require_open_clip"]

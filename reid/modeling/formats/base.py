@@ -92,10 +92,10 @@ def format_value(value: object) -> str:
 
 def head_modules(model: nn.Module) -> Dict[str, nn.Module]:
     """Our identity heads by state-dict prefix: {"head.": ...} (Baseline), {"heads.i.": ...} (MGN),
-    plus {"local_heads.i.": ...} (TransReID's JPM branches) and {"head_proj.": ...} (CLIP-ReID's
+    plus {"local_heads.i.": ...} (TransReID's JPM branches) and {"proj_head.": ...} (CLIP-ReID's
     head on the projected feature)."""
     found: Dict[str, nn.Module] = {}
-    for attr in ("head", "head_proj"):
+    for attr in ("head", "proj_head"):
         head = getattr(model, attr, None)
         if isinstance(head, nn.Module):
             found[f"{attr}."] = head

@@ -11,7 +11,7 @@ checkpoints.
 
 ``image_encoder.<key>`` -> ``backbone.<key>``, ``cv_embed`` -> ``backbone.sie_embed``,
 ``bottleneck.*`` -> ``neck.*``, ``bottleneck_proj.*`` -> ``neck_proj.*``, ``classifier.*`` ->
-``head.*``, ``classifier_proj.*`` -> ``head_proj.*`` (loaded when the model has linear heads of the
+``head.*``, ``classifier_proj.*`` -> ``proj_head.*`` (loaded when the model has linear heads of the
 file's class count, otherwise dropped with a note); the text side is dropped with a note. Every
 other tensor must fit, and every tensor of the model must come from the file.
 
@@ -118,7 +118,7 @@ def _fail(state: Mapping[str, torch.Tensor], source: str, what: str) -> ClipReID
 #: CLIP-ReID's names -> ours (the module docstring).
 _RENAME = rename_by_rules([
     (r"(prompt_learner|text_encoder)\..+", dropped(_TEXT_NOTE)),
-    (r"classifier_proj\.(.*)", Target(r"head_proj.\1", head=True)),
+    (r"classifier_proj\.(.*)", Target(r"proj_head.\1", head=True)),
     (r"classifier\.(.*)", Target(r"head.\1", head=True)),
     (r"image_encoder\.(.*)", r"backbone.\1"),
     (r"cv_embed", "backbone.sie_embed"),

@@ -7,7 +7,7 @@ features, each with its own BNNeck and identity head.
   the attention pooling) and an earlier feature ``f_last`` (ViT: the class token before the last
   block; RN50: the third stage average-pooled).
 * ``neck`` / ``neck_proj`` (CLIP-ReID's ``bottleneck`` / ``bottleneck_proj``) are BNNecks on
-  ``f`` and ``f_proj``; ``head`` / ``head_proj`` (its ``classifier`` / ``classifier_proj``)
+  ``f`` and ``f_proj``; ``head`` / ``proj_head`` (its ``classifier`` / ``classifier_proj``)
   classify the features after them.
 * Test feature: ``[f, f_proj]`` concatenated (``MODEL.HEADS.NECK_FEAT before``, CLIP-ReID's
   ``TEST.NECK_FEAT 'before'``), or the two after their necks (``after``): 1280 wide for ViT-B/16,
@@ -16,6 +16,10 @@ features, each with its own BNNeck and identity head.
   Circle over ``[f_last, f, f_proj]`` ("before") or the two features after the necks ("after").
   Each is the mean over its terms (CLIP-ReID sums them: its ID weight 0.25 over two heads is
   0.5 here, its triplet weight 1 over three features is 3; configs/*/clipreid_*.yml say so).
+* Two stages (``MODEL.CLIPREID.PROMPT_LEARNING``): ``text_head`` holds every identity's text
+  feature, learned by the first stage (reid.modeling.meta_arch.clipreid_prompts; run by
+  tools/train.py before this model trains), and ``loss_i2t`` is the cross entropy of
+  ``f_proj @ text.T`` (label smoothing as the identity loss's), weight ``I2T_WEIGHT``.
 """
 from __future__ import annotations
 
@@ -27,7 +31,9 @@ from torch import nn
 
 from ..backbones import build_backbone
 from ..backbones.clip import CLIP_SPECS, ClipResNet, ClipViT
+from ..clip_text import TextHead
 from ..loss_assembly import LossAssembly
+from ..losses import cross_entropy_loss
 from ..neck import build_neck
 from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
 from .identity_head import build_identity_head
@@ -55,11 +61,16 @@ class ClipReID(nn.Module):
         if not self.loss_assembly.uses_after_features:
             freeze_unreached([self.neck, self.neck_proj], "the necks (every loss uses the features before them)")
         self.head: Optional[nn.Module] = None
-        self.head_proj: Optional[nn.Module] = None
+        self.proj_head: Optional[nn.Module] = None
         if self.loss_assembly.uses_identity:
             self.head = build_identity_head(cfg, dim)
             if self.head is not None:
-                self.head_proj = build_identity_head(cfg, proj_dim, log=False)
+                self.proj_head = build_identity_head(cfg, proj_dim, log=False)
+        num_classes = int(cfg.MODEL.HEADS.NUM_CLASSES)
+        # Without identities (testing, feature extraction) there is nothing to hold text features of.
+        two_stage = bool(cfg.MODEL.CLIPREID.PROMPT_LEARNING) and num_classes > 0
+        self.text_head = TextHead(num_classes, proj_dim) if two_stage else None
+        self.i2t_weight = float(cfg.MODEL.CLIPREID.I2T_WEIGHT)
         self.last_stats: Dict[str, torch.Tensor] = {}
 
     @property
@@ -81,6 +92,13 @@ class ClipReID(nn.Module):
         x3, x4, proj = self.backbone.features(x)
         return F.adaptive_avg_pool2d(x3, 1).flatten(1), F.adaptive_avg_pool2d(x4, 1).flatten(1), proj
 
+    def prompt_features(self, images: torch.Tensor) -> torch.Tensor:
+        """The projection ``f_proj`` without SIE: what CLIP-ReID's first stage contrasts with text."""
+        x = self.preprocess(images)
+        if isinstance(self.backbone, ClipViT):
+            return self.backbone.features(x, sie=False)[2]
+        return self.backbone.features(x)[2]
+
     def forward(self, images: torch.Tensor, targets: Optional[torch.Tensor] = None,
                 camids: Optional[torch.Tensor] = None) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
         last, feat, proj = self.branch_features(images, camids)
@@ -89,10 +107,13 @@ class ClipReID(nn.Module):
             return torch.cat([after, after_proj] if self.neck_feat == "after" else [feat, proj], dim=1)
         if targets is None:
             raise missing_targets_error()
-        heads: List[nn.Module] = [h for h in (self.head, self.head_proj) if h is not None]
+        heads: List[nn.Module] = [h for h in (self.head, self.proj_head) if h is not None]
         losses, self.last_stats = self.loss_assembly(
             targets, heads, [after, after_proj][:len(heads)],
             {"before": [last, feat, proj], "after": [after, after_proj]})
+        if self.text_head is not None:
+            i2t = cross_entropy_loss(self.text_head(proj), targets, label_smooth=self.loss_assembly.label_smooth)
+            losses = {**losses, "loss_i2t": self.i2t_weight * i2t}
         return losses
 
 
