@@ -119,11 +119,18 @@ def image_features(cfg, model, items: List, device: torch.device,
     digest = _digest(items)
     labels = torch.tensor([int(pid) for _, pid, _ in items], dtype=torch.long)
     if os.path.isfile(path):
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        if saved.get("digest") == digest:
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            fits = isinstance(saved, dict) and saved.get("digest") == digest \
+                and tuple(saved["features"].shape[:1]) == (len(items),)
+        except Exception as e:  # a cache only: whatever is wrong with it, the features are computed again
+            fits, why = False, f"cannot be read ({type(e).__name__})"
+        else:
+            why = "was computed for other training images"
+        if fits:
             logger.info("First stage: the training images' features from %s.", path)
             return saved["features"], labels
-        logger.warning("First stage: %s was computed for other training images; computing them again.", path)
+        logger.warning("First stage: %s %s; computing the features again.", path, why)
     logger.info("First stage: features of %d training images from the frozen image encoder.", len(items))
     feats = _extract(cfg, model, items, device)
     if get_rank() == 0:

@@ -112,6 +112,17 @@ def test_a_new_run_over_a_stopped_first_stage_is_refused(data, tmp_path, capsys)
 
 
 @pytest.mark.slow
+def test_a_damaged_feature_cache_is_computed_again(data, tmp_path):
+    out = tmp_path / "run"
+    assert cli_train.main(argv(data, out), hooks=[StopAt(2, stage="prompts")]) == 0
+    cache = out / "prompt_stage" / "image_features.pt"
+    cache.write_bytes(b"not a torch file")
+    assert cli_train.main(argv(data, out, "--resume")) == 0
+    assert "image_features.pt cannot be read (" in (out / "log.txt").read_text()
+    assert torch.load(cache, weights_only=True)["features"].shape == (20, 16)
+
+
+@pytest.mark.slow
 def test_the_second_stage_takes_our_heads(data, tmp_path):
     out = tmp_path / "run"
     assert cli_train.main(argv(data, out, "MODEL.HEADS.NAME", "circle", "MODEL.LOSSES.ID.LABEL_SMOOTH", "0.0")) == 0
