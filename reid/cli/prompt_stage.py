@@ -140,7 +140,7 @@ def image_features(cfg, model, items: List, device: torch.device,
 
 
 def run_prompt_stage(cfg, model, items: List, num_classes: int, logger: logging.Logger, resume: bool,
-                     hooks: Sequence[HookBase] = ()) -> bool:
+                     hooks: Sequence[HookBase] = (), allow_config_change: bool = False) -> bool:
     """Run (or finish) the first stage and put the identities' text features into `model`'s
     ``text_head``; False when a hook stopped it (saved; --resume continues). Raises
     TrainingInterrupted after saving when a signal stopped it."""
@@ -159,7 +159,7 @@ def run_prompt_stage(cfg, model, items: List, num_classes: int, logger: logging.
     logger.info("CLIP-ReID's first stage: prompts %r for %d identities, %d epochs (%s).",
                 str(cfg.MODEL.CLIPREID.PROMPT), num_classes, int(scfg.SOLVER.MAX_EPOCH), out)
     trainer = Trainer(scfg, stage_model, loader, logger=logger, hooks=list(hooks))
-    trainer.resume_or_load(resume=resume)
+    trainer.resume_or_load(resume=resume, allow_config_change=allow_config_change)  # as the second stage's
     if trainer.train().stop_reason is not None:  # (a signal raises TrainingInterrupted: "requeue me")
         return False
     text = trainer.model.text_features()

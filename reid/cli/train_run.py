@@ -179,7 +179,8 @@ def _run(cfg, args, dist_info, logger: logging.Logger, hooks: List[HookBase], re
         # CLIP-ReID's first stage, unless the second has a checkpoint (which holds its result).
         if getattr(model, "text_head", None) is not None and not resuming:
             if not run_prompt_stage(cfg, trainer.model, data.items, int(data.num_classes), logger,
-                                    resume=bool(args.resume), hooks=prompt_hooks):
+                                    resume=bool(args.resume), hooks=prompt_hooks,
+                                    allow_config_change=bool(getattr(args, "allow_config_change", False))):
                 return 0  # a hook stopped the first stage: it said so; --resume continues it
         trainer.train()
     except TrainingInterrupted as e:

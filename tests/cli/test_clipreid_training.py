@@ -216,3 +216,17 @@ def test_two_processes_split_the_first_stages_batches_and_agree_on_the_prompts(d
     prompts.load_state_dict(torch.load(out / "prompt_stage" / "model_final.pth", weights_only=True)["model"])
     torch.testing.assert_close(final["text_head.features"], prompts.text_features(), rtol=0, atol=1e-6)
     assert "processes: 2" in (out / "log.txt").read_text()
+
+
+@pytest.mark.slow
+def test_a_first_stage_setting_changed_between_stop_and_resume_is_refused_unless_allowed(data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli_train.main(argv(data, out), hooks=[StopAt(2, stage="prompts")]) == 0
+    edited = argv(data, out, "SOLVER.PROMPT_STAGE.BASE_LR", "0.01", "--resume")
+    assert cli_train.main(edited) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and "SOLVER.PROMPT_STAGE.BASE_LR (checkpoint 0.00035, now 0.01)" in err[0], err
+    assert "prompt_stage" in err[0] and "--allow-config-change" in err[0]
+    rest = StopAt(stage="prompts")
+    assert cli_train.main(edited + ["--allow-config-change"], hooks=[rest]) == 0
+    assert rest.steps == list(range(3, 11))
