@@ -17,7 +17,7 @@ OPTIONAL_EXTRAS = {
     "timm": ["timm>=1.0.31"],  # MODEL.BACKBONE.NAME "timm/<model name>": any timm model as a backbone
     "clip": ["open_clip_torch>=3.3.0"],  # CLIP image encoders (clip_vit_b16, clip_rn50) and CLIP-ReID
 }
-# --backend openvino, and int8 files quantised by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs
+# --backend openvino, and int8 files quantized by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs
 # fastest. Not part of "all": with them installed, two CI runs of the suite lost an xdist worker (a crash
 # while the worker started a subprocess, not reproduced alone); until that is understood, CI runs without them.
 EXTRA_OPENVINO = ["openvino>=2026.4.1", "nncf>=3.4.0"]

@@ -131,9 +131,9 @@ def our_predictors(name: str, threads: int, backends: Sequence[str]):
 def _precision_files(name: str, model: torch.nn.Module, images: List[np.ndarray], precisions: Sequence[str],
                      folder: str) -> Dict[str, str]:
     """The model's ONNX file at each precision, written as tools/export.py writes them."""
-    from reid.inference.export import export_onnx
-    from reid.inference.precision import convert_fp16, quantize_int8
-    from reid.inference.precision_export import set_metadata
+    from reid.export.writer import export_onnx
+    from reid.export.precision import convert_fp16, quantize_int8
+    from reid.export.precision_export import set_metadata
 
     files = {"fp32": export_onnx(model, os.path.join(folder, f"{name}_fp32.onnx"), SIZE)}
     if "fp16" in precisions:
@@ -152,7 +152,7 @@ def _precision_files(name: str, model: torch.nn.Module, images: List[np.ndarray]
 
 
 def _quantizers() -> List[str]:
-    """ONNX Runtime's quantiser, and NNCF where installed."""
+    """ONNX Runtime's quantizer, and NNCF where installed."""
     try:
         import nncf  # noqa: F401
     except ImportError:
@@ -227,7 +227,8 @@ def _model_throughput(predictor, batches: List[torch.Tensor]) -> float:
 def accuracy_rows(trained: Sequence[str], precisions: Sequence[str]) -> Dict[str, object]:
     """R-1/mAP of each trained run's model at each precision on its test set (tools/export.py --check-on)."""
     sys.path.insert(0, ROOT)
-    from reid.cli.export import export_command
+    from reid.export.pipeline import run_export
+    from reid.export.request import ExportRequest
     from reid.inference import load_predictor
 
     out: Dict[str, object] = {}
@@ -240,8 +241,9 @@ def accuracy_rows(trained: Sequence[str], precisions: Sequence[str]) -> Dict[str
         for precision, quantizer in variants:
             label = precision if quantizer == "onnxruntime" else f"{precision} ({quantizer})"
             path = os.path.join(folder, f"{name}_{precision}_{quantizer}.onnx")
-            export_command(predictor, [path], precision=precision, calibration=list(predictor.cfg.DATASETS.NAMES)[:1],
-                           check_on=[test], max_map_drop=100.0, log=lambda line: None, quantizer=quantizer)
+            request = ExportRequest([path], precision=precision, calibration=list(predictor.cfg.DATASETS.NAMES)[:1],
+                                    check_on=[test], max_map_drop=100.0, quantizer=quantizer)
+            run_export(request, predictor.model, predictor.cfg, log=lambda line: None)
             with open(path + ".report.json", encoding="utf-8") as f:
                 acc = json.load(f)["accuracy"]
             out[f"{name}/{label}"] = {"run": run, "dataset": test, "size": list(predictor.input_size), **acc}

@@ -69,7 +69,7 @@ def run_case(name: str, args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
     from reid.inference import build_index, load_index, save_index
-    from reid.inference.tuning import recall_at
+    from reid.search.tuning import recall_at
     from tests.inference.synthetic_features import clustered_features
 
     if args.threads:

@@ -15,7 +15,7 @@ det/det.txt boxes are tracked. Models:
 * each of ``--weights`` (checkpoints that store their config, exported .onnx/.pt2 files, or,
   with ``--config-file``, one foreign file such as torchreid's OSNet).
 
-Each (tracker, model) is one run of ``reid.tracking.gain.track_runs`` (what ``tools/track.py``
+Each (tracker, model) is one run of ``reid.tracking.tracker_runs.track_runs`` (what ``tools/track.py``
 runs): the crops of a frame embedded in one batch, the appearance threshold calibrated on the
 ground truth at FAR 1e-2 (BoT-SORT's ``appearance_thresh``, StrongSORT's ``max_cos_dist``;
 DeepOCSORT weighs appearance and has no threshold), BoxMOT's default settings otherwise.
@@ -114,7 +114,7 @@ def random_checkpoint(cfg_source: Any, path: str, opts: Sequence[Any] = ()) -> s
     """A checkpoint of `cfg_source`'s architecture (a config file or a CfgNode) with randomly
     initialised weights (seed 0), storing its config, as tools/train.py's checkpoints do."""
     from reid.config import get_cfg, load_config
-    from reid.engine.checkpoint import save_checkpoint
+    from reid.engine.checkpoint_files import save_checkpoint
     from reid.modeling import build_model
 
     if os.path.isfile(path):
@@ -154,7 +154,7 @@ def load_models(args: argparse.Namespace, work: str) -> List[Any]:
 # ------------------------------------------------------------------ the two parts
 def accuracy(args: argparse.Namespace, sequences: List[Any], boxes: List[Any], models: List[Any], python: str,
              work: str) -> Dict[str, Any]:
-    from reid.tracking.gain import differences, track_runs, tracked_models
+    from reid.tracking.tracker_runs import differences, track_runs, tracked_models
     from reid.tracking.report import write_report
 
     found: Dict[str, Any] = {}
@@ -191,7 +191,7 @@ def speed(args: argparse.Namespace, sequences: List[Any], boxes: List[Any], pyth
     """OSNet x0.25 (256x128, random weights) through ONNX Runtime with BoT-SORT, with and without
     camera-motion compensation; motion only beside each."""
     from reid.tracking.appearance import load_appearance_models
-    from reid.tracking.gain import track_runs
+    from reid.tracking.tracker_runs import track_runs
 
     path = random_checkpoint(os.path.join(ROOT, "configs", "Market1501", "osnet_x0_25_circle.yml"),
                              os.path.join(work, "checkpoints", "osnet_x0_25.pth"),
@@ -281,7 +281,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.weights and len(args.weights) > 1 and args.config_file:
         p.error("--config-file names the config of one --weights file; give one, or checkpoints that store theirs")
     torch.set_num_threads(args.threads)
-    from reid.tracking.gain import sequence_detections
+    from reid.tracking.tracker_runs import sequence_detections
     from reid.tracking.sequences import find_sequences
     from reid.tracking.tracker_env import tracker_python
 

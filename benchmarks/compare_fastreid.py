@@ -9,7 +9,7 @@ script
    stays at an identity initialisation), saves it with fast-reid's ``Checkpointer`` exactly
    as fast-reid's trainer does, and computes fast-reid's eval-mode features of seeded
    synthetic images;
-2. loads that checkpoint file here through ``MODEL.WEIGHTS`` (``reid.engine.checkpoint``)
+2. loads that checkpoint file here through ``MODEL.WEIGHTS`` (``reid.engine.checkpoint_files``)
    with this repository's config for the architecture, and through ``tools/extract.py
    --weights`` on the same images written as PNG files;
 3. records the largest absolute feature difference and the smallest per-image cosine.
@@ -221,7 +221,7 @@ def our_features(name: str, weights: str, size: Tuple[int, int], num: int,
     """Eval-mode features of this repository's model for `name`, weights loaded via MODEL.WEIGHTS."""
     sys.path.insert(0, ROOT)
     from reid.config import load_config
-    from reid.engine.checkpoint import load_checkpoint
+    from reid.engine.checkpoint_files import load_checkpoint
     from reid.modeling import build_model
 
     spec = ARCHS[name]

@@ -14,7 +14,7 @@ x0.25, ResNet50 and ResNet50-fc512) the script
    ``FeatureExtractor`` (Pillow reading and resizing, ToTensor, Normalize, the model in eval
    mode). For osnet_x0_25 it also writes a file as the model zoo's are: a bare state dict with
    DataParallel's ``module.`` prefix in torch's legacy serialization;
-3. loads those files here through ``MODEL.WEIGHTS`` (``reid.engine.checkpoint``, this
+3. loads those files here through ``MODEL.WEIGHTS`` (``reid.engine.checkpoint_files``, this
    toolkit's test transform) and through ``tools/extract.py --config-file CFG --weights FILE``
    on the same files, with the torchreid config of the architecture;
 4. records the largest absolute feature difference and the smallest per-image cosine, and,
@@ -182,7 +182,7 @@ def our_features(name: str, weights: str, size: Tuple[int, int], paths: Sequence
     from reid.config import load_config
     from reid.data.image_io import read_image
     from reid.data.transforms import build_transforms
-    from reid.engine.checkpoint import load_checkpoint
+    from reid.engine.checkpoint_files import load_checkpoint
     from reid.modeling import build_model
 
     opts = arch_opts(name, size) + ["MODEL.HEADS.NUM_CLASSES", NUM_CLASSES, "INPUT.INTERPOLATION", interpolation]

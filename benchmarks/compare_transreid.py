@@ -12,7 +12,7 @@ stride 12 as in its released models, and DeiT-S) the script
    ``load_param`` as TransReID's ``test.py`` does, and computes the features as its
    ``do_inference`` does: Pillow reading, torchvision ``Resize`` + ``ToTensor`` + ``Normalize``
    (0.5 / 0.5), ``model(img, cam_label=camids)`` in eval mode;
-3. loads the same files here through ``MODEL.WEIGHTS`` (``reid.engine.checkpoint``, this
+3. loads the same files here through ``MODEL.WEIGHTS`` (``reid.engine.checkpoint_files``, this
    toolkit's test transform) and through ``tools/extract.py --config-file CFG --weights FILE``
    on the list file, with ``configs/Market1501/vit_base_transreid.yml`` and overrides;
 4. records the largest absolute difference of the L2-normalised features and the smallest
@@ -229,7 +229,7 @@ def our_features(name: str, weights: str, size: Tuple[int, int], paths: Sequence
     from reid.config import load_config
     from reid.data.image_io import read_image
     from reid.data.transforms import build_transforms
-    from reid.engine.checkpoint import load_checkpoint
+    from reid.engine.checkpoint_files import load_checkpoint
     from reid.modeling import build_model
 
     cfg = load_config(os.path.join(ROOT, family.config),

@@ -8,7 +8,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "reid")
 # docs/architecture.md: data flows down this list; a module may import its own layer and lower ones.
-LAYERS = ["utils", "config", "data", "modeling", "engine", "evaluation", "uda", "visualization", "inference", "tracking", "cli"]
+LAYERS = ["utils", "config", "data", "modeling", "engine", "evaluation", "uda", "visualization", "search", "export",
+          "inference", "training", "tracking", "cli"]
 
 
 def _module_files() -> Dict[str, str]:
@@ -28,7 +29,9 @@ def _module_files() -> Dict[str, str]:
 def _imports(module: str, path: str, modules: Set[str]) -> Set[str]:
     """Modules of reid that `module` imports anywhere in its file (lazy imports included).
 
-    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module, else ``pkg``.
+    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module, else ``pkg``;
+    the modules a lazy package face names (``reid.utils.lazy.lazy_exports(__name__, {module: names})``)
+    count as imported by it.
     """
     is_package = path.endswith("__init__.py")
     package = module if is_package else module.rpartition(".")[0]
@@ -48,6 +51,10 @@ def _imports(module: str, path: str, modules: Set[str]) -> Set[str]:
             for alias in node.names:
                 sub = f"{source}.{alias.name}"
                 targets.add(sub if sub in modules else source)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports":
+            table = node.args[1]
+            assert isinstance(table, ast.Dict), f"{path}: lazy_exports takes its table as a dict literal"
+            targets.update(key.value for key in table.keys if str(key.value).split(".")[0] == "reid")
     return {t for t in targets if t in modules and t != module}
 
 

@@ -93,7 +93,7 @@ def train_head(feats, labels, head_name, iters, seed, log_path):
 
 
 def shrink_png(path):
-    """Palette-quantise a PNG when it exceeds MAX_BYTES (docs images must stay small)."""
+    """Palette-quantize a PNG when it exceeds MAX_BYTES (docs images must stay small)."""
     if os.path.getsize(path) <= MAX_BYTES:
         return
     from PIL import Image  # matplotlib depends on Pillow

@@ -41,7 +41,7 @@ def convert_command(src: str, dst: str, config_file: str, opts: Sequence[str] = 
     config's model takes it), ``cfg`` (the config, ``MODEL.HEADS.NUM_CLASSES`` set to the
     classifier's classes, or 0 when it was dropped) and ``converted_from``.
     """
-    from reid.engine.checkpoint import load_model_state, model_state, read_checkpoint, save_checkpoint
+    from reid.engine.checkpoint_files import load_model_state, model_state, read_checkpoint, save_checkpoint
     from reid.modeling import build_model
     from reid.modeling.formats import convert_foreign_state, detect_format, known_markers, mapping_table
 

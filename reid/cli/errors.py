@@ -21,10 +21,10 @@ def user_errors() -> Tuple[Type[BaseException], ...]:
     can report errors before it has loaded torch.
     """
     from reid.data.download import DownloadUnavailableError
-    from reid.engine.checkpoint import CheckpointError
-    from reid.inference.export import ExportMismatchError
+    from reid.engine.checkpoint_files import CheckpointError
+    from reid.export.writer import ExportMismatchError
     from reid.modeling.backbones.resnet import PretrainedWeightsError
-    from reid.inference.precision_export import PrecisionCheckError
+    from reid.export.precision_export import PrecisionCheckError
     from reid.tracking.tracker_env import TrackerEnvError
     from reid.utils.run_lock import RunFolderBusyError
 

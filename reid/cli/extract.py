@@ -42,6 +42,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
+from reid.export.options import PRECISIONS
+from reid.inference.options import BACKEND_NAMES
+
 from .args import config_int, parse_args, tool_parser
 from .errors import one_line, run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
@@ -49,14 +52,10 @@ from .model_args import add_model_arguments, check_model_arguments, predictor_fr
 if TYPE_CHECKING:  # the library loads torch: imported where the work starts, after the arguments
     import numpy as np
 
-    from reid.inference.gallery import Gallery
+    from reid.search.gallery import Gallery
     from reid.inference.predictor import Predictor
 
 Log = Callable[[str], None]
-
-#: ``reid.inference.runtimes.BACKEND_NAMES``, named here so that --help answers without loading
-#: torch (a test keeps the two equal).
-BACKEND_NAMES = ("torch", "onnxruntime", "openvino")
 
 
 def extract_command(predictor: Predictor, sources: Sequence[str], output: str, progress: bool = True,
@@ -72,9 +71,9 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     ranks return None).
     """
     from reid.data.image_io import CorruptImageError
-    from reid.inference.gallery import Gallery, gallery_format, require_safetensors, save_gallery
+    from reid.search.gallery import Gallery, gallery_format, require_safetensors, save_gallery
     from reid.inference.sharding import extract_sharded
-    from reid.inference.sources import collect_entries
+    from reid.data.sources import collect_entries
     from reid.utils.logger import progress_bar
 
     from reid.utils.file_io import check_output_file
@@ -143,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exported", metavar="FILE", default=None,
                    help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py, exported from the "
                         "weights of --run / --weights (checked; default: export now)")
-    p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default=None,
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="with --backend onnxruntime/openvino: the file's arithmetic (default: what --exported records, "
                         "else fp32); fp16 exports now, int8 needs a file of tools/export.py --precision int8")
     add_model_arguments(p)

@@ -40,7 +40,7 @@ DEFAULT_FAR = 1e-2
 
 def _calibrated_distance(args: argparse.Namespace, far: float) -> float:
     """The cosine distance threshold at `far` of the model's thresholds.json (1 - its similarity)."""
-    from reid.inference.calibration import calibrated_similarity
+    from reid.inference.decision_thresholds import calibrated_similarity
     from reid.inference.loading import resolve_model
 
     cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)

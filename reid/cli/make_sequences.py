@@ -27,6 +27,8 @@ import re
 import sys
 from typing import List, Optional, Tuple
 
+from reid.tracking.scene_settings import SequenceSettings
+
 from .args import parse_args, tool_parser
 from .errors import run_main
 
@@ -38,14 +40,8 @@ def _size(text: str) -> Tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-#: ``reid.tracking.synthetic_scene.SequenceSettings()``'s values, named here so that --help answers
-#: without loading numpy and torch (a test keeps the two equal).
-DEFAULTS = dict(cameras=2, identities=16, frames=150, width=640, height=360, people_per_frame=6.0, frame_rate=10.0,
-                miss_rate=0.1, false_positives=0.5, jitter=3.0, seed=0, scene="synth", style="demo")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    d = argparse.Namespace(**DEFAULTS)
+    d = SequenceSettings()  # its defaults, shown by --help
     p = tool_parser(__doc__)
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the sequences (created)")
     p.add_argument("--cameras", type=int, default=d.cameras, help=f"cameras of the scene, 1-8 (default {d.cameras})")
@@ -75,7 +71,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(parser, argv)
 
     def work() -> None:
-        from reid.tracking.synthetic_sequences import SUMMARY_FILE, SequenceSettings, make_sequences
+        from reid.tracking.synthetic_sequences import SUMMARY_FILE, make_sequences
 
         settings = SequenceSettings(
             cameras=args.cameras, identities=args.identities, frames=args.frames, width=args.size[0],

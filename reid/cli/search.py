@@ -37,48 +37,32 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from reid.config import value_range
+from reid.search.options import BUILD_PARAMS, HNSW_MAX_EF_SEARCH, HNSW_MAX_M, INDEX_BACKENDS, SEARCH_PARAMS
 from reid.utils.file_io import atomic_write_text
 from reid.utils.text_files import brief, printable
-
-from reid.config import value_range
+from reid.visualization.options import MIN_TILE_HEIGHT
 
 from .args import MAX_MATCHES, MAX_TILES, config_int, int_in, overrides, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
 if TYPE_CHECKING:  # the library loads torch: imported where the work starts, after the arguments
-    from reid.inference.index_base import SearchIndex
+    from reid.search.index_base import SearchIndex
     from reid.inference.predictor import Predictor
 
 Log = Callable[[str], None]
 
-#: The backends of ``reid.inference.search.BACKENDS``, named here so that --help and a
-#: misspelt --backend answer without loading torch (a test keeps the two equal).
-BACKENDS = ("exact", "faiss", "hnsw", "ivf")
-
-#: ``reid.inference.faiss_indexes.HNSW_MAX_M`` and ``HNSW_MAX_EF_SEARCH`` (the least upper bound of
-#: ef_search / ef_construction), and ``reid.visualization.tiles.MIN_TILE_HEIGHT``, named here so that
-#: --help answers without loading torch (a test keeps them equal).
-MAX_HNSW_M = 256
-MAX_EF = 8192
-MIN_TILE_HEIGHT = 32
-
-#: Backend parameters by when they act: building, or searching (changeable on a saved index).
-BUILD_PARAMS = ("nlist", "train_size", "pq_m", "pq_nbits", "hnsw_m", "ef_construction", "target_recall")
-SEARCH_PARAMS = ("nprobe", "ef_search")
-
-
 def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log,
                         calibrated: bool = False) -> None:
     """Feature width must match (else an error naming `source`); other model details warn: the
-    weights by their hash where the gallery records one (``reid.inference.identity``), else by
+    weights by their hash where the gallery records one (``reid.export.identity``), else by
     file name; the input size; flip averaging. With a `calibrated` threshold (--far) each of
     those is an error too: the threshold's FAR holds only for scores of the features it was
     calibrated on, and a gallery made otherwise gives other scores."""
-    from reid.inference.identity import short
+    from reid.export.identity import short
 
     if predictor.feature_dim != dim:
         made_by = meta.get("weights") or "an unknown model"
@@ -112,71 +96,6 @@ def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], so
         log(f"warning: {difference}; scores are only meaningful when both come from the same model and settings.")
 
 
-def _flags(names: Sequence[str]) -> str:
-    return ", ".join("--" + n.replace("_", "-") for n in names)
-
-
-def open_index(gallery_path: Optional[str] = None, index_path: Optional[str] = None, backend: Optional[str] = None,
-               params: Optional[Dict[str, Any]] = None, save_index_path: Optional[str] = None,
-               device: Any = None, check: Optional[Callable[[int, Dict[str, str], str], None]] = None,
-               log: Log = print, verify_recall: bool = False, need_paths: bool = True) -> SearchIndex:
-    """The search index: loaded from `index_path`, or built from the gallery file (and saved).
-
-    `params` are backend parameters (nlist, nprobe, ...). On a saved index only the search
-    parameters (nprobe, ef_search) can change; `backend`, when given, must be the index's.
-    `check(dim, meta, path)` runs on the gallery before any index is built. `verify_recall`
-    measures a loaded approximate index's recall again (a warning when the recorded value is
-    off by more than 0.05), before any search parameter is changed. A loaded index must hold
-    its images' paths when `need_paths` (to show the matches).
-    """
-    from reid.inference.gallery import load_gallery
-    from reid.inference.index_io import load_index, save_index
-    from reid.inference.search import build_index
-
-    params = {k: v for k, v in (params or {}).items() if v is not None}
-    if (gallery_path is None) == (index_path is None):
-        raise ValueError("Give either a gallery file (--gallery) or a saved index (--index).")
-    if verify_recall and index_path is None:
-        raise ValueError("--verify-recall checks the recall recorded in a saved index (--index); an index built from "
-                         "--gallery measures its recall while it is built (--target-recall).")
-    if index_path is not None:
-        if save_index_path is not None:
-            raise ValueError(f"--save-index builds an index from a gallery file (--gallery); {index_path!r} "
-                             "is already a saved index.")
-        index = load_index(index_path, device=device, verify_recall=verify_recall)
-        if verify_recall and index.verified_recall is not None:
-            log(f"recall@10 of {index_path} measured again: {index.verified_recall:.3f} (recorded: "
-                f"{'none' if index.measured_recall is None else format(index.measured_recall, '.3f')})")
-        elif verify_recall and not index.TUNABLE:
-            log(f"{index_path} is an exact {index.backend!r} index: its recall is 1 by construction")
-        if backend is not None and str(backend).lower() != index.backend:
-            raise ValueError(f"Index {index_path!r} is a {index.backend!r} index, not {backend!r}: drop --backend, "
-                             f"or build a {backend!r} index from the gallery (--gallery FILE --save-index).")
-        fixed = [k for k in params if k in BUILD_PARAMS]
-        if fixed:
-            raise ValueError(f"{_flags(fixed)} only apply when building an index; {index_path!r} is already built "
-                             f"({index!r}). Rebuild it from the gallery to change them.")
-        index.set_search_params(**params)
-        if check is not None:
-            check(index.dim, index.meta, index_path)
-        if need_paths and index.paths is None:
-            raise ValueError(f"Index {index_path!r} holds no image paths; build it from a gallery file with "
-                             "tools/search.py --gallery FILE --save-index INDEX.")
-        log(f"loaded {index!r} from {index_path}")
-        return index
-    gallery = load_gallery(gallery_path)
-    if check is not None:
-        check(gallery.dim, gallery.meta, gallery_path)
-    start = time.perf_counter()
-    index = build_index(gallery, backend=backend or "exact", device=device, **params)
-    if index.backend != "exact":
-        log(f"built {index!r} in {time.perf_counter() - start:.1f} s")
-    if save_index_path is not None:
-        save_index(index, save_index_path)
-        log(f"saved the {index.backend!r} index of {len(index)} gallery images with their paths to {save_index_path}")
-    return index
-
-
 def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], queries: Sequence[str] = (),
                    k: int = 10, backend: Optional[str] = None, draw_dir: Optional[str] = None,
                    json_path: Optional[str] = None, tile_height: int = 128, log: Log = print,
@@ -191,15 +110,15 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     Without queries it only builds (and saves) the index. Returns one dict per query:
     ``{"query": path, "matches": [{"rank", "score", "path", "index", ("pid", "camid")}...],
     "own_images_left_out": n}`` (gallery images that are the query's own, never matches:
-    reid/inference/own_files.py).
+    reid/search/own_files.py).
     With a `threshold` (a cosine similarity) a match is accepted only when its score is above
     it: each match gets ``"accepted"`` and each query ``"answer"`` ("match" or "no match",
     decided by its best match) and ``"threshold"``; `threshold_note` says where it came from.
     A `calibrated` threshold (--far) refuses a gallery made with other weights or settings
     (:func:`_check_gallery_fits`).
     """
-    if backend is not None and str(backend).lower() not in BACKENDS:
-        raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(BACKENDS)}.")
+    if backend is not None and str(backend).lower() not in INDEX_BACKENDS:
+        raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(INDEX_BACKENDS)}.")
     if queries and predictor is None:
         raise ValueError("Searching needs the model that made the gallery: give --run, --weights or --config-file.")
     # The queries are listed (no image read) before the index is built: a query source the
@@ -207,13 +126,15 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     q_paths, q_camids = predictor.collect(queries) if queries else ([], None)
     check = None if predictor is None else (
         lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log, calibrated))
+    from reid.search.open import open_index
+
     index = open_index(gallery_path, index_path, backend, params, save_index_path,
                        device=predictor.device if predictor is not None else None, check=check, log=log,
                        verify_recall=verify_recall, need_paths=bool(queries))
     if not queries:
         return []
-    from reid.inference.draw import save_matches_picture
-    from reid.inference.own_files import search_without_own_files
+    from reid.visualization.search_results import save_matches_picture
+    from reid.search.own_files import search_without_own_files
 
     q_feats = predictor.extract_paths(q_paths, camids=q_camids)  # camera ids from 'path pid camid' lines (SIE)
     result = search_without_own_files(index, q_feats, q_paths, k)  # a query's own image is never its match
@@ -265,7 +186,7 @@ def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
     """The similarity threshold of --threshold, or of --far from the model's calibration file."""
     if args.far is None:
         return args.threshold, ""
-    from reid.inference.calibration import calibrated_similarity
+    from reid.inference.decision_thresholds import calibrated_similarity
     from reid.inference.loading import resolve_model
 
     cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
@@ -283,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="query image files, folders (recursive) and/or list files (optional with --save-index)")
     p.add_argument("-k", "--topk", type=int_in(1, MAX_MATCHES), default=10,
                    help=f"matches per query (default: 10; at most {MAX_MATCHES:,}, and {MAX_TILES} with --draw)")
-    p.add_argument("--backend", default=None, choices=BACKENDS,
+    p.add_argument("--backend", default=None, choices=INDEX_BACKENDS,
                    help="search backend (default: exact; with --index: the saved index's)")
     p.add_argument("--save-index", metavar="FILE",
                    help="save the gallery's index (with its paths, pids, camids) to FILE, for --index later")
@@ -308,12 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     ann.add_argument("--pq-m", type=int_in(1), help="ivf: compress to PQ codes of this many sub-vectors (IVF-PQ; "
                      "must divide the feature size; default: none, IVF-Flat)")
     ann.add_argument("--pq-nbits", type=int_in(1, 16), help="ivf with --pq-m: bits per sub-vector code (default: 8)")
-    ann.add_argument("--hnsw-m", type=int_in(2, MAX_HNSW_M),
-                     help=f"hnsw: links per vector (default: 32; 2 to {MAX_HNSW_M})")
+    ann.add_argument("--hnsw-m", type=int_in(2, HNSW_MAX_M),
+                     help=f"hnsw: links per vector (default: 32; 2 to {HNSW_MAX_M})")
     ann.add_argument("--ef-construction", type=int_in(1), help="hnsw: candidate list while building (default: 80; "
-                     f"at most the gallery size or {MAX_EF:,})")
+                     f"at most the gallery size or {HNSW_MAX_EF_SEARCH:,})")
     ann.add_argument("--ef-search", type=int_in(1), help="hnsw: candidate list while searching (default: 128 per "
-                     f"500,000 images, at least 128; at most the gallery size or {MAX_EF:,}); also changes a saved index")
+                     f"500,000 images, at least 128; at most the gallery size or {HNSW_MAX_EF_SEARCH:,}); also changes a saved index")
     ann.add_argument("--target-recall", type=float, help="ivf/hnsw: raise nprobe / ef_search at build time until "
                      "recall@10 against exact search reaches this (default: 0.95; measured on a sample of the "
                      "gallery's rows, each one's own row left out, as for new queries)")

@@ -11,21 +11,23 @@ import numpy as np
 import torch.distributed as dist
 
 from reid.data import build_test_set
-from reid.engine.checkpoint import load_checkpoint
+from reid.data.datasets.folders import check_folder_cameras
+from reid.engine.checkpoint_files import load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
 from reid.evaluation import save_features
 from reid.evaluation.evaluator import (
     evaluate_model, format_draws, format_open_set, format_table, format_verification,
 )
+from reid.evaluation.test_sets import check_test_settings
 from reid.modeling import build_model, model_summary, takes_camera_ids
+from reid.utils.device import resolve_device
 from reid.utils.file_io import atomic_write_text
 from reid.utils.json_values import jsonable
-from reid.utils.device import resolve_device
+from reid.utils.logger import setup_run_logger
 from reid.utils.process import is_main_process, seed_everything
 from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
-from .common import check_folder_cameras, check_test_settings, setup_run
 from .model_args import model_config
 
 
@@ -57,7 +59,7 @@ def run_command(args: argparse.Namespace) -> int:
             seed_everything(int(cfg.SEED))
             return run_test(cfg, args, out, logging.getLogger("reid"))
         with RunLock(out, "testing", hint, command=args.command):
-            logger, _ = setup_run(cfg, output_dir=out, output_hint=hint)
+            logger = setup_run_logger(out, output_hint=hint)
             seed_everything(int(cfg.SEED))
             return run_test(cfg, args, out, logger)
     finally:
@@ -97,7 +99,7 @@ def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
     metrics_path = os.path.join(out, "metrics.json")
     for name in cfg.DATASETS.TESTS:
         if takes_camera_ids(model) and str(name).lower() == "folders":
-            check_folder_cameras(cfg)
+            check_folder_cameras(cfg.DATASETS.FOLDERS.QUERY_PATH, cfg.DATASETS.FOLDERS.GALLERY_PATH)
         notes: dict = {}  # e.g. query images found in the gallery (and left out for their query)
         test = build_test_set(cfg, name, notes=notes)
         query, gallery = test.query, test.gallery

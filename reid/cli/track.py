@@ -29,12 +29,13 @@ import json
 import sys
 from typing import Any, Dict, List, Optional
 
+from reid.inference.options import BACKEND_NAMES
+from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
+
 from .args import float_in, int_in, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
 
-TRACKER_NAMES = ("botsort", "deepocsort", "strongsort")  # reid.tracking.gain.TRACKERS (no import: --help stays light)
-BACKENDS = ("torch", "onnxruntime", "openvino")
 
 
 def _option(text: str) -> Any:
@@ -54,10 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the results, metrics and plot")
     add_model_arguments(p, override_example="TEST.IMS_PER_BATCH 64", many_weights=True)
     p.add_argument("--no-reid", action="store_true", help="motion only (the baseline; always run beside models)")
-    p.add_argument("--tracker", default="botsort", choices=TRACKER_NAMES, help="BoxMOT tracker (default: botsort)")
-    p.add_argument("--detections", default="det", choices=("det", "gt"),
+    p.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKER_NAMES, help=f"BoxMOT tracker (default: {DEFAULT_TRACKER})")
+    p.add_argument("--detections", default="det", choices=DETECTION_SOURCES,
                    help="det: each sequence's det/det.txt (default); gt: its ground-truth boxes")
-    p.add_argument("--backend", default="torch", choices=BACKENDS,
+    p.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
                    help="runtime of checkpoints (exported files run with their own)")
     p.add_argument("--input-size", nargs=2, type=int_in(16, 1024), metavar=("H", "W"),
                    help="crop size handed to the model (default: the model's)")
@@ -117,7 +118,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def work() -> None:
         from reid.tracking.appearance import load_appearance_models
-        from reid.tracking.gain import sequence_detections, track_runs, tracked_models
+        from reid.tracking.tracker_runs import sequence_detections, track_runs, tracked_models
         from reid.tracking.report import table, write_report
         from reid.tracking.sequences import find_sequences
         from reid.tracking.tracker_env import tracker_python

@@ -1,4 +1,4 @@
-"""``tools/train.py``: train a model as a config says (the run itself: reid/cli/train_run.py).
+"""``tools/train.py``: train a model as a config says (the run itself: reid/training/run.py).
 
 This module only parses the flags, loads the config and takes the run folder's lock, with
 light imports: a refused run (a busy folder) or ``--help`` answers at once, before torch and
@@ -103,9 +103,14 @@ def _main(args: argparse.Namespace, hooks: List["HookBase"]) -> int:
     main_rank = os.environ.get("RANK", "0") == "0"
     what = "evaluating" if args.eval_only else "training"
     with RunLock(str(cfg.OUTPUT_DIR), what, command=args.command) if main_rank else nullcontext():
-        from .train_run import run_training  # the library, torch included: only once the folder is ours
+        from reid.training.run import TrainingRequest, run_training  # torch included: only once the folder is ours
 
-        return run_training(cfg, args, hooks, main_rank)
+        request = TrainingRequest(
+            resume=args.resume, eval_only=args.eval_only, drop_head=args.drop_head,
+            allow_config_change=args.allow_config_change, run_dir=args.run or "",
+            weights_named=bool(args.weights) or "MODEL.WEIGHTS" in overrides(args)[::2],
+            config_file=os.path.join(args.run, "config.yaml") if args.run else args.config_file, command=args.command)
+        return run_training(cfg, request, hooks, main_rank)
 
 
 if __name__ == "__main__":

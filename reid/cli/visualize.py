@@ -30,14 +30,11 @@ import logging
 import sys
 
 from reid.config import value_range
+from reid.visualization.options import MIN_TILE_HEIGHT
 
 from .args import MAX_TILES, int_in
 from .errors import run_main
 
-
-#: ``reid.visualization.tiles.MIN_TILE_HEIGHT``, named here so that --help answers without loading
-#: the drawing code (a test keeps the two equal).
-MIN_TILE_HEIGHT = 32
 
 
 def build_parser() -> argparse.ArgumentParser:

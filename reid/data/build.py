@@ -11,11 +11,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from reid.config import ConfigError
 from reid.utils.process import get_rank, get_world_size
 from reid.utils.worker_signals import StopSafeDataLoader
 
 from .dataset_wrappers import ImageDataset, collate_batch
-from .datasets import build_dataset
+from .datasets import DATASET_REGISTRY, build_dataset
 from .datasets.base import Item, ReIDDataset, combine_all, relabel_pids
 from .image_io import filter_readable
 from .samplers import IdentitySampler, PseudoLabelSampler, ShuffleSampler
@@ -343,3 +344,13 @@ def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader
     dataset = ImageDataset(list(query) + list(gallery), build_transforms(cfg, is_train=False), skip_corrupt=False)
     return StopSafeDataLoader(dataset, batch_size=int(cfg.TEST.IMS_PER_BATCH), shuffle=False, drop_last=False,
                       **_loader_kwargs(cfg))
+
+
+def check_dataset_names(names, key: str) -> None:
+    """Raise ConfigError naming `key` for a dataset name that is not registered."""
+    unknown = [n for n in names if n not in DATASET_REGISTRY]
+    if unknown:
+        raise ConfigError(
+            f"{key} {list(names)}: unknown dataset {', '.join(map(repr, unknown))}. Valid names: "
+            f"{', '.join(DATASET_REGISTRY.names())}. Fix the spelling in the config file or the override."
+        )

@@ -9,7 +9,7 @@
 The engine never imports ``reid.evaluation``: evaluation reaches the trainer as an
 ``eval_fn(model, epoch)`` callback built by ``reid.cli.train``.
 """
-from .checkpoint import (
+from .checkpoint_files import (
     CheckpointError,
     CheckpointManager,
     last_checkpoint,
@@ -18,7 +18,6 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .checkpointer import Checkpointer
-from .device import AMP_MODES, DeviceSetup, amp_settings, setup_device
 from .distributed import (
     DistInfo,
     PeerFailedError,
@@ -30,10 +29,11 @@ from .distributed import (
     is_main_process,
 )
 from .errors import NonFiniteLossError, ResumableError, TrainingInterrupted
+from .hook_base import HookBase
 from .hooks import EvalFn, EvalHook, FreezeBackbone, LRSchedule, MetricsLogger, PeriodicCheckpoint, SeedEachEpoch, StopOnSignal
 from .lr_scheduler import WarmupDecayLR, build_lr_scheduler
 from .optimizer import build_optimizer, build_param_groups
-from .hook_base import HookBase
+from .placement import AMP_MODES, DeviceSetup, amp_settings, setup_device
 from .train_loop import TrainLoop
 from .trainer import Trainer, TrainResult, backbone_parameters, build_hooks
 

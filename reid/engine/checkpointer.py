@@ -14,7 +14,7 @@ is one dict, loadable with ``torch.load(..., weights_only=True)``:
   user's weight average).
 
 Everything else a resume needs follows from the config. Files are written by
-:class:`reid.engine.checkpoint.CheckpointManager` (atomic, pruned, ``last_checkpoint`` pointer).
+:class:`reid.engine.checkpoint_files.CheckpointManager` (atomic, pruned, ``last_checkpoint`` pointer).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from reid.config import load_config_from_text
 from reid.config.differences import changed_keys, describe_changes, resume_free_keys
 from reid.utils.process import get_rng_state, set_rng_state
 
-from .checkpoint import CheckpointError, CheckpointManager, load_checkpoint, load_model_state, read_checkpoint
+from .checkpoint_files import CheckpointError, CheckpointManager, load_checkpoint, load_model_state, read_checkpoint
 from .hook_base import HookBase
 from .lr_scheduler import WarmupDecayLR
 from .train_loop import TrainLoop

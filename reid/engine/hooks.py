@@ -23,7 +23,7 @@ from reid.utils.process import derive_seed
 from reid.utils.stop_request import STOP_SIGNALS, StopRequested, clear_stop, request_stop
 from reid.utils.worker_signals import shutdown_workers, tolerate_worker_exits
 
-from .checkpoint import BEST_NAME, FINAL_NAME, INTERRUPT_NAME, periodic_name
+from .checkpoint_files import BEST_NAME, FINAL_NAME, INTERRUPT_NAME, periodic_name
 from .checkpointer import Checkpointer
 from .distributed import run_on_main
 from .errors import ResumableError

@@ -30,9 +30,9 @@ from reid.modeling import takes_camera_ids
 from reid.utils.process import get_rank, get_world_size
 from reid.utils.stop_request import STOP_SIGNALS, StopRequested
 
-from .device import DeviceSetup
 from .errors import NonFiniteLossError
 from .hook_base import HookBase
+from .placement import DeviceSetup
 
 
 class TrainLoop:
@@ -44,7 +44,7 @@ class TrainLoop:
         optimizer, scaler: stepped by :meth:`run_step` (the scaler is a no-op unless fp16).
         loader: yields dict batches with ``images`` and ``targets``; its sampler may have
             ``set_epoch(epoch, start_batch=0)`` (otherwise the loop skips done batches itself).
-        setup: device and AMP settings (:mod:`reid.engine.device`).
+        setup: device and AMP settings (:mod:`reid.engine.placement`).
         max_epoch: epochs in the run; clip_grad_norm: max gradient norm (0 = no clipping).
 
     Attributes hooks read: ``epoch``, ``iter`` (steps completed), ``max_iter``,

@@ -27,14 +27,14 @@ from reid.modeling.build import model_summary
 from reid.utils.logger import LOGGER_NAME
 from reid.utils.process import get_rank
 
-from .checkpoint import BEST_NAME, FINAL_NAME, CheckpointManager, last_checkpoint
+from .checkpoint_files import BEST_NAME, FINAL_NAME, CheckpointManager, last_checkpoint
 from .checkpointer import Checkpointer
-from .device import place_model, setup_device, wrap_for_training
 from .errors import NonFiniteLossError, TrainingInterrupted
+from .hook_base import HookBase
 from .hooks import EvalFn, EvalHook, FreezeBackbone, LRSchedule, MetricsLogger, PeriodicCheckpoint, SeedEachEpoch, StopOnSignal
 from .lr_scheduler import build_lr_scheduler
 from .optimizer import build_optimizer
-from .hook_base import HookBase
+from .placement import place_model, setup_device, wrap_for_training
 from .train_loop import TrainLoop
 
 

@@ -54,11 +54,11 @@ LOW_RECALL = 0.8
 # The size keys whose "faiss is not installed" warning this process has given.
 _TOLD_NO_FAISS: set = set()
 
-NEIGHBOUR_PASSES = Registry("neighbour backend")
-NEIGHBOUR_PASSES.register("exact")(exact_pass)
-NEIGHBOUR_PASSES.register("ivf")(ivf_pass)
+NEIGHBOUR_PASS_REGISTRY = Registry("neighbour backend")
+NEIGHBOUR_PASS_REGISTRY.register("exact")(exact_pass)
+NEIGHBOUR_PASS_REGISTRY.register("ivf")(ivf_pass)
 #: The values of a neighbour backend setting: "auto" picks one of the passes by size.
-NEIGHBOUR_BACKENDS = ("auto",) + tuple(NEIGHBOUR_PASSES.names())
+NEIGHBOUR_BACKENDS = ("auto",) + tuple(NEIGHBOUR_PASS_REGISTRY.names())
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,9 @@ def nearest_neighbours(
     route = search.route(x.shape[0])
     start = time.perf_counter()
     if route == "exact":
-        out = NEIGHBOUR_PASSES.get(route)(x, x_sq, num_q, metric, k, block)
+        out = NEIGHBOUR_PASS_REGISTRY.get(route)(x, x_sq, num_q, metric, k, block)
     else:
-        out = NEIGHBOUR_PASSES.get(route)(x, x_sq, num_q, metric, k, search.list_size, search.nprobe,
+        out = NEIGHBOUR_PASS_REGISTRY.get(route)(x, x_sq, num_q, metric, k, search.list_size, search.nprobe,
                                           search.far_probe)
     seconds = time.perf_counter() - start
     if out.recall is None:
@@ -168,7 +168,7 @@ def nearest_neighbours(
 __all__ = [
     "DEFAULT_APPROX_MIN_SIZE",
     "NEIGHBOUR_BACKENDS",
-    "NEIGHBOUR_PASSES",
+    "NEIGHBOUR_PASS_REGISTRY",
     "NeighbourSearch",
     "Neighbours",
     "exact_pass",

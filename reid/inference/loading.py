@@ -20,7 +20,7 @@ from torch import nn
 from yacs.config import CfgNode
 
 from reid.config import load_config, load_config_from_text
-from reid.engine.checkpoint import CheckpointError, load_checkpoint, model_state, read_checkpoint
+from reid.engine.checkpoint_files import CheckpointError, load_checkpoint, model_state, read_checkpoint
 from reid.modeling import build_model
 from reid.modeling.formats import detect_format
 from reid.utils.device import resolve_device
@@ -76,7 +76,7 @@ def check_model_fits_weights(cfg: CfgNode, data: Dict[str, Any], source: str) ->
 def load_weights(model: nn.Module, path: PathLike) -> nn.Module:
     """Load the ``"model"`` state dict of checkpoint `path` into `model` (in place).
 
-    Uses the engine's checks (``reid.engine.checkpoint.load_checkpoint``, which also
+    Uses the engine's checks (``reid.engine.checkpoint_files.load_checkpoint``, which also
     recognises and converts fast-reid and torchreid files): identity-head tensors that `model` lacks are
     skipped; any other missing, unexpected or wrongly shaped tensor raises a CheckpointError
     naming the file, as does a missing or corrupt file.

@@ -26,13 +26,15 @@ from torch.utils.data import DataLoader, Dataset
 from yacs.config import CfgNode
 
 from reid.data.image_io import read_image
+from reid.data.sources import collect_entries
 from reid.data.transforms import build_transforms
 from reid.evaluation.extract import autocast_context, check_feature_batch
+from reid.export.camera_ids import NO_CAMIDS, check_camids
+from reid.export.identity import file_hash, weights_hash
 from reid.modeling import camera_count
 from reid.utils.device import resolve_device, torch_threads
 
-from .camera_ids import NO_CAMIDS, check_camids
-from .identity import file_hash, weights_hash
+from .backends import BACKEND_NAMES, build_runtime
 from .loading import (
     build_inference_model,
     config_from_checkpoint,
@@ -40,8 +42,6 @@ from .loading import (
     config_from_run,
     resolve_model,
 )
-from .runtimes import BACKEND_NAMES, build_runtime
-from .sources import collect_entries
 
 PathLike = Union[str, "os.PathLike[str]"]
 # Called after every batch with (images done, images in total), e.g. to draw a progress bar.
@@ -103,7 +103,7 @@ class Predictor:
     and ``TEST.AMP``; `num_workers` reader processes decode image files (0 = in this process).
     `backend` "onnxruntime" or "openvino" runs the model's ONNX export on the CPU instead of
     PyTorch (`exported`: an existing ``tools/export.py`` file; by default the model is exported
-    when the predictor is built); see ``reid.inference.runtimes``. `precision` (fp32, fp16, int8)
+    when the predictor is built); see ``reid.inference.backends``. `precision` (fp32, fp16, int8)
     is that file's arithmetic: checked against what a given file records, or the precision the model
     is exported at (fp16; int8 files come from ``tools/export.py --calibration``). The torch backend
     computes in fp32 (``TEST.AMP`` for bf16/fp16 autocast).
@@ -208,7 +208,7 @@ class Predictor:
 
     @property
     def weights_sha256(self) -> str:
-        """The identity of the model's weights: the hash of its state (``reid.inference.identity``),
+        """The identity of the model's weights: the hash of its state (``reid.export.identity``),
         the same for the same weights whatever file they came from (computed once)."""
         if self._weights_sha256 is None:
             self._weights_sha256 = weights_hash(self.model)
@@ -343,7 +343,7 @@ class Predictor:
         """Features of every image in `sources` and the image paths, row for row.
 
         A source is an image file, a folder (searched recursively for image files) or a list
-        file with one path per line; see :func:`reid.inference.sources.collect_entries`. A model
+        file with one path per line; see :func:`reid.data.sources.collect_entries`. A model
         with SIE takes the camera ids of ``path pid camid`` lines (every image needs one).
         """
         paths, camids = self.collect(sources)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .meta_arch import META_ARCH
+from .meta_arch import META_ARCH_REGISTRY
 
 
 def build_model(cfg) -> nn.Module:
@@ -13,7 +13,7 @@ def build_model(cfg) -> nn.Module:
     raises a KeyError that lists the valid ones. The model has ``feature_dim``, the
     width of the eval-mode feature.
     """
-    return META_ARCH.get(cfg.MODEL.META_ARCHITECTURE)(cfg)
+    return META_ARCH_REGISTRY.get(cfg.MODEL.META_ARCHITECTURE)(cfg)
 
 
 def _millions(n: int) -> str:

@@ -7,7 +7,7 @@ the command-line tools ask :func:`takes_camera_ids` and :func:`camera_count` rat
 attributes, so the wrappers a model may be in (DistributedDataParallel, DataParallel,
 ``torch.compile``) answer as the model does.
 
-Exported files (``reid.inference.exported.ExportedModel``) are no ``nn.Module``: they answer
+Exported files (``reid.export.exported.ExportedModel``) are no ``nn.Module``: they answer
 with their own ``needs_camids`` and ``num_cameras`` (read from the file), in the inference layer.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Global pooling of a feature map ``[B, C, H, W]`` into a vector ``[B, C]``.
 
-``POOLING`` is keyed by ``MODEL.HEADS.POOLING``: "avg", "max", "gem" (generalised mean,
+``POOLING_REGISTRY`` is keyed by ``MODEL.HEADS.POOLING``: "avg", "max", "gem" (generalised mean,
 Radenovic et al. 2018, with a learnable exponent p) or "gem_fixed" (the same with p fixed at
 ``MODEL.HEADS.GEM_P``: fast-reid's ``GeneralizedMeanPooling`` of its VehicleID and VERI-Wild
 configs, which stores no tensor).
@@ -12,7 +12,7 @@ from torch import nn
 
 from reid.utils.registry import Registry
 
-POOLING = Registry("MODEL.HEADS.POOLING")
+POOLING_REGISTRY = Registry("MODEL.HEADS.POOLING")
 
 
 class AvgPool(nn.Module):
@@ -72,15 +72,15 @@ class FixedGeMPool(nn.Module):
         return f"p={self.p:.3f} (fixed), eps={self.eps}"
 
 
-POOLING.register("avg")(lambda gem_p=3.0: AvgPool())
-POOLING.register("max")(lambda gem_p=3.0: MaxPool())
-POOLING.register("gem")(lambda gem_p=3.0: GeMPool(gem_p))
-POOLING.register("gem_fixed")(lambda gem_p=3.0: FixedGeMPool(gem_p))
+POOLING_REGISTRY.register("avg")(lambda gem_p=3.0: AvgPool())
+POOLING_REGISTRY.register("max")(lambda gem_p=3.0: MaxPool())
+POOLING_REGISTRY.register("gem")(lambda gem_p=3.0: GeMPool(gem_p))
+POOLING_REGISTRY.register("gem_fixed")(lambda gem_p=3.0: FixedGeMPool(gem_p))
 
 
 def build_pooling(name: str, gem_p: float = 3.0) -> nn.Module:
     """Return the pooling module `name`; unknown names raise a KeyError listing valid ones."""
-    return POOLING.get(name)(gem_p=gem_p)
+    return POOLING_REGISTRY.get(name)(gem_p=gem_p)
 
 
-__all__ = ["POOLING", "AvgPool", "FixedGeMPool", "MaxPool", "GeMPool", "build_pooling"]
+__all__ = ["POOLING_REGISTRY", "AvgPool", "FixedGeMPool", "MaxPool", "GeMPool", "build_pooling"]

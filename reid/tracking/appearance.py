@@ -54,7 +54,7 @@ class AppearanceModel:
         return feats / np.maximum(norms, 1e-12)
 
 
-#: Names no model may take: motion only's run folder (reid.tracking.gain), the tracker's inputs.
+#: Names no model may take: motion only's run folder (reid.tracking.tracker_runs), the tracker's inputs.
 RESERVED_LABELS = ("motion_only", "features")
 
 
@@ -93,7 +93,7 @@ def exported_model(path: str, label: str, input_size: Optional[Seq[int]] = None)
 
     from reid.config import get_cfg
     from reid.data.transforms import build_transforms
-    from reid.inference.exported import load_exported
+    from reid.export.exported import load_exported
     from reid.utils.device import torch_threads
 
     model = load_exported(path)

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Sequence as Seq
 
 from reid.utils.file_io import atomic_write, atomic_write_text
 
-from .gain import MOTION_ONLY, RunResult, differences
+from .tracker_runs import MOTION_ONLY, RunResult, differences
 
 TABLE_METRICS = ("HOTA", "DetA", "AssA", "IDF1", "IDSW", "MOTA")
 PLOT_METRICS = ("HOTA", "AssA", "IDF1")

@@ -24,13 +24,12 @@ Everything comes from `seed`: the same settings give byte-identical files on one
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from reid.data.datasets.synthetic_render import STYLES
+from .scene_settings import SequenceSettings
 
 VIEW_NAMES = ("front", "back", "side")
 
@@ -43,54 +42,6 @@ _FAR_FOOT, _NEAR_FOOT, _FAR_H, _NEAR_H = 0.42, 0.98, 0.17, 0.55
 _ASPECT = 0.5  # box width / height, as the demo's 128 x 64 crops
 _DEPTH_HEIGHTS = 4.0  # the far-to-near walk is as long as 4 body heights
 _SPEED = (1.0, 1.6)  # walking speed in body heights per second
-_MAX_OCCUPANCY = 0.85  # most of a person's time that can be spent in view
-
-
-@dataclass(frozen=True)
-class SequenceSettings:
-    """What :func:`make_sequences` draws; each field is the tool's flag of the same name."""
-
-    cameras: int = 2
-    identities: int = 16
-    frames: int = 150  # per camera (synchronised)
-    width: int = 640
-    height: int = 360
-    people_per_frame: float = 6.0  # mean people in view per camera (the target density)
-    frame_rate: float = 10.0
-    miss_rate: float = 0.1  # detections: miss probability of a fully visible person
-    false_positives: float = 0.5  # detections: mean false boxes per frame
-    jitter: float = 3.0  # detections: box edge noise std, pixels for a 100-pixel-tall person
-    seed: int = 0
-    scene: str = "synth"
-    style: str = "demo"  # the renderer's RenderStyle (identity distribution and camera looks)
-
-    def check(self) -> "SequenceSettings":
-        """`self` when every setting is usable; otherwise a one-line ValueError naming it."""
-        bounds = (("cameras", 1, 8), ("identities", 1, 1000), ("frames", 1, 100_000), ("width", 64, 4096),
-                  ("height", 64, 4096), ("frame_rate", 1, 120), ("false_positives", 0, 50), ("jitter", 0, 50),
-                  ("seed", 0, 2**63 - 1))
-        for name, low, high in bounds:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                    or not np.isfinite(value) or not low <= value <= high:
-                raise ValueError(f"{name} {value!r} is out of range: it must lie in [{low}, {high}] "
-                                 f"(--{name.replace('_', '-')}); pick a value there")
-        for name in ("cameras", "identities", "frames", "width", "height", "seed"):
-            if int(getattr(self, name)) != getattr(self, name):
-                raise ValueError(f"{name} {getattr(self, name)!r} is not a whole number; give an integer")
-        if not 0 <= self.miss_rate < 1:
-            raise ValueError(f"miss_rate {self.miss_rate!r} is out of range: it must lie in [0, 1) (--miss-rate); "
-                             "pick a probability below 1")
-        most = _MAX_OCCUPANCY * self.identities / self.cameras
-        if not 0 < self.people_per_frame <= most:
-            raise ValueError(f"people_per_frame {self.people_per_frame!r} is not possible with {self.identities} "
-                             f"identities in {self.cameras} cameras (at most {most:.2f}: people also spend time "
-                             "between cameras); raise --identities or lower --people-per-frame")
-        if not re.fullmatch(r"[A-Za-z0-9_.]+", self.scene) or self.scene.strip(".") == "":
-            raise ValueError(f"scene {self.scene!r} is not a usable folder name; use letters, digits, '_' and '.'")
-        if self.style not in STYLES:
-            raise ValueError(f"style {self.style!r} is unknown; pick one of {', '.join(sorted(STYLES))}")
-        return self
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 - clustering.py: DBSCAN on the sparse k-reciprocal Jaccard distance (reid.evaluation.jaccard);
 - hooks.py: ClusterEachEpoch (features -> clusters -> sampler + memory) and MemoryUpdate;
 - scores.py: purity of the pseudo-labels (ARI, pairwise precision/recall) when ground truth exists;
+- cluster_memory.py, camera_proxies.py: the memories that take the identity head's place (a centroid
+  per cluster; a proxy per cluster and camera, with CAP's intra- and inter-camera losses);
 - build.py: build_uda_training(cfg, data, model) -> (train loader, hooks), used by tools/train.py.
 
 This layer sits above evaluation (it extracts features and computes the Jaccard distance) and

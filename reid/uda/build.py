@@ -13,12 +13,12 @@ from torch.utils.data import DataLoader
 from reid.data import TrainData, build_pseudo_label_loader, build_test_loader
 from reid.engine import HookBase
 from reid.evaluation.extract import extract_features
-from reid.modeling.heads import CameraProxyMemory, ClusterMemory
-from reid.modeling.heads.cluster_memory import UPDATE_MODES
 from reid.utils.process import get_world_size
 from reid.utils.safe_regex import compile_bounded, search_names
 
 from .auto_eps import check_auto_images
+from .camera_proxies import CameraProxyMemory
+from .cluster_memory import UPDATE_MODES, ClusterMemory
 from .clustering import ClusterSettings
 from .hooks import uda_hooks
 from .scores import pseudo_label_scores

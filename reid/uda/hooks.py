@@ -25,9 +25,10 @@ import torch
 from torch import nn
 
 from reid.engine import HookBase, ResumableError
-from reid.modeling.heads import CameraProxyMemory, ClusterMemory
 from reid.utils.process import get_rng_state, set_rng_state
 
+from .camera_proxies import CameraProxyMemory
+from .cluster_memory import ClusterMemory
 from .clustering import ClusterSettings, Clusters, cluster_centroids, cluster_features
 from .health import RunOptions, cluster_health, format_health, health_warnings
 

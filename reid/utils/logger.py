@@ -164,6 +164,23 @@ def setup_logger(
     return logger
 
 
+class OutputDirError(OSError):
+    """The output folder cannot be created or written; the message says which and what to do."""
+
+
+def setup_run_logger(output_dir: str, rank: int = 0, output_hint: str = "choose another OUTPUT_DIR") -> logging.Logger:
+    """:func:`setup_logger` for a run writing into `output_dir`; a folder that cannot be created or
+    written raises :class:`OutputDirError` naming it and ending with `output_hint` (what to change)."""
+    try:
+        return setup_logger(output_dir, rank=rank)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise OutputDirError(
+            f"Cannot write the run's files into {output_dir!r} ({reason}: {e.filename or output_dir}); "
+            f"{output_hint}, or make that folder writable."
+        ) from e
+
+
 def _ends_with_newline(path: str) -> bool:
     with open(path, "rb") as f:
         f.seek(-1, os.SEEK_END)
@@ -293,4 +310,5 @@ class MetricsWriter:
         self.close()
 
 
-__all__ = ["LOGGER_NAME", "LineProgress", "format_duration", "MetricsWriter", "progress_bar", "setup_logger"]
+__all__ = ["LOGGER_NAME", "LineProgress", "MetricsWriter", "OutputDirError", "format_duration", "progress_bar", "setup_logger",
+           "setup_run_logger"]

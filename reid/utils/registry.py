@@ -1,7 +1,7 @@
 """Name -> builder maps with errors that list the valid names."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, TypeVar
+from typing import Callable, Dict, Iterator, Optional, Sequence, TypeVar
 
 T = TypeVar("T", bound=Callable)
 
@@ -19,14 +19,18 @@ class UnknownNameError(KeyError, ValueError):
 
 
 class Registry:
-    """A small mapping from lower-case names to builders.
+    """A small mapping from lower-case names to builders; every registry of the package is named
+    ``<THING>_REGISTRY`` and its `kind` is what a user sets (a config key, a flag's subject).
 
     ``REG.get(name)`` raises an :class:`UnknownNameError` (a KeyError) that lists every valid
-    name when `name` is unknown.
+    name when `name` is unknown. `declared` names the builders in advance where a program lists
+    them before the builders' modules are loaded (a light ``options.py``, for ``--help``): then
+    only those names may register.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, declared: Optional[Sequence[str]] = None) -> None:
         self.kind = kind
+        self.declared = None if declared is None else tuple(str(n).lower() for n in declared)
         self._items: Dict[str, Callable] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -34,6 +38,9 @@ class Registry:
             key = name.lower()
             if key in self._items:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
+            if self.declared is not None and key not in self.declared:
+                raise ValueError(f"{self.kind} {name!r} is not among the declared names {self.declared}; "
+                                 "add it to the package's options.py")
             self._items[key] = fn
             return fn
 

@@ -5,13 +5,13 @@ Two ways a file from someone else gives a wrong answer with exit code 0:
 * weights of the wrong kind: an integer tensor copies into a float parameter without
   complaint (every feature then looks alike), and an infinite BatchNorm variance or a NaN
   weight makes every feature zero or NaN. :func:`weight_problem` finds the first such tensor;
-  checkpoint loading (``reid.engine.checkpoint.load_model_state``, which fast-reid and every
+  checkpoint loading (``reid.engine.checkpoint_files.load_model_state``, which fast-reid and every
   other format pass through) refuses the file with its name.
 * feature rows that are not unit length: a cosine score is the dot product of unit rows, so a
   row of length 1e10 outscores every true match and an all-zero row matches nothing, in
   arbitrary order. :func:`unit_rows` normalises rows of any length (huge values included)
   and refuses zero and non-finite rows, naming the first. Every search index is built
-  through it (``reid.inference.index_base.as_unit_rows``), and saved galleries and indexes
+  through it (``reid.search.index_base.as_unit_rows``), and saved galleries and indexes
   are checked with it when loaded.
 """
 from __future__ import annotations

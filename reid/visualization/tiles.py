@@ -16,6 +16,8 @@ from reid.config import value_range
 from reid.data.image_io import CorruptImageError, read_image
 from reid.utils.file_io import atomic_write
 
+from .options import MIN_TILE_HEIGHT
+
 Color = Tuple[int, int, int]
 
 MATCH_COLOR: Color = (0, 170, 0)  # green: same identity as the query
@@ -26,7 +28,6 @@ TEXT_COLOR: Color = (0, 0, 0)
 BACKGROUND: Color = (255, 255, 255)
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
-MIN_TILE_HEIGHT = 32  # smaller labels cannot be read
 # A picture's tiles are no taller than the largest image side a config may ask for (each tile
 # and each row of tiles is allocated at that height).
 MAX_TILE_HEIGHT = value_range("INPUT.SIZE_TEST")[1]

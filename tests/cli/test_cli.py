@@ -12,7 +12,8 @@ import pytest
 
 from reid.cli import test as cli_test
 from reid.cli import train as cli_train
-from reid.cli import test_run, train_run
+from reid.cli import test_run
+from reid.training import eval_fn as training_eval_fn
 from reid.config import load_config
 from reid.data import build_test_data
 from reid.engine.trainer import NonFiniteLossError, Trainer, TrainingInterrupted
@@ -272,7 +273,7 @@ def test_train_saves_the_final_weights_when_evaluation_fails(trained_run, tmp_pa
     def broken(*args, **kwargs):
         raise ValueError("No query has a valid match in the gallery")
 
-    monkeypatch.setattr(train_run, "evaluate_model", broken)
+    monkeypatch.setattr(training_eval_fn, "evaluate_model", broken)
     rc = cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", out))
     assert rc == 1 and "No query has a valid match" in user_error(capsys)
     assert (out / "model_final.pth").is_file() and (out / "last_checkpoint").read_text().strip() == "model_final.pth"
@@ -378,7 +379,7 @@ def test_user_errors_print_one_line_and_keep_exit_codes(trained_run, tmp_path, m
     def read_only(output_dir, rank=0):
         raise PermissionError(13, "Permission denied", os.path.join(output_dir, "log.txt"))
 
-    monkeypatch.setattr("reid.cli.common.setup_logger", read_only)
+    monkeypatch.setattr("reid.utils.logger.setup_logger", read_only)
     assert cli_train.main(["--config-file", DEMO] + opts) == 1
     err = user_error(capsys)
     assert "Permission denied" in err and "choose another OUTPUT_DIR" in err

@@ -45,7 +45,7 @@ def argv(data, out, *extra):
 
 class StopAt(HookBase):
     """Records its trainer's steps and asks to stop after step `at`; `stage` "prompts" puts it
-    into the first stage (reid.cli.prompt_stage.split_hooks)."""
+    into the first stage (reid.training.prompt_stage.split_hooks)."""
 
     def __init__(self, at=None, stage=None):
         self.at, self.steps, self.stage = at, [], stage

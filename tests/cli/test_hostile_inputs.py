@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tests._fastreid as fr
-from reid.engine.checkpoint import read_checkpoint, save_checkpoint
+from reid.engine.checkpoint_files import read_checkpoint, save_checkpoint
 from reid.inference import load_gallery
 from tests.cli.test_tool_errors import ROOT, assert_one_line_error, checkpoint, images, tool  # noqa: F401
 from tests.config.test_hostile_configs import SECRET, alias_bomb

@@ -50,25 +50,22 @@ def test_help_and_argument_errors_of_every_tool_load_no_torch():
         assert code == 2 and f"{tool}.py: error:" in err, (tool, err)
 
 
-def test_the_tools_own_names_match_the_library():
-    from reid.cli import visualize as cli_visualize
-    from reid.inference.export import DEFAULT_OPSET, MIN_SIDE
-    from reid.inference.faiss_indexes import HNSW_MAX_EF_SEARCH, HNSW_MAX_M
-    from reid.inference.search import BACKENDS
-    from reid.inference.runtimes import BACKEND_NAMES
-    from reid.inference.trackers import TRACKERS
-    from reid.visualization.tiles import MIN_TILE_HEIGHT
+def test_the_names_the_tools_list_before_torch_loads_are_the_registered_ones():
+    """--help lists names from light options modules; the builders registered are exactly those."""
+    from reid.export.options import PRECISIONS
+    from reid.inference.backends import BACKEND_REGISTRY
+    from reid.inference.options import BACKEND_NAMES
+    from reid.search.indexes import INDEX_REGISTRY
+    from reid.search.options import INDEX_BACKENDS
+    from reid.tracking.options import TRACKER_NAMES
+    from reid.tracking.tracker_runs import TRACKERS
 
-    assert cli_search.BACKENDS == BACKENDS and cli_export.DEFAULT_OPSET == DEFAULT_OPSET
-    assert cli_export.MIN_SIDE == MIN_SIDE and cli_search.MAX_HNSW_M == HNSW_MAX_M
-    assert cli_search.MAX_EF == HNSW_MAX_EF_SEARCH
-    assert cli_search.MIN_TILE_HEIGHT == cli_visualize.MIN_TILE_HEIGHT == MIN_TILE_HEIGHT
-    assert tuple(cli_export.TRACKERS) == tuple(TRACKERS)
-    assert tuple(cli_extract.BACKEND_NAMES) == tuple(BACKEND_NAMES)
-    from reid.inference.precision import CALIBRATION_METHODS, PRECISIONS, QUANTIZERS
-
-    assert cli_export.PRECISIONS == PRECISIONS and cli_export.CALIBRATION_METHODS == CALIBRATION_METHODS
-    assert cli_export.QUANTIZERS == QUANTIZERS
+    assert INDEX_REGISTRY.names() == sorted(INDEX_BACKENDS)
+    assert ("torch",) + tuple(BACKEND_REGISTRY.names()) == BACKEND_NAMES
+    assert tuple(TRACKERS) == TRACKER_NAMES
+    choices = {a.dest: a.choices for a in cli_extract.build_parser()._actions}
+    assert tuple(choices["backend"]) == BACKEND_NAMES and tuple(choices["precision"]) == PRECISIONS
+    assert tuple({a.dest: a.choices for a in cli_search.build_parser()._actions}["backend"]) == INDEX_BACKENDS
 
 
 def test_model_tools_refuse_what_cannot_name_one_model(capsys):
@@ -96,7 +93,7 @@ def test_overrides_and_flags_mix_in_any_order(tmp_path):
     import numpy as np
 
     from reid.config import get_cfg
-    from reid.engine.checkpoint import save_checkpoint
+    from reid.engine.checkpoint_files import save_checkpoint
     from reid.inference import load_gallery
     from reid.modeling import build_model
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from reid.config import get_cfg
-from reid.engine.checkpoint import save_checkpoint
+from reid.engine.checkpoint_files import save_checkpoint
 from reid.inference import load_gallery
 from reid.modeling import build_model
 

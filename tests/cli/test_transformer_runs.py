@@ -10,7 +10,7 @@ from reid.cli import extract as cli_extract
 from reid.cli import search as cli_search
 from reid.cli import test as cli_test
 from reid.cli import train as cli_train
-from reid.inference.export import compare_with_export, export_pt2
+from reid.export.writer import compare_with_export, export_pt2
 from reid.inference.loading import build_inference_model
 from reid.config import load_config
 from reid.modeling.backbones import VIT_SPECS
@@ -112,7 +112,7 @@ def test_transreid_configs_export_to_both_formats_with_a_free_batch_axis(config,
         "MODEL.TRANSREID.SIE_CAMERA", str(sie), "MODEL.BACKBONE.PRETRAINED", "False", "MODEL.HEADS.NUM_CLASSES", "3",
         "MODEL.DEVICE", "cpu"])
     from reid.config import save_config
-    from reid.inference.export import load_exported
+    from reid.export.exported import load_exported
     from reid.modeling import build_model
     from tests._tools import load_tool
 

@@ -9,7 +9,7 @@ import torch
 
 from reid.cli import test as cli_test
 from reid.config import load_config
-from reid.engine.checkpoint import save_checkpoint
+from reid.engine.checkpoint_files import save_checkpoint
 from reid.modeling import build_model
 
 from tests.data.vehicle_files import synthetic_vehicles, write_vehicleid

@@ -124,12 +124,12 @@ def test_saved_config_round_trips(tmp_path):
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.yml"), recursive=True)))
 def test_every_shipped_config_loads(path):
-    from reid.modeling.backbones import BACKBONE, timm_name
-    from reid.modeling.meta_arch import META_ARCH
+    from reid.modeling.backbones import BACKBONE_REGISTRY, timm_name
+    from reid.modeling.meta_arch import META_ARCH_REGISTRY
 
     cfg = load_config(path)
-    assert cfg.MODEL.META_ARCHITECTURE in META_ARCH.names()
-    assert timm_name(cfg.MODEL.BACKBONE.NAME) is not None or cfg.MODEL.BACKBONE.NAME in BACKBONE.names()
+    assert cfg.MODEL.META_ARCHITECTURE in META_ARCH_REGISTRY.names()
+    assert timm_name(cfg.MODEL.BACKBONE.NAME) is not None or cfg.MODEL.BACKBONE.NAME in BACKBONE_REGISTRY.names()
 
 
 def test_config_docs_are_current():

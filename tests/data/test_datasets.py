@@ -252,7 +252,7 @@ def test_custom_format_error_points_to_the_custom_list_section(tmp_path, write_j
 
 
 def test_split_list_line_keeps_its_contract():
-    """reid.inference.sources reads list files with these helpers too."""
+    """reid.data.sources reads list files with these helpers too."""
     from reid.data.datasets.custom import is_header, split_list_line, strip_comment
 
     assert split_list_line("imgs/a b.jpg 1 0") == ["imgs/a b.jpg", "1", "0"]

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from reid.config import get_cfg
-from reid.engine.checkpoint import (
+from reid.engine.checkpoint_files import (
     INTERRUPT_NAME,
     CheckpointError,
     CheckpointManager,

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from reid.engine.checkpoint import last_checkpoint
+from reid.engine.checkpoint_files import last_checkpoint
 from tests.engine import cluster_runs as cr
 from tests.engine.stubs import assert_same_weights, model_state
 

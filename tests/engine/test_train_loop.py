@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from reid.engine import NonFiniteLossError, TrainLoop
-from reid.engine.device import DeviceSetup
+from reid.engine.placement import DeviceSetup
 
 from tests.engine.stubs import StubReID, stub_cfg, stub_loader
 

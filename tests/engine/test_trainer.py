@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from reid.engine import NonFiniteLossError, Trainer, TrainingInterrupted
-from reid.engine.checkpoint import CheckpointError, last_checkpoint
+from reid.engine.checkpoint_files import CheckpointError, last_checkpoint
 from reid.utils.logger import setup_logger
 
 from tests.engine.stubs import StubReID, assert_same_weights, model_state, stub_cfg, stub_loader

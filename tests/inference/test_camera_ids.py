@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from reid.inference.camera_ids import NO_CAMIDS, check_camids
-from reid.inference.runtimes import _check_inputs
+from reid.export.camera_ids import NO_CAMIDS, check_camids
+from reid.inference.backends import _check_inputs
 
 
 class _Sie(nn.Module):
@@ -140,7 +140,7 @@ def test_search_refuses_queries_without_camera_ids_before_building_the_index(tmp
     from PIL import Image
 
     from reid.cli.search import search_command
-    from reid.inference.gallery import Gallery, save_gallery
+    from reid.search.gallery import Gallery, save_gallery
 
     predictor = _sie_predictor()
     gallery = save_gallery(Gallery(np.array([[1.0, 0.0], [0.0, 1.0]]), ["a.png", "b.png"]), tmp_path / "g.npz")

@@ -16,7 +16,7 @@ import torch
 pytest.importorskip("open_clip", reason="CLIP-ReID models need open_clip (pip install 'circle-reid[clip]')")
 
 from reid.config import load_config  # noqa: E402
-from reid.engine.checkpoint import load_checkpoint  # noqa: E402
+from reid.engine.checkpoint_files import load_checkpoint  # noqa: E402
 from reid.modeling import build_model  # noqa: E402
 from reid.modeling.formats import detect_format  # noqa: E402
 from reid.modeling.formats.clipreid import clipreid_architecture, suggest_config  # noqa: E402

@@ -9,8 +9,9 @@ import torch
 pytest.importorskip("open_clip", reason="CLIP-ReID models need open_clip (pip install 'circle-reid[clip]')")
 
 from reid.config import get_cfg  # noqa: E402
-from reid.inference.export import compare_with_export, export_onnx, export_pt2, load_exported  # noqa: E402
-from reid.inference.trackers import boxmot_input, export_for_boxmot  # noqa: E402
+from reid.export.writer import compare_with_export, export_onnx, export_pt2# noqa: E402
+from reid.export.exported import load_exported
+from reid.export.boxmot import boxmot_input, export_for_boxmot  # noqa: E402
 from reid.modeling import build_model  # noqa: E402
 from reid.modeling.backbones import clip as clip_module  # noqa: E402
 

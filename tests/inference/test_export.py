@@ -11,17 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from reid.config import get_cfg, save_config
-from reid.inference.export import (
-    adaptive_max_pool2d_by_bins,
-    compare_with_export,
-    export_format,
-    export_model,
-    export_onnx,
-    export_pt2,
-    load_exported,
-    run_exported,
-)
-from reid.inference.identity import weights_hash
+from reid.export.writer import adaptive_max_pool2d_by_bins, compare_with_export, export_model, export_onnx, export_pt2
+from reid.export.exported import export_format, load_exported, run_exported
+from reid.export.identity import weights_hash
 from reid.modeling import build_model
 from reid.modeling.heads import HEAD_DEFAULTS
 from tests._tools import load_tool
@@ -341,7 +333,7 @@ def test_demo_and_mgn_models_export_to_onnx_and_pt2(tmp_path, capsys):
 
 def test_export_sizes_are_bounded_as_the_config_bounds_them(tmp_path):
     from reid.config import value_range
-    from reid.inference.export import check_input_size
+    from reid.export.writer import check_input_size
 
     high = value_range("INPUT.SIZE_TEST")[1]
     assert check_input_size([16, high]) == (16, high)
@@ -357,7 +349,7 @@ def test_export_sizes_are_bounded_as_the_config_bounds_them(tmp_path):
 def test_an_opset_the_exporter_cannot_write_is_refused():
     onnx = pytest.importorskip("onnx", reason=ONNX_MISSING)
     pytest.importorskip("onnxscript", reason=ONNX_MISSING)
-    from reid.inference.export import check_opset
+    from reid.export.writer import check_opset
 
     newest = onnx.defs.onnx_opset_version()
     assert check_opset(18) == 18 and check_opset(newest) == newest

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from reid.config import get_cfg
 from reid.inference import Predictor
-from reid.inference.export import compare_with_export, export_onnx, export_pt2, load_exported
+from reid.export.writer import compare_with_export, export_onnx, export_pt2
+from reid.export.exported import load_exported
 from reid.modeling import build_model
 from reid.modeling.backbones import VIT_SPECS
 from reid.modeling.backbones.vit import ViTSpec

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from reid.config import load_config
-from reid.engine.checkpoint import load_checkpoint
+from reid.engine.checkpoint_files import load_checkpoint
 from reid.modeling import build_model
 from tests import _fastreid as fr
 from tests._tools import TINY_DATA, load_tool

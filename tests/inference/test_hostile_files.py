@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from reid.config import get_cfg
-from reid.engine.checkpoint import CheckpointError, save_checkpoint
+from reid.engine.checkpoint_files import CheckpointError, save_checkpoint
 from reid.inference import Gallery, build_index, load_gallery, load_index, save_gallery, save_index
-from reid.inference.index_base import SearchResult
+from reid.search.index_base import SearchResult
 from reid.inference.predictor import Predictor
 
 faiss = pytest.importorskip("faiss")

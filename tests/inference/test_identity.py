@@ -10,8 +10,8 @@ import torch
 
 import tests._fastreid as fr
 from reid.config import get_cfg
-from reid.engine.checkpoint import save_checkpoint
-from reid.inference.identity import (
+from reid.engine.checkpoint_files import save_checkpoint
+from reid.export.identity import (
     file_hash,
     recorded_identity,
     state_hash,

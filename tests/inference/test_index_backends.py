@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from reid.inference import build_index, faiss_available, load_index, save_index, search
-from reid.inference.faiss_indexes import default_ef_search, default_nlist, default_nprobe, default_train_size
-from reid.inference.tuning import recall_at
+from reid.search.faiss_indexes import default_ef_search, default_nlist, default_nprobe, default_train_size
+from reid.search.tuning import recall_at
 from tests.inference.synthetic_features import clustered_features
 
 FAISS_BACKENDS = ("faiss", "ivf", "hnsw")
@@ -63,7 +63,7 @@ def test_results_have_one_shape_and_score_convention(backend, data):
 
 
 def backend_params_of(index):
-    """The backend's own parameters, without the recall fields (reid/inference/tuning.py)."""
+    """The backend's own parameters, without the recall fields (reid/search/tuning.py)."""
     return {k: v for k, v in index.params().items() if k not in ("measured_recall", "target_recall")}
 
 
@@ -153,7 +153,7 @@ def test_defaults_follow_the_gallery_size(monkeypatch):
     hnsw = build_index(gallery, "hnsw")
     assert backend_params_of(hnsw) == {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
     assert min(ivf.measured_recall, hnsw.measured_recall) >= 0.95  # the defaults needed no tuning here
-    import reid.inference.faiss_indexes as fi
+    import reid.search.faiss_indexes as fi
     monkeypatch.setattr(fi, "HNSW_EF_SEARCH_PER", 400)  # as if 1,000 images were 2.5 "units" of gallery
     assert build_index(gallery, "hnsw").ef_search == 384
     custom = build_index(gallery, "hnsw", hnsw_m=8, ef_construction=20, ef_search=5)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from reid.inference import Gallery, build_index, faiss_available, load_index, save_gallery, save_index
-from reid.inference.index_io import INDEX_FORMAT_VERSION
+from reid.search.index_io import INDEX_FORMAT_VERSION
 from tests.inference.synthetic_features import clustered_features
 
 needs_faiss = pytest.mark.skipif(not faiss_available(), reason="faiss is not installed (pip install faiss-cpu)")

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from reid.config import get_cfg, save_config
 from reid.data.image_io import CorruptImageError, read_image
 from reid.data.transforms import build_transforms
-from reid.engine.checkpoint import CheckpointError
+from reid.engine.checkpoint_files import CheckpointError
 from reid.inference import Predictor, collect_entries, collect_images, load_gallery, load_predictor
 from reid.modeling import build_model
 from tests._tools import TOOLS, load_tool

@@ -7,8 +7,8 @@ import pytest
 
 from reid.cli.search import search_command
 from reid.inference import Gallery, build_index, save_gallery
-from reid.inference.own_files import EXTRA_MATCHES, search_without_own_files
-from reid.inference.sources import collect_entries
+from reid.search.own_files import EXTRA_MATCHES, search_without_own_files
+from reid.data.sources import collect_entries
 from tests.utils.test_same_files import OWN_FILE_WAYS, own_file_in
 
 # Features by content, as a model gives them: the query's own image scores 1.0, the true match 0.9.

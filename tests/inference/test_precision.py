@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from reid.inference.accuracy import AccuracyCheck, check_map_drop, compare_accuracy
-from reid.inference.precision import BATCH_TOLERANCE, batch_parity, check_precision
+from reid.export.accuracy import AccuracyCheck, check_map_drop, compare_accuracy
+from reid.export.options import check_precision
+from reid.export.precision import BATCH_TOLERANCE, batch_parity
 from tests._tools import TINY_DATA, load_tool
 
 SIZE = (64, 32)
@@ -26,7 +27,7 @@ def _one_torch_thread(one_torch_thread_module):
 
 
 def _runtimes():
-    from reid.inference.precision_export import installed_runtimes
+    from reid.export.runtimes import installed_runtimes
 
     return installed_runtimes()
 
@@ -37,7 +38,7 @@ def tiny(tmp_path_factory):
     from reid.config import get_cfg, save_config
     from reid.config.config import merge_from_list
     from reid.data.build import build_test_data
-    from reid.engine.checkpoint import save_checkpoint
+    from reid.engine.checkpoint_files import save_checkpoint
     from reid.modeling import build_model
 
     root = tmp_path_factory.mktemp("precision")
@@ -102,8 +103,8 @@ def test_fp16_export_halves_the_weights_keeps_float32_io_and_the_norm_in_float32
 def test_fp16_keeps_features_whose_squares_overflow_float16(tmp_path):
     """Features of norm > 256 have a sum of squares beyond float16's 65,504: kept in float32, the
     normalisation still gives unit vectors (in float16 it would give zeros or NaN)."""
-    from reid.inference.export import export_onnx
-    from reid.inference.precision import convert_fp16
+    from reid.export.writer import export_onnx
+    from reid.export.precision import convert_fp16
 
     class Big(torch.nn.Module):
         def __init__(self):
@@ -188,10 +189,10 @@ def test_fp32_export_checks_batch_32_and_records_its_precision(tiny, tmp_path, c
 
 
 # ------------------------------------------------------------------ one line for each bad input
-def test_int8_without_calibration_crops_is_a_usage_error(capsys):
-    with pytest.raises(SystemExit) as e:
-        load_tool("export").main(["--weights", "w.pth", "--output", "m.onnx", "--precision", "int8"])
-    assert e.value.code == 2 and "--precision int8 needs calibration crops: pass --calibration" in capsys.readouterr().err
+def test_int8_without_calibration_crops_is_one_line_before_any_model_is_read(capsys):
+    assert load_tool("export").main(["--weights", "missing.pth", "--output", "m.onnx", "--precision", "int8"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--precision int8 needs calibration crops: pass --calibration" in err[0]
 
 
 @pytest.mark.slow
@@ -323,9 +324,9 @@ def test_nncf_int8_keeps_unit_features_and_batch_parity(tiny, tmp_path):
 def test_int8_for_boxmot_takes_boxmots_input_and_matches_pytorch(tiny, tmp_path):
     import onnxruntime as ort
 
-    from reid.inference.export import NormalizedFeatureModel
+    from reid.export.writer import NormalizedFeatureModel
     from reid.inference.predictor import load_predictor
-    from reid.inference.trackers import boxmot_input
+    from reid.export.boxmot import boxmot_input
 
     out = str(tmp_path / "boxmot_int8.onnx")
     assert _export(tiny, "--output", out, "--for", "boxmot", "--input-size", "64", "32", "--precision", "int8",
@@ -342,8 +343,8 @@ def test_int8_for_boxmot_takes_boxmots_input_and_matches_pytorch(tiny, tmp_path)
 
 def test_openvino_runs_static_batches_padded_to_powers_of_two(tmp_path):
     ov = pytest.importorskip("openvino")
-    from reid.inference.export import export_onnx
-    from reid.inference.runtimes import OpenVINOBatches
+    from reid.export.writer import export_onnx
+    from reid.export.runtimes import OpenVINOBatches
     from tests.inference.test_runtimes import _model_and_cfg
 
     assert [OpenVINOBatches.bucket(n) for n in (1, 2, 3, 5, 32, 33, 64, 65, 100, 129)] == \
@@ -365,7 +366,7 @@ def test_openvino_runs_static_batches_padded_to_powers_of_two(tmp_path):
 def test_nncf_missing_says_what_to_install(monkeypatch, tmp_path):
     import sys
 
-    from reid.inference.precision import quantize_int8
+    from reid.export.precision import quantize_int8
 
     monkeypatch.setitem(sys.modules, "nncf", None)  # as if not installed
     with pytest.raises(ImportError, match=r"--quantizer nncf needs NNCF: pip install nncf openvino"):
@@ -379,33 +380,33 @@ def test_layers_are_kept_float_worst_sqnr_first_only_while_they_help(tmp_path, m
     at a time in SQNR order until the target is reached; the file written is the one recorded."""
     import onnxruntime as ort
 
-    from reid.inference import precision
-    from reid.inference.export import export_onnx
+    from reid.export import precision
+    from reid.export.writer import export_onnx
     from tests.inference.test_runtimes import _model_and_cfg
 
     model, _ = _model_and_cfg("resnet18")
     src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
     calls = []
-    real_quantise = precision._quantise
+    real_quantize = precision._quantize
 
-    def quantise(src, dst, reader, method, exclude, quantizer="onnxruntime"):
+    def quantize(src, dst, reader, method, exclude, quantizer="onnxruntime"):
         calls.append(list(exclude))
-        real_quantise(src, dst, reader, method, exclude, quantizer)
+        real_quantize(src, dst, reader, method, exclude, quantizer)
 
     def sqnr(path, reader, nodes):  # node i gets 10 + i dB in reverse name order: a known ranking
         return {name: 10.0 + i for i, name in enumerate(sorted(nodes, reverse=True))}
 
-    monkeypatch.setattr(precision, "_quantise", quantise)
+    monkeypatch.setattr(precision, "_quantize", quantize)
     monkeypatch.setattr(precision, "_input_sqnr", sqnr)
     monkeypatch.setattr(precision, "_cosines", lambda a, b: np.full(len(a), 0.90 + 0.01 * len(calls[-1])))
     pixels = np.random.default_rng(0).integers(0, 256, (24, 3, 64, 32)).astype(np.float32)
     result = precision.quantize_int8(src, str(tmp_path / "m8.onnx"), pixels, min_cosine=0.975, log=lambda _: None)
-    assert [len(c) for c in calls] == [0, 1, 2, 4, 8]  # all quantised, then 1, 1, 2, 4 more layers float
+    assert [len(c) for c in calls] == [0, 1, 2, 4, 8]  # all quantized, then 1, 1, 2, 4 more layers float
     names = sorted({n for c in calls for n in c} | set(calls[-1]), reverse=True)
     kept = [k["node"] for k in result.kept_float]
     assert kept == calls[-1] and kept == names[:8]  # worst SQNR (lowest dB) first
     assert [k["input_sqnr_db"] for k in result.kept_float] == [10.0 + i for i in range(8)]
-    assert result.cosine_mean == pytest.approx(0.98) and result.quantised_nodes + 8 == 21
+    assert result.cosine_mean == pytest.approx(0.98) and result.quantized_nodes + 8 == 21
     # The file written is the accepted one: its 8 float convolutions take no DequantizeLinear'd weight.
     written = onnx.load(str(tmp_path / "m8.onnx"))
     float_nodes = [n for n in written.graph.node if n.name in kept]
@@ -414,9 +415,9 @@ def test_layers_are_kept_float_worst_sqnr_first_only_while_they_help(tmp_path, m
 
 
 @pytest.mark.slow
-def test_kept_float_layers_that_do_not_help_are_quantised_again(tmp_path, monkeypatch):
-    from reid.inference import precision
-    from reid.inference.export import export_onnx
+def test_kept_float_layers_that_do_not_help_are_quantized_again(tmp_path, monkeypatch):
+    from reid.export import precision
+    from reid.export.writer import export_onnx
     from tests.inference.test_runtimes import _model_and_cfg
 
     model, _ = _model_and_cfg("resnet18")
@@ -426,7 +427,7 @@ def test_kept_float_layers_that_do_not_help_are_quantised_again(tmp_path, monkey
     lines = []
     pixels = np.random.default_rng(0).integers(0, 256, (24, 3, 64, 32)).astype(np.float32)
     result = precision.quantize_int8(src, str(tmp_path / "m8.onnx"), pixels, log=lines.append)
-    assert result.kept_float == [] and result.quantised_nodes == 21
+    assert result.kept_float == [] and result.quantized_nodes == 21
     assert any("does not bring the features closer" in line for line in lines)
 
 
@@ -445,23 +446,25 @@ def test_a_backend_exports_fp16_for_the_run_when_asked(tmp_path):
 
 
 def test_int8_of_a_model_with_camera_ids_is_one_line(tmp_path):
-    from reid.inference.precision_export import export_at_precision
+    from reid.config import get_cfg
+    from reid.export.pipeline import run_export
+    from reid.export.request import ExportRequest
 
     class SIE(torch.nn.Module):
         uses_camids = True
         num_cameras = 3
 
+    request = ExportRequest([str(tmp_path / "m.onnx")], precision="int8", calibration=[str(tmp_path)])
     with pytest.raises(ValueError, match=r"--precision int8 is not offered for a model that takes camera ids \(SIE\)"):
-        export_at_precision(SIE(), str(tmp_path / "m.onnx"), SIZE, "int8", write_fp32=lambda p: None,
-                            pixels=np.zeros((4, 3, *SIZE), np.uint8))
+        run_export(request, SIE(), get_cfg())
     assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.slow
 def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images(tmp_path):
-    from reid.inference.export import export_onnx
-    from reid.inference.precision import quantize_int8
-    from reid.inference.precision_export import _parity_pixels
+    from reid.export.writer import export_onnx
+    from reid.export.precision import quantize_int8
+    from reid.export.precision_export import _parity_pixels
     from tests.inference.test_runtimes import _model_and_cfg
 
     model, _ = _model_and_cfg()
@@ -476,7 +479,7 @@ def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images
 
 def test_calibration_crops_named_twice_are_read_once(tmp_path):
     from reid.config import get_cfg
-    from reid.inference.calibration_crops import load_calibration
+    from reid.export.calibration_crops import load_calibration
 
     folder = _black_crops(tmp_path / "crops", n=5)
     cfg = get_cfg()

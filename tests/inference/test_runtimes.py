@@ -9,8 +9,8 @@ import torch
 
 from reid.config import get_cfg
 from reid.inference import Predictor
-from reid.inference.export import export_onnx
-from reid.inference.runtimes import _check_size
+from reid.export.writer import export_onnx
+from reid.inference.backends import _check_size
 from reid.modeling import build_model
 from tests._tools import load_tool
 
@@ -102,7 +102,7 @@ def exported_files(tmp_path_factory):
     """The model of _model_and_cfg exported once, plain and for BoxMOT (ONNX)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
-    from reid.inference.trackers import export_for_boxmot
+    from reid.export.boxmot import export_for_boxmot
 
     model, _ = _model_and_cfg()
     folder = tmp_path_factory.mktemp("exported")
@@ -125,7 +125,7 @@ def _with_metadata(src, dst, edit):
 
 @pytest.mark.slow
 def test_an_exported_file_must_hold_the_weights_it_is_run_for(exported_files, tmp_path, caplog):
-    from reid.inference.identity import weights_hash
+    from reid.export.identity import weights_hash
 
     model, cfg = _model_and_cfg()
     same = Predictor(model, cfg, backend="onnxruntime", exported=exported_files["plain"])
@@ -160,8 +160,8 @@ def test_an_exported_file_must_hold_the_weights_it_is_run_for(exported_files, tm
 
 @pytest.mark.slow
 def test_a_tracker_export_records_the_inner_model_and_is_refused_here(exported_files):
-    from reid.inference.export import load_exported
-    from reid.inference.identity import weights_hash
+    from reid.export.exported import load_exported
+    from reid.export.identity import weights_hash
 
     model, cfg = _model_and_cfg()
     assert load_exported(exported_files["boxmot"]).identity["weights_sha256"] == weights_hash(model)

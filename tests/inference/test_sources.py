@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from reid.inference.sources import list_entries
+from reid.data.sources import list_entries
 
 
 def test_labels_past_int64_are_one_line_naming_the_list_file_and_line(tmp_path):

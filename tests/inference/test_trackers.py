@@ -19,7 +19,7 @@ import torch
 
 from reid.config import load_config
 from reid.inference import Predictor, load_exported
-from reid.inference.trackers import BoxMOTInput, boxmot_input, check_tracker_export, export_for_boxmot
+from reid.export.boxmot import BoxMOTInput, boxmot_input, check_tracker_export, export_for_boxmot
 from reid.modeling import build_model
 from tests._tools import load_tool
 

@@ -1,4 +1,4 @@
-"""Approximate indexes tuned to a recall target on the gallery they index (reid/inference/tuning.py)."""
+"""Approximate indexes tuned to a recall target on the gallery they index (reid/search/tuning.py)."""
 import logging
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from reid.inference import build_index, load_index, save_index
-from reid.inference.search import search
-from reid.inference.tuning import exact_top, recall_at
+from reid.search.indexes import search
+from reid.search.tuning import exact_top, recall_at
 from tests.inference.synthetic_features import clustered_features, tracklet_features
 
 faiss = pytest.importorskip("faiss")

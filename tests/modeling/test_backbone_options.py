@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from reid.modeling.backbones import (
-    BACKBONE,
+    BACKBONE_REGISTRY,
     IBN,
     NonLocalBlock,
     PretrainedWeightsError,
@@ -85,7 +85,7 @@ def test_ibn_a_state_dict_uses_the_ibn_net_release_names():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18_ibn_a", "resnet50_ibn_a"])
 def test_ibn_backbones_are_registered_and_honour_last_stride(name):
-    assert name in BACKBONE
+    assert name in BACKBONE_REGISTRY
     x = torch.randn(1, 3, 64, 32)
     one = build_backbone(_cfg(name, LAST_STRIDE=1)).eval()(x)
     two = build_backbone(_cfg(name, LAST_STRIDE=2)).eval()(x)

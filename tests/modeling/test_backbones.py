@@ -8,7 +8,7 @@ import torch.hub
 from torchvision import models as tv_models
 
 from reid.modeling.backbones import (
-    BACKBONE,
+    BACKBONE_REGISTRY,
     PretrainedWeightsError,
     ResNetBackbone,
     build_backbone,
@@ -49,7 +49,7 @@ def test_registry_builds_from_config_and_lists_names_on_error():
     bb = build_backbone(_cfg("resnet34", LAST_STRIDE=2))
     assert isinstance(bb, ResNetBackbone) and bb.name == "resnet34"
     assert bb.layer4[0].conv1.stride == (2, 2)
-    assert set(BACKBONE.names()) >= {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}
+    assert set(BACKBONE_REGISTRY.names()) >= {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}
     with pytest.raises(KeyError) as err:
         build_backbone(_cfg("resnet999"))
     assert "resnet999" in str(err.value) and "resnet50" in str(err.value)

@@ -6,7 +6,7 @@ import torch
 
 from reid.modeling import build_model
 from reid.modeling.backbones import (
-    BACKBONE,
+    BACKBONE_REGISTRY,
     OSNET_NAMES,
     OSNetBackbone,
     PretrainedWeightsError,
@@ -31,7 +31,7 @@ def _one_torch_thread(one_torch_thread_module):
 def test_every_variant_is_registered():
     expected = {"osnet_x1_0", "osnet_x0_75", "osnet_x0_5", "osnet_x0_25", "osnet_ibn_x1_0",
                 "osnet_ain_x1_0", "osnet_ain_x0_75", "osnet_ain_x0_5", "osnet_ain_x0_25"}
-    assert set(OSNET_NAMES) == expected and expected <= set(BACKBONE.names())
+    assert set(OSNET_NAMES) == expected and expected <= set(BACKBONE_REGISTRY.names())
 
 
 @pytest.mark.parametrize("name,channels,params", [

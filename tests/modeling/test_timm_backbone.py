@@ -232,7 +232,7 @@ def test_pixel_statistics_that_differ_from_the_weights_are_logged(tmp_path, reid
 @pytest.mark.parametrize("name, token_feature", [("test_vit", "cls"), ("test_vit", "patches"), ("test_convnext", "cls")])
 def test_timm_backbones_export_with_a_free_batch_axis(tmp_path, name, token_feature):
     _timm()
-    from reid.inference.export import compare_with_export, export_onnx, export_pt2
+    from reid.export.writer import compare_with_export, export_onnx, export_pt2
 
     cfg = _cfg("timm/" + name, TOKEN_FEATURE=token_feature)
     cfg.MODEL.HEADS.NUM_CLASSES = 4

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-import reid.tracking.gain as gain
+import reid.tracking.tracker_runs as gain
 from reid.tracking.appearance import AppearanceModel
-from reid.tracking.gain import (
+from reid.tracking.tracker_runs import (
     MOTION_ONLY,
     RunResult,
     check_tracker,
@@ -21,7 +21,7 @@ from reid.tracking.gain import (
 from reid.tracking.mot_files import read_gt, read_results
 from reid.tracking.report import report_record, table, write_report
 from reid.tracking.sequences import find_sequences, read_sequence
-from reid.tracking.threshold import match_to_ground_truth
+from reid.tracking.appearance_threshold import match_to_ground_truth
 from tests.tracking.sequence_files import write_sequence
 
 GT = "1,1,10,10,20,30,1,1,1.0\n1,2,50,10,20,30,0,1,1.0\n2,1,12,10,20,30,1,7,0.5\n2,3,60,20,20,30,1,1,0.8\n"

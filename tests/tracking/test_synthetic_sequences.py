@@ -10,7 +10,6 @@ import cv2
 import numpy as np
 import pytest
 
-from reid.cli.make_sequences import DEFAULTS
 from reid.cli.make_sequences import main as make_sequences_main
 from reid.data.datasets.synthetic_render import STYLES, render_image, sample_cameras, sample_identity
 from reid.tracking.synthetic_sequences import (
@@ -218,7 +217,12 @@ def test_bad_settings_are_one_line_errors(bad, words):
 
 
 def test_the_tools_defaults_are_the_librarys():
-    assert DEFAULTS == SequenceSettings().__dict__
+    from reid.cli.make_sequences import build_parser
+
+    args = build_parser().parse_args(["--output", "x"])
+    given = {k: getattr(args, k) for k in SequenceSettings().__dict__ if hasattr(args, k)}
+    given["width"], given["height"] = args.size
+    assert len(given) >= 12 and given == {k: v for k, v in SequenceSettings().__dict__.items() if k in given}
 
 
 def test_tool_reports_bad_values_and_existing_folders(tmp_path, capsys):

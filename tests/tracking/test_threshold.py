@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from reid.tracking.mot_files import MOTRows
-from reid.tracking.threshold import box_iou, calibrate_from_ground_truth, match_to_ground_truth
+from reid.tracking.appearance_threshold import box_iou, calibrate_from_ground_truth, match_to_ground_truth
 
 
 def _rows(frames, boxes, ids=None) -> MOTRows:

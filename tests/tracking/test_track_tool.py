@@ -20,7 +20,7 @@ def model_files(tmp_path_factory):
     import torch
 
     from reid.config import get_cfg
-    from reid.engine.checkpoint import save_checkpoint
+    from reid.engine.checkpoint_files import save_checkpoint
     from reid.modeling import build_model
 
     pytest.importorskip("onnx")  # the export (an optional extra: the minimum-versions lane has none)

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from reid.modeling.heads import CameraProxyMemory, ClusterMemory
+from reid.uda.camera_proxies import CameraProxyMemory
+from reid.uda.cluster_memory import ClusterMemory
 from reid.uda.clustering import ClusterSettings
 from reid.uda.hooks import ClusterEachEpoch
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from reid.inference.sources import images_in_folder
+from reid.data.sources import images_in_folder
 from reid.utils.folder_scan import scan_folder
 
 

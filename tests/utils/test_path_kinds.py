@@ -83,12 +83,12 @@ def _loaders():
     from reid.data.datasets.folders import read_side
     from reid.data.datasets.msmt17 import read_msmt_list
     from reid.data.image_io import read_image
-    from reid.engine.checkpoint import read_checkpoint
+    from reid.engine.checkpoint_files import read_checkpoint
     from reid.evaluation.feature_io import load_features
     from reid.evaluation.thresholds import load_thresholds
     from reid.inference import ExportedModel, load_gallery, load_index
     from reid.inference.loading import config_from_run
-    from reid.inference.sources import collect_entries, list_entries
+    from reid.data.sources import collect_entries, list_entries
     from reid.modeling.backbones.pretrained import read_pretrained
     from reid.visualization.plots.roc import read_roc_json
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from reid.inference.sources import collect_entries, list_entries
+from reid.data.sources import collect_entries, list_entries
 from reid.utils.text_files import MAX_LINE, brief, printable, text_lines
 
 

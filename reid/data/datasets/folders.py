@@ -196,6 +196,14 @@ def folders_have_cameras(query_path: str, gallery_path: str) -> bool:
     return _with_cameras(read_side(query_path, "query"), read_side(gallery_path, "gallery"))
 
 
+def check_folder_cameras(query_path: str, gallery_path: str) -> None:
+    """A model with SIE embeds each image with its camera: folders without camera ids cannot feed it
+    (the cameras the evaluation assigns them are bookkeeping, not the images' cameras)."""
+    if not folders_have_cameras(query_path, gallery_path):
+        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True), and the --check-on or "
+                         "--query / --gallery images have none: give list files of 'path identity camid' lines.")
+
+
 @DATASET_REGISTRY.register("folders")
 class FoldersDataset(ReIDDataset):
     """A query and a gallery from folders of identity sub-folders or list files (no train split)."""
@@ -212,4 +220,4 @@ class FoldersDataset(ReIDDataset):
         self.test_notes["query_files_in_gallery"] = self.query_files.record()
 
 
-__all__ = ["FoldersDataset", "QueryFiles", "folders_have_cameras", "read_side", "to_items"]
+__all__ = ["FoldersDataset", "QueryFiles", "check_folder_cameras", "folders_have_cameras", "read_side", "to_items"]

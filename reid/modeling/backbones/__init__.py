@@ -1,4 +1,4 @@
-"""Backbones: ``BACKBONE`` registry keyed by ``MODEL.BACKBONE.NAME``.
+"""Backbones: ``BACKBONE_REGISTRY``, keyed by ``MODEL.BACKBONE.NAME``.
 
 Every builder takes the config and returns an ``nn.Module`` whose ``forward`` maps
 normalised images to a feature map and which exposes ``out_channels``.
@@ -22,7 +22,7 @@ from .timm_backbone import PREFIX as TIMM_PREFIX
 from .timm_backbone import TimmBackbone, timm_name
 from .vit import VIT_SPECS, ReIDViT
 
-BACKBONE = Registry("MODEL.BACKBONE.NAME")
+BACKBONE_REGISTRY = Registry("MODEL.BACKBONE.NAME")
 logger = logging.getLogger(__name__)
 
 
@@ -125,15 +125,15 @@ def _timm_placeholder(cfg) -> nn.Module:
 
 
 # Listed among the valid names of the unknown-name error; build_backbone routes real timm names.
-BACKBONE.register(TIMM_PREFIX + "<model name>")(_timm_placeholder)
+BACKBONE_REGISTRY.register(TIMM_PREFIX + "<model name>")(_timm_placeholder)
 for _name in RESNET_NAMES:
-    BACKBONE.register(_name)(partial(_build_resnet, _name))
+    BACKBONE_REGISTRY.register(_name)(partial(_build_resnet, _name))
 for _name in OSNET_NAMES:
-    BACKBONE.register(_name)(partial(_build_osnet, _name))
+    BACKBONE_REGISTRY.register(_name)(partial(_build_osnet, _name))
 for _name in VIT_SPECS:
-    BACKBONE.register(_name)(partial(_build_vit, _name))
+    BACKBONE_REGISTRY.register(_name)(partial(_build_vit, _name))
 for _name in CLIP_SPECS:
-    BACKBONE.register(_name)(partial(_build_clip, _name))
+    BACKBONE_REGISTRY.register(_name)(partial(_build_clip, _name))
 
 
 def build_backbone(cfg) -> nn.Module:
@@ -142,11 +142,11 @@ def build_backbone(cfg) -> nn.Module:
     name = timm_name(cfg.MODEL.BACKBONE.NAME)
     if name is not None and name != "<model name>":
         return _build_timm(name, cfg)
-    return BACKBONE.get(cfg.MODEL.BACKBONE.NAME)(cfg)
+    return BACKBONE_REGISTRY.get(cfg.MODEL.BACKBONE.NAME)(cfg)
 
 
 __all__ = [
-    "BACKBONE",
+    "BACKBONE_REGISTRY",
     "CLIP_SPECS",
     "ClipResNet",
     "ClipViT",

@@ -15,7 +15,7 @@ def camera_offsets(table: torch.Tensor, camids: Optional[torch.Tensor], coef: fl
                    device: torch.device) -> torch.Tensor:
     """``coef * table[camids]``: each image's camera vector. One-line ValueErrors for missing ids
     and, in eval mode, for ids outside the table (a traced graph cannot read values: the runtimes
-    of exported models check them, reid.inference.camera_ids)."""
+    of exported models check them, reid.export.camera_ids)."""
     if camids is None:
         raise ValueError(NO_CAMIDS)
     camids = camids.to(device=device, dtype=torch.long)

@@ -1,8 +1,8 @@
-"""Checkpoints of other toolkits: one module per format, recognised through ``FORMATS``.
+"""Checkpoints of other toolkits: one module per format, recognised through ``FORMAT_REGISTRY``.
 
 A new format is a new module (recognition, key mapping, suggested config; see
-``base.WeightsFormat``) and one ``FORMATS.register`` line below. Loading code
-(``reid.engine.checkpoint``, ``reid.inference.loading``, ``tools/convert_weights.py``) only
+``base.WeightsFormat``) and one ``FORMAT_REGISTRY.register`` line below. Loading code
+(``reid.engine.checkpoint_files``, ``reid.inference.loading``, ``tools/convert_weights.py``) only
 calls :func:`detect_format` and :func:`convert_foreign_state`.
 """
 from __future__ import annotations
@@ -19,17 +19,17 @@ from .base import ConvertedWeights, ForeignWeightsError, State, WeightsFormat, m
 
 logger = logging.getLogger(__name__)
 
-FORMATS = Registry("checkpoint format")
-FORMATS.register("fastreid")(fastreid.FORMAT)
-FORMATS.register("torchreid")(torchreid.FORMAT)
-FORMATS.register("transreid")(transreid.FORMAT)
-FORMATS.register("clipreid")(clipreid.FORMAT)
+FORMAT_REGISTRY = Registry("checkpoint format")
+FORMAT_REGISTRY.register("fastreid")(fastreid.FORMAT)
+FORMAT_REGISTRY.register("torchreid")(torchreid.FORMAT)
+FORMAT_REGISTRY.register("transreid")(transreid.FORMAT)
+FORMAT_REGISTRY.register("clipreid")(clipreid.FORMAT)
 
 
 def detect_format(state: Mapping[str, object]) -> Optional[WeightsFormat]:
     """The registered format whose key names `state` has, or None (this toolkit's own files)."""
-    for name in FORMATS:
-        fmt = FORMATS.get(name)
+    for name in FORMAT_REGISTRY:
+        fmt = FORMAT_REGISTRY.get(name)
         if fmt.detect(state):
             return fmt
     return None
@@ -37,7 +37,7 @@ def detect_format(state: Mapping[str, object]) -> Optional[WeightsFormat]:
 
 def known_markers() -> str:
     """Each format's identifying key names, for messages about files that are none of them."""
-    return "; ".join(f"{FORMATS.get(n).label}: {FORMATS.get(n).markers}" for n in FORMATS)
+    return "; ".join(f"{FORMAT_REGISTRY.get(n).label}: {FORMAT_REGISTRY.get(n).markers}" for n in FORMAT_REGISTRY)
 
 
 def convert_foreign_state(model: nn.Module, state: State, source: str = "",
@@ -59,7 +59,7 @@ def convert_foreign_state(model: nn.Module, state: State, source: str = "",
 
 
 __all__ = [
-    "FORMATS",
+    "FORMAT_REGISTRY",
     "ConvertedWeights",
     "ForeignWeightsError",
     "WeightsFormat",

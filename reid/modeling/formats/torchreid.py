@@ -7,7 +7,7 @@ OSNet-AIN; ResNet ``conv1``, ``bn1``, ``layer1`` .. ``layer4``), an optional emb
 ``classifier`` Linear with a bias. Its test-time feature is the output of ``fc`` (after the
 ReLU), or the pooled map when there is none. Files are a bare state dict or
 ``{"state_dict", "epoch", "rank1", "optimizer"}``, often with a ``module.`` prefix
-(``reid.engine.checkpoint`` unwraps both).
+(``reid.engine.checkpoint_files`` unwraps both).
 
 Here the same model is a Baseline with ``MODEL.HEADS.POOLING avg``, ``FC_DIM`` = fc's width,
 ``NECK none`` and (to load the classifier) a ``linear`` head with ``BIAS True``: ``<key>`` ->

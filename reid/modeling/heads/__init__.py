@@ -1,9 +1,8 @@
 """Identity heads: features + targets -> logits for softmax cross-entropy.
 
 Names: linear, normface, amsoftmax (alias cosface), arcface, circle, curricularface.
-Learning without labels uses :class:`ClusterMemory` (a non-learned memory of cluster
-centroids, installed with the model's ``set_identity_head``) in the same place, or
-:class:`CameraProxyMemory` (one proxy per cluster and camera, with its own ``loss``).
+Learning without labels puts its memories (``reid.uda.cluster_memory``, ``reid.uda.camera_proxies``)
+in the same place, through the model's ``set_identity_head``.
 The formulas live in :mod:`reid.modeling.heads.functional`; docs/losses.md explains them.
 """
 from .amsoftmax import AMSoftmaxHead
@@ -18,8 +17,6 @@ from .build import (
     build_head,
 )
 from .circle import CircleHead
-from .camera_proxies import CameraProxyMemory
-from .cluster_memory import ClusterMemory
 from .curricular import CurricularFaceHead
 from .linear import LinearHead
 from .normface import NormFaceHead
@@ -28,9 +25,7 @@ __all__ = [
     "AMSoftmaxHead",
     "ArcFaceHead",
     "COSINE_HEADS",
-    "CameraProxyMemory",
     "CircleHead",
-    "ClusterMemory",
     "CosineHead",
     "CurricularFaceHead",
     "HEAD_DEFAULTS",

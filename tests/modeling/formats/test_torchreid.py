@@ -16,7 +16,7 @@ import torch
 from reid.config import get_cfg, load_config
 from reid.modeling import build_model
 from reid.modeling.backbones import OSNetBackbone
-from reid.modeling.formats import FORMATS, convert_foreign_state, detect_format
+from reid.modeling.formats import FORMAT_REGISTRY, convert_foreign_state, detect_format
 from reid.modeling.formats.torchreid import (
     CONFIG_NAMES,
     TorchreidWeightsError,
@@ -61,7 +61,7 @@ def torchreid_model(name="osnet_x0_25", classes=0, **opts):
 
 # --------------------------------------------------------------------------- recognition
 def test_formats_registry_recognises_torchreid_and_not_ours():
-    assert {"fastreid", "torchreid"} <= set(FORMATS.names())
+    assert {"fastreid", "torchreid"} <= set(FORMAT_REGISTRY.names())
     state = torchreid_layout()
     assert detect_format(state).label == "torchreid" and is_torchreid_state(state)
     assert detect_format(torchreid_model().state_dict()) is None  # our own files: no conversion

@@ -1,9 +1,9 @@
 """Write an ONNX export at a precision (fp32, fp16, int8), measure what it costs, and keep or refuse it.
 
 The order is that of ``tools/export.py --precision``: the fp32 ONNX file is written into a temporary
-folder, converted (:mod:`reid.inference.precision`), checked (batch parity at
+folder, converted (:mod:`reid.export.precision`), checked (batch parity at
 1/7/32 in every runtime installed, the features' cosine to PyTorch fp32 on real crops, and with a
-labelled set R-1/mAP of both: :mod:`reid.inference.accuracy`), and only then written to the output
+labelled set R-1/mAP of both: :mod:`reid.export.accuracy`), and only then written to the output
 (atomically) with what was measured in its metadata. A file whose mAP drops by more than the allowed points is
 not written (unless forced): nothing half-checked reaches the output path.
 """
@@ -24,18 +24,11 @@ from reid.modeling import camera_count
 from reid.utils.file_io import atomic_write, atomic_write_text
 
 from .accuracy import AccuracyCheck, check_map_drop, compare_accuracy
-from .export import _wrap
-from .exported import METADATA_KEY, onnx_feeds
-from .precision import (
-    BATCH_TOLERANCE,
-    INT8_NEEDS_CALIBRATION,
-    INT8_NO_CAMIDS,
-    PARITY_BATCHES,
-    batch_parity,
-    check_precision,
-    convert_fp16,
-    quantize_int8,
-)
+from .exported import METADATA_KEY
+from .precision import BATCH_TOLERANCE, PARITY_BATCHES, batch_parity, convert_fp16, quantize_int8
+from .request import ExportRequest
+from .runtimes import installed_runtimes, onnx_runner
+from .writer import _wrap
 
 Log = Callable[[str], None]
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -46,40 +39,6 @@ MIN_COSINE_FLOOR = 0.9  # mean cosine to fp32 below which a file is broken, what
 
 class PrecisionCheckError(RuntimeError):
     """An export failed a check (batch parity, the cosine floor, or the mAP gate)."""
-
-
-def installed_runtimes() -> List[str]:
-    """The runtimes installed here that run ONNX files (ONNX Runtime always; OpenVINO where installed)."""
-    names = ["onnxruntime"]
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        names.append("openvino")
-    return names
-
-
-def onnx_runner(path: str, runtime: str = "onnxruntime",
-                to_input: Optional[Transform] = None) -> Callable[..., np.ndarray]:
-    """``run(pixels float32 [B, 3, H, W] 0-255, camids or None) -> [B, D]`` of an ONNX file in `runtime`
-    (CPU), with `to_input` applied to the pixels first (a tracker's input convention)."""
-    convert = to_input or (lambda x: x)
-    if runtime == "onnxruntime":
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        names = [i.name for i in session.get_inputs()]
-        return lambda x, camids=None: session.run(None, onnx_feeds(names, convert(torch.as_tensor(x)), camids))[0]
-    import openvino as ov
-
-    from .runtimes import OpenVINOBatches
-
-    core = ov.Core()
-    run = OpenVINOBatches(core, core.read_model(path), max(1, torch.get_num_threads()))
-    return lambda x, camids=None: run(convert(torch.as_tensor(x)), camids)
 
 
 def torch_reference(model: nn.Module) -> Callable[..., np.ndarray]:
@@ -202,29 +161,24 @@ def set_metadata(src: str, dst: str, updates: Dict[str, Any], base: Optional[str
     atomic_write(dst, lambda f: f.write(data))
 
 
-def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], precision: str, *,
+def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], request: ExportRequest, *,
                         write_fp32: Callable[[str], None], pixels: Optional[np.ndarray] = None,
-                        calibration: str = "", method: str = "minmax", quantizer: str = "onnxruntime",
-                        min_cosine: float = 0.99,
-                        to_input: Optional[Transform] = None,
+                        calibration: str = "", min_cosine: float = 0.99, to_input: Optional[Transform] = None,
                         check_batches: Optional[Callable[[], Iterable[Dict[str, Any]]]] = None, check_query: int = 0,
-                        check_name: str = "", max_map_drop: float = 1.0, force: bool = False,
-                        log: Log = print) -> PrecisionReport:
-    """Write `model` to the ONNX file `path` at `precision` with every check; returns what was measured.
+                        check_name: str = "", log: Log = print) -> PrecisionReport:
+    """Write `model` to the ONNX file `path` at the `request`'s precision with every check; returns what
+    was measured. The request was checked when it was made (and against `model`: ``check_model``).
 
     `write_fp32(tmp_path)` writes the fp32 ONNX file (the plain or the tracker export, with its
-    metadata). `pixels` (uint8 ``[N, 3, H, W]`` raw pixels, the model's test transform) calibrate
-    int8 (required for it; `quantizer` "onnxruntime" or "nncf" quantises) and are the crops of the
-    parity and cosine checks (topped up with seeded smooth noise to 32 images). `to_input` maps raw pixels to the file's input convention. With
-    `check_batches` (a factory of the labelled test loader's batches; `check_query` query images
-    first) R-1 and mAP of the file and of PyTorch fp32 are compared, and a drop of more than
-    `max_map_drop` points raises PrecisionCheckError (the file is not written) unless `force`.
+    metadata). `pixels` (uint8 ``[N, 3, H, W]`` raw pixels, the model's test transform; described by
+    `calibration`) calibrate int8 (the request's quantizer and method) and are the crops of the
+    parity and cosine checks (topped up with seeded smooth noise to 32 images). `to_input` maps raw
+    pixels to the file's input convention. With `check_batches` (a factory of the labelled test
+    loader's batches; `check_query` query images first) R-1 and mAP of the file and of PyTorch fp32
+    are compared, and a drop of more than the request's ``max_map_drop`` points raises
+    PrecisionCheckError (the file is not written) unless it says ``force``.
     """
-    precision = check_precision(precision)
-    if precision == "int8" and (pixels is None or not len(pixels)):
-        raise ValueError(INT8_NEEDS_CALIBRATION)
-    if precision == "int8" and camera_count(model):
-        raise ValueError(INT8_NO_CAMIDS)
+    precision, force = request.precision, request.force
     # The system temporary folder: a job killed mid-export leaves nothing beside the output (which is
     # written atomically, from there, once every check has passed).
     folder = tempfile.mkdtemp(prefix="reid_export_")
@@ -244,11 +198,11 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
             calib = pixels.astype(np.float32)
             if to_input is not None:
                 calib = to_input(torch.from_numpy(calib)).numpy()
-            result = quantize_int8(fp32, converted, calib, method=method, min_cosine=min_cosine, log=log,
-                                   quantizer=quantizer)
+            result = quantize_int8(fp32, converted, calib, method=request.calibration_method, min_cosine=min_cosine,
+                                   log=log, quantizer=request.quantizer)
             report.conversion = {**result.record(), "calibration_source": calibration}
             kept = ", ".join(f"{k['node']} ({k['op']}, input SQNR {k['input_sqnr_db']:.1f} dB)" for k in result.kept_float)
-            log(f"int8: {result.quantised_nodes} nodes quantised; kept in float: {kept or 'none'}")
+            log(f"int8: {result.quantized_nodes} nodes quantized; kept in float: {kept or 'none'}")
         cameras = bool(camera_count(model))
         checks = _parity_pixels(pixels, input_size)
         report.batch_parity = _check_parity(converted, precision, checks, to_input, model, log)
@@ -270,7 +224,7 @@ def export_at_precision(model: nn.Module, path: str, input_size: Sequence[int], 
             report.accuracy = compare_accuracy(torch_reference(model), run_file, check_batches(), check_query,
                                                dataset=check_name, uses_camids=cameras)
             log(f"accuracy: {report.accuracy}")
-            refused = check_map_drop(report.accuracy, max_map_drop, path, force)
+            refused = check_map_drop(report.accuracy, request.max_map_drop, path, force)
             if refused:
                 report.fail(refused, force, log)
         set_metadata(converted, path, report.record(), base=fp32)
@@ -285,5 +239,5 @@ def report_path(path: str) -> str:
     return f"{path}.report.json"
 
 
-__all__ = ["PrecisionCheckError", "PrecisionReport", "export_at_precision", "installed_runtimes", "onnx_runner",
-           "report_path", "set_metadata", "torch_reference"]
+__all__ = ["PrecisionCheckError", "PrecisionReport", "export_at_precision", "report_path", "set_metadata",
+           "torch_reference"]

@@ -7,12 +7,12 @@ Backends (``build_index(feats, backend=...)``):
   within a memory budget, so a gallery of millions of crops needs memory for its features
   and a few hundred MB more, never ``[Q, N]`` at once.
 * ``"faiss"``: faiss ``IndexFlatIP``, also exact; faster on large galleries.
-* ``"ivf"``, ``"hnsw"``: faiss approximate indexes (reid/inference/faiss_indexes.py) with
+* ``"ivf"``, ``"hnsw"``: faiss approximate indexes (reid/search/faiss_indexes.py) with
   their parameters as keyword arguments.
 
 Scores are cosine similarities (features are L2-normalised here, whatever the input), in
 descending order per query; every backend returns ``min(k, N)`` matches per query.
-Indexes are saved and loaded with reid/inference/index_io.py.
+Indexes are saved and loaded with reid/search/index_io.py.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import torch
 from reid.utils.registry import Registry
 
 from .faiss_indexes import FaissIndex, HNSWIndex, IVFIndex
-from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, draw_recall_sample, tune_recall
 from .gallery import Gallery
+from .options import INDEX_BACKENDS
 from .index_base import (
     ArrayLike,
     SearchIndex,
@@ -37,6 +37,7 @@ from .index_base import (
     check_query_dims,
     faiss_available,
 )
+from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, draw_recall_sample, tune_recall
 
 # Score-matrix elements per chunk: 2**26 float32 = 256 MiB.
 DEFAULT_MAX_ELEMENTS = 1 << 26
@@ -95,15 +96,15 @@ class ExactIndex(SearchIndex):
         return SearchResult(indices, scores)
 
 
-SEARCH_BACKENDS = Registry("search backend")
+INDEX_REGISTRY = Registry("search backend", declared=INDEX_BACKENDS)
 for _cls in (ExactIndex, FaissIndex, IVFIndex, HNSWIndex):
-    SEARCH_BACKENDS.register(_cls.backend)(_cls)
-BACKENDS = tuple(SEARCH_BACKENDS.names())
+    INDEX_REGISTRY.register(_cls.backend)(_cls)
+BACKENDS = INDEX_BACKENDS
 
 
 def backend_params(backend: str) -> Sequence[str]:
     """The keyword parameters that :func:`build_index` accepts for `backend`."""
-    names = list(inspect.signature(SEARCH_BACKENDS.get(backend).__init__).parameters)[2:]  # after self, feats
+    names = list(inspect.signature(INDEX_REGISTRY.get(backend).__init__).parameters)[2:]  # after self, feats
     return [n for n in names if n != "device"]
 
 
@@ -124,12 +125,12 @@ def build_index(feats: Union[ArrayLike, Gallery], backend: str = "exact",
     An approximate backend ("ivf", "hnsw") measures its recall@10 against exact search on a
     sample of the gallery's rows, each row's own match left out so that the figure holds for
     new queries, and, unless `nprobe` / `ef_search` is given, raises it until the recall reaches
-    `target_recall` (reid/inference/tuning.py); the result is the index's ``measured_recall``
+    `target_recall` (reid/search/tuning.py); the result is the index's ``measured_recall``
     (1.0 for the exact backends), saved with it and with the sample (``recall_sample``), which
     ``load_index(..., verify_recall=True)`` measures again.
     """
     target_recall = check_target_recall(target_recall)
-    cls = SEARCH_BACKENDS.get(backend)
+    cls = INDEX_REGISTRY.get(backend)
     allowed = backend_params(cls.backend)
     for name in params:
         if name not in allowed:
@@ -163,7 +164,7 @@ __all__: Sequence[str] = [
     "FaissIndex",
     "HNSWIndex",
     "IVFIndex",
-    "SEARCH_BACKENDS",
+    "INDEX_REGISTRY",
     "SearchIndex",
     "SearchResult",
     "backend_params",

@@ -1,7 +1,7 @@
 """Camera-aware proxies: the cluster memory split by camera (CAP, Wang et al., AAAI 2021).
 
 Images of one camera share its light, background and viewpoint, so a plain cluster memory
-(:mod:`reid.modeling.heads.cluster_memory`) pulls every image towards a centroid dominated by
+(:mod:`reid.uda.cluster_memory`) pulls every image towards a centroid dominated by
 the camera its cluster mostly comes from, and the features keep grouping by camera. CAP splits
 each cluster i into one proxy per camera c that holds some of its images (proxy (i, c): their
 normalised mean, then a momentum update as in the cluster memory) and trains with two terms.

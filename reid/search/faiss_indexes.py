@@ -5,7 +5,7 @@ trade a little recall for speed on galleries of millions of crops:
 
 * ``"ivf"``: k-means splits the gallery into `nlist` lists; a query scans the `nprobe` lists
   whose centroids are closest. The lists hold the vectors themselves (IVF-Flat, default) or,
-  with `pq_m`, product-quantised codes of `pq_m` x `pq_nbits` bits (IVF-PQ: about
+  with `pq_m`, product-quantized codes of `pq_m` x `pq_nbits` bits (IVF-PQ: about
   ``pq_m * pq_nbits / 8`` bytes per image instead of ``4 * D``; its scores are estimates).
   The centroids are trained on `train_size` vectors sampled from the gallery.
 * ``"hnsw"``: a navigable small-world graph with `hnsw_m` links per vector, built with a
@@ -42,6 +42,7 @@ from .index_base import (
     check_query_dims,
     require_faiss,
 )
+from .options import HNSW_MAX_EF_SEARCH, HNSW_MAX_M
 from .tuning import index_recall_fields
 
 # Training vectors per IVF centroid: faiss's k-means warns below 39 per centroid.
@@ -51,9 +52,6 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128  # per HNSW_EF_SEARCH_PER images, at least this (default_ef_search)
 HNSW_EF_SEARCH_PER = 500_000
-HNSW_MAX_EF_SEARCH = 8192  # the largest ef_search that recall tuning tries
-# Links per vector: memory grows by ~8 * hnsw_m bytes per image (faiss suggests 4 to 64).
-HNSW_MAX_M = 256
 # IVF-PQ reconstructions of unit vectors measured up to 1.27 long (docs/inference.md); longer
 # ones in a loaded index mean damaged codes.
 PQ_MAX_NORM = 1.5
@@ -256,7 +254,7 @@ class IVFIndex(FaissBackedIndex):
         nprobe: lists scanned per query (default :func:`default_nprobe`; above nlist means all).
         train_size: gallery vectors sampled (with `seed`) to train the centroids and codebooks
             (default :func:`default_train_size`; at most the gallery).
-        pq_m: sub-vectors per product-quantised code (must divide D); None = IVF-Flat.
+        pq_m: sub-vectors per product-quantized code (must divide D); None = IVF-Flat.
         pq_nbits: bits per sub-vector code (IVF-PQ only; 2**pq_nbits training vectors needed).
     """
 

@@ -4,7 +4,7 @@ each appearance model, scored by TrackEval.
 Changing the re-ID model changes only association, so the detections of each sequence are read
 once and every model embeds the same boxes (the crops of a frame in one batch). Each model's
 features go to BoxMOT's tracker in the tracker environment (reid/tracking/tracker_env.py) with
-the appearance threshold calibrated for that model (reid/tracking/threshold.py), and TrackEval
+the appearance threshold calibrated for that model (reid/tracking/appearance_threshold.py), and TrackEval
 scores every run against the ground truth (reid/tracking/scoring.py). Motion only is the
 baseline each model is compared with.
 """
@@ -18,14 +18,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence as Seq, Tuple
 import numpy as np
 
 from .appearance import AppearanceModel, embed_rows, label_folder
+from .appearance_threshold import calibrate_from_ground_truth, match_to_ground_truth
 from .mot_files import MOTRows, read_detections, read_gt
+from .options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
 from .scoring import ScoredSequence, score_results
 from .sequences import Sequence, identity_scope
-from .threshold import calibrate_from_ground_truth, match_to_ground_truth
 from .tracker_env import run_side
 
 MOTION_ONLY = "motion only"
-DETECTION_SOURCES = ("det", "gt")
 Log = Callable[[str], None]
 
 
@@ -43,7 +43,7 @@ TRACKERS: Dict[str, TrackerKind] = {
     "deepocsort": TrackerKind(None, {"use_embeddings": False}, {"use_embeddings": True}),
     "strongsort": TrackerKind("max_cos_dist", None, {}),
 }
-DEFAULT_TRACKER = "botsort"
+assert tuple(TRACKERS) == TRACKER_NAMES, "options.TRACKER_NAMES lists the trackers driven here"
 
 
 def check_tracker(name: str) -> TrackerKind:
@@ -142,7 +142,7 @@ def thresholds_file(model: AppearanceModel, far: float) -> Optional[Dict[str, An
     (an exported file, no calibration, or one that does not hold for these weights and features)."""
     if model.cfg is None or not model.weights:
         return None
-    from reid.inference.calibration import calibrated_similarity
+    from reid.inference.decision_thresholds import calibrated_similarity
 
     try:
         similarity, path, description = calibrated_similarity(model.cfg, model.weights, far)

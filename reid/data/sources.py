@@ -9,11 +9,12 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from reid.data.datasets.custom import is_header, split_list_line, strip_comment
-from reid.data.image_io import IMAGE_EXTENSIONS
 from reid.utils.folder_scan import scan_folder
 from reid.utils.path_kinds import WrongPathKindError, file_problem, is_missing
 from reid.utils.text_files import brief, text_lines
+
+from .datasets.custom import is_header, split_list_line, strip_comment
+from .image_io import IMAGE_EXTENSIONS
 
 logger = logging.getLogger(__name__)
 

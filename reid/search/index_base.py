@@ -25,7 +25,7 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 
 
 # Largest |score| a search may return: cosines of unit vectors lie in [-1, 1]; IVF-PQ's estimates
-# stay within its reconstructions' lengths (reid.inference.faiss_indexes.PQ_MAX_NORM).
+# stay within its reconstructions' lengths (reid.search.faiss_indexes.PQ_MAX_NORM).
 SCORE_LIMIT = 1.5
 
 
@@ -122,11 +122,11 @@ class SearchIndex:
         self.meta: Dict[str, str] = {}
         #: recall@10 against exact search, measured when the index was built (1.0: exact backends)
         self.measured_recall: Optional[float] = None
-        #: the recall the search parameter was tuned for (reid.inference.tuning)
+        #: the recall the search parameter was tuned for (reid.search.tuning)
         self.target_recall: Optional[float] = None
-        #: the queries and exact answers the recall was measured on (reid.inference.tuning.RecallSample)
+        #: the queries and exact answers the recall was measured on (reid.search.tuning.RecallSample)
         self.recall_sample: Any = None
-        #: recall@10 measured again when loaded with verify_recall=True (reid.inference.index_io)
+        #: recall@10 measured again when loaded with verify_recall=True (reid.search.index_io)
         self.verified_recall: Optional[float] = None
 
     def max_tunable(self) -> int:

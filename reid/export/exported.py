@@ -1,6 +1,6 @@
 """Exported model files: their formats, what they record, and running them (``load_exported``).
 
-The files are written by :mod:`reid.inference.export` (``tools/export.py``): ``.pt2`` (a
+The files are written by :mod:`reid.export.writer` (``tools/export.py``): ``.pt2`` (a
 ``torch.export`` program, run with torch) and ``.onnx`` (run with onnxruntime), both taking raw
 RGB pixels 0-255 ``[B, 3, H, W]`` (plus ``camids`` ``[B]`` for a model with SIE) and returning
 L2-normalised features ``[B, D]``.
@@ -122,7 +122,7 @@ class ExportedModel:
     camera ids (integers ``0..num_cameras-1``, one per image), checked before they reach the
     graph; models without SIE ignore them. ``.pt2`` files run with torch, ``.onnx`` files
     with onnxruntime, both on the CPU. :attr:`identity` is the weights identity the file records
-    (``weights_sha256``, ``weights_file``: :mod:`reid.inference.identity`), None for a file
+    (``weights_sha256``, ``weights_file``: :mod:`reid.export.identity`), None for a file
     exported before identities were written.
     """
 

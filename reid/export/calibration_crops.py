@@ -15,15 +15,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from reid.data.build import build_test_data, build_test_loader
+from reid.data.build import build_test_data, build_test_loader, dataset_kwargs
 from reid.data.dataset_wrappers import ImageDataset
 from reid.data.datasets import DATASET_REGISTRY, Item, build_dataset
-from reid.data.build import dataset_kwargs
+from reid.data.sources import collect_entries
 from reid.data.transforms import build_transforms
 
-from .sources import collect_entries
-
-DEFAULT_CALIBRATION_IMAGES = 300
+from .options import DEFAULT_CALIBRATION_IMAGES
 
 
 def _dataset_name(sources: Sequence[str]) -> str:

@@ -20,14 +20,14 @@ from torch import nn
 
 from reid.modeling import camera_count
 
-from .export import DEFAULT_OPSET, MIN_SIDE, check_input_size, export_onnx
 from .identity import weights_identity
+from .options import DEFAULT_OPSET, MIN_SIDE, TRACKERS
+from .writer import check_input_size, export_onnx
 
 #: BoxMOT's input convention: RGB / 255, then ImageNet mean and std.
 BOXMOT_MEAN = (0.485, 0.456, 0.406)
 BOXMOT_STD = (0.229, 0.224, 0.225)
 BOXMOT_PIXELS = "RGB / 255, minus ImageNet mean (0.485, 0.456, 0.406), divided by std (0.229, 0.224, 0.225) (BoxMOT)"
-TRACKERS = ("boxmot",)
 
 PathLike = Union[str, "os.PathLike[str]"]
 

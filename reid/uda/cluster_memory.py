@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import batch_cosine_stats, check_head_inputs
+from reid.modeling.heads.base import batch_cosine_stats, check_head_inputs
 
 UPDATE_MODES = ("mean", "hard")
 

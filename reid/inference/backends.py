@@ -19,22 +19,25 @@ import numpy as np
 import torch
 from torch import nn
 
+from reid.export.exported import ONNX_EXTRA_HINT, recorded_cameras
+from reid.export.identity import recorded_identity, short, weights_hash
+from reid.export.options import PRECISIONS, check_precision
+from reid.export.precision import convert_fp16
+from reid.export.runtimes import OnnxFile
+from reid.export.writer import RAW_PIXELS, export_onnx
 from reid.modeling import camera_count
 from reid.utils.npz_files import json_object
 from reid.utils.path_kinds import check_file
 from reid.utils.registry import Registry
 from reid.utils.text_files import printable
 
-from .export import ONNX_EXTRA_HINT, RAW_PIXELS, export_onnx, onnx_feeds
-from .exported import METADATA_KEY, recorded_cameras, unreadable
-from .identity import recorded_identity, short, weights_hash
-from .precision import PRECISIONS, check_precision, convert_fp16
+from .options import BACKEND_NAMES
 
 logger = logging.getLogger(__name__)
 
-RUNTIMES = Registry("inference backend")
+BACKEND_REGISTRY = Registry("inference backend", declared=BACKEND_NAMES[1:])
 # (uint8/float pixels [B, 3, H, W], camera ids int64 [B] or None) -> features [B, D]; the caller
-# checks the ids (reid.inference.camera_ids.check_camids) and gives them only to a model with SIE.
+# checks the ids (reid.export.camera_ids.check_camids) and gives them only to a model with SIE.
 Runtime = Callable[[torch.Tensor, Optional[torch.Tensor]], np.ndarray]
 
 
@@ -142,10 +145,6 @@ def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: O
                          "again with tools/export.py.")
 
 
-def _threads() -> int:
-    return max(1, torch.get_num_threads())
-
-
 def _check_file(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str], given: bool,
                 weights: str) -> Optional[Dict[str, str]]:
     """Every check of a file against the model; returns the weights identity it records (a given file)."""
@@ -156,110 +155,45 @@ def _check_file(path: str, names: Sequence[str], model: nn.Module, metadata: Opt
     return _check_weights(path, model, metadata, weights)
 
 
-@RUNTIMES.register("onnxruntime")
+def _runtime(runtime: str, model: nn.Module, input_size: Tuple[int, int], exported: Optional[str], weights: str,
+             precision: Optional[str]) -> ExportedRuntime:
+    """`exported` (or `model` exported now) opened in `runtime` and checked against `model`."""
+    path, folder = _onnx_file(model, input_size, exported, precision or "fp32")
+    try:
+        opened = OnnxFile(path, runtime)
+        _check_size(path, opened.input_shape, input_size)
+        identity = _check_file(path, opened.input_names, model, opened.metadata, folder is None, weights)
+        recorded = _check_precision(exported, opened.metadata, precision)
+        if runtime == "openvino":  # compiles batch 1 now: a file OpenVINO cannot run fails here, not mid-gallery
+            opened.run(np.zeros((1, 3, *input_size), np.float32),
+                       torch.zeros(1, dtype=torch.int64) if len(opened.input_names) > 1 else None)
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    return ExportedRuntime(opened.run, exported, identity, recorded)
+
+
+@BACKEND_REGISTRY.register("onnxruntime")
 def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
                         weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
     """ONNX Runtime on the CPU, all graph optimisations, torch's thread count."""
     try:
-        import onnxruntime as ort
+        import onnxruntime  # noqa: F401
     except ImportError as e:
         raise ImportError(f"--backend onnxruntime needs onnxruntime: {ONNX_EXTRA_HINT}.") from e
-    path, folder = _onnx_file(model, input_size, exported, precision or "fp32")
-    try:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = _threads()
-        try:
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime's own exception types, with the C++ context in the message
-            raise unreadable(path, e) from None
-        _check_size(path, session.get_inputs()[0].shape, input_size)
-        names = [i.name for i in session.get_inputs()]
-        metadata = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
-        identity = _check_file(path, names, model, metadata, folder is None, weights)
-        recorded = _check_precision(exported, metadata, precision)
-    finally:
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
-    return ExportedRuntime(lambda x, camids=None: session.run(None, onnx_feeds(names, x, camids))[0],
-                           exported, identity, recorded)
+    return _runtime("onnxruntime", model, input_size, exported, weights, precision)
 
 
-@RUNTIMES.register("openvino")
+@BACKEND_REGISTRY.register("openvino")
 def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
                      weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
     """OpenVINO on the CPU (reads the ONNX file directly), the file's own precision (fp32 layers in
-    fp32), torch's thread count."""
+    fp32), torch's thread count, static batch sizes (``reid.export.runtimes.OpenVINOBatches``)."""
     try:
-        import openvino as ov
+        import openvino  # noqa: F401
     except ImportError as e:
         raise ImportError("--backend openvino needs OpenVINO: pip install openvino (or use --backend onnxruntime).") from e
-    path, folder = _onnx_file(model, input_size, exported, precision or "fp32")
-    try:
-        core = ov.Core()
-        try:
-            graph = core.read_model(path)
-        except Exception as e:  # OpenVINO's own exception types, with the C++ context in the message
-            raise unreadable(path, e) from None
-        # OpenVINO's ONNX reader keeps the file's metadata_props under "framework".
-        key = ["framework", METADATA_KEY]
-        metadata = graph.get_rt_info(key).astype(str) if graph.has_rt_info(key) else None
-        _check_size(path, graph.input(0).get_partial_shape(), input_size)
-        names = [i.get_any_name() for i in graph.inputs]
-        identity = _check_file(path, names, model, metadata, folder is None, weights)
-        recorded = _check_precision(exported, metadata, precision)
-        runner = OpenVINOBatches(core, graph, _threads())
-        runner(np.zeros((1, 3, *input_size), np.float32), torch.zeros(1, dtype=torch.int64) if len(names) > 1 else None)
-    finally:
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
-    return ExportedRuntime(runner, exported, identity, recorded)
-
-
-class OpenVINOBatches:
-    """An OpenVINO model run at static batch sizes: a batch of n images runs in the model compiled for
-    the next power of two (n > 64: the next multiple of 64), zero-padded, and the padding's rows are
-    dropped.
-
-    OpenVINO runs int8 graphs about twice as fast with a static batch as with the free batch axis
-    of the file (fp32 alike; docs/benchmarks.md), and every image is computed on its own, so padding
-    changes no feature. Powers of two keep a tracker's varying crop counts to a few compilations.
-    """
-
-    MAX_BUCKET = 64
-
-    def __init__(self, core, graph, threads: int) -> None:
-        self.core, self.graph = core, graph
-        # f32: on CPUs with bf16 units OpenVINO otherwise computes fp32 layers in bf16 (~1e-3); an
-        # int8 or fp16 file keeps the arithmetic it records.
-        self.config = {"INFERENCE_NUM_THREADS": int(threads), "INFERENCE_PRECISION_HINT": "f32"}
-        self.names = [i.get_any_name() for i in graph.inputs]
-        self._requests: Dict[int, object] = {}
-
-    @classmethod
-    def bucket(cls, n: int) -> int:
-        """The batch size a batch of `n` images runs at."""
-        n = int(n)
-        return 1 << (n - 1).bit_length() if n <= cls.MAX_BUCKET else -(-n // cls.MAX_BUCKET) * cls.MAX_BUCKET
-
-    def _request(self, batch: int):
-        if batch not in self._requests:
-            model = self.graph.clone()
-            model.reshape({i.get_any_name(): [batch] + [d.get_length() for d in list(i.get_partial_shape())[1:]]
-                           for i in model.inputs})
-            self._requests[batch] = self.core.compile_model(model, "CPU", self.config).create_infer_request()
-        return self._requests[batch]
-
-    def __call__(self, images, camids=None) -> np.ndarray:
-        x = torch.as_tensor(images).to(torch.float32)
-        n = int(x.shape[0])
-        b = self.bucket(n)
-        if b != n:
-            x = torch.cat([x, x.new_zeros((b - n, *x.shape[1:]))])
-            if camids is not None:
-                camids = torch.cat([camids, camids.new_zeros(b - n)])
-        out = self._request(b).infer(onnx_feeds(self.names, x, camids))[0]
-        return np.array(out[:n])  # a copy: the request reuses its output buffer
+    return _runtime("openvino", model, input_size, exported, weights, precision)
 
 
 def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None,
@@ -267,13 +201,13 @@ def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], export
     """A non-PyTorch backend for `model`; an unknown name lists the valid ones (torch included).
 
     A given `exported` file must hold `model`'s weights (the identity it records, see
-    :mod:`reid.inference.identity`; `weights` names the model's weights file in messages), take
+    :mod:`reid.export.identity`; `weights` names the model's weights file in messages), take
     raw pixels, and match the model's input size and camera ids. `precision` (fp32, fp16, int8;
     None: what the file records) must be the given file's; without a file the model is exported at
     it now, which int8 cannot be (its calibration crops come with tools/export.py).
     """
-    if str(name).lower() not in RUNTIMES:
-        raise ValueError(f"Unknown inference backend {name!r}. Valid names: torch, {', '.join(RUNTIMES.names())}.")
+    if str(name).lower() not in BACKEND_REGISTRY:
+        raise ValueError(f"Unknown inference backend {name!r}. Valid names: {', '.join(BACKEND_NAMES)}.")
     # Checked before the backend's package is imported: a wrong file is the mistake to report first.
     if exported and not str(exported).lower().endswith(".onnx"):
         raise ValueError(f"--exported {exported} is not an .onnx file; these backends run ONNX "
@@ -283,10 +217,8 @@ def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], export
         if precision == "int8" and not exported:
             raise ValueError("int8 needs calibration crops: write the file with tools/export.py --precision int8 "
                              "--calibration CROPS and pass it with --exported.")
-    return RUNTIMES.get(name)(model, (int(input_size[0]), int(input_size[1])), exported, weights=weights,
+    return BACKEND_REGISTRY.get(name)(model, (int(input_size[0]), int(input_size[1])), exported, weights=weights,
                               precision=precision)
 
 
-BACKEND_NAMES = ("torch",) + tuple(RUNTIMES.names())
-
-__all__ = ["BACKEND_NAMES", "RUNTIMES", "ExportedRuntime", "Runtime", "build_runtime"]
+__all__ = ["BACKEND_NAMES", "BACKEND_REGISTRY", "ExportedRuntime", "Runtime", "build_runtime"]

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reid.modeling.heads import ClusterMemory
+from reid.uda.cluster_memory import ClusterMemory
 
 
 def _memory(update="mean", momentum=0.2, temperature=0.05, c=4, d=8, seed=0):

@@ -1,6 +1,6 @@
 """fp16 and int8 versions of an exported ONNX model (``tools/export.py --precision``).
 
-Both start from the fp32 file :func:`reid.inference.export.export_onnx` writes and keep its
+Both start from the fp32 file :func:`reid.export.writer.export_onnx` writes and keep its
 contract: float32 pixels in, float32 L2-normalised features out, the batch axis free. Only the
 arithmetic inside changes.
 
@@ -9,14 +9,14 @@ arithmetic inside changes.
   float32: the sum of squares of a 2048-d feature overflows float16's 65,504 long before the
   feature itself does. fp16 is for GPUs (TensorRT, CUDA); on a CPU the runtimes compute it in fp32
   with casts around (docs/inference.md measures it).
-* **int8**: static post-training quantisation with ONNX Runtime's quantiser (QDQ format:
+* **int8**: static post-training quantization with ONNX Runtime's quantizer (QDQ format:
   QuantizeLinear/DequantizeLinear pairs around Conv, Gemm and MatMul, which ONNX Runtime,
   OpenVINO and TensorRT all read), weights per output channel (symmetric int8), activations
   per tensor (uint8), their ranges calibrated on real crops (:class:`CropReader`). The other
   operators (activations, pooling, additions, the normalisation) stay float. Layers whose
-  quantisation costs too much stay float too: when the features of the quantised model fall
+  quantization costs too much stay float too: when the features of the quantized model fall
   below `min_cosine` of the fp32 model's on held-out calibration crops, the inputs of the
-  quantised operators are ranked by their signal-to-quantisation-noise ratio (SQNR, dB; ONNX
+  quantized operators are ranked by their signal-to-quantization-noise ratio (SQNR, dB; ONNX
   Runtime's ``qdq_loss_debug``) and the worst ones are kept float until the features agree
   (:func:`quantize_int8` returns which, and the export records them).
 """
@@ -33,33 +33,17 @@ import numpy as np
 
 from reid.utils.file_io import atomic_write
 
+
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "fp16", "int8")
-QUANTISED_OPS = ("Conv", "Gemm", "MatMul")  # the compute; everything else stays float
-CALIBRATION_METHODS = ("minmax", "percentile")
-#: Who places the QDQ pairs: ONNX Runtime's quantiser (files for ONNX Runtime, TensorRT, BoxMOT) or
-#: OpenVINO's NNCF (files OpenVINO runs fastest; ONNX Runtime runs them slowly: docs/benchmarks.md).
-QUANTIZERS = ("onnxruntime", "nncf")
+QUANTIZED_OPS = ("Conv", "Gemm", "MatMul")  # the compute; everything else stays float
 NNCF_HINT = "pip install nncf openvino (or pip install 'circle-reid[openvino]')"
-INT8_NO_CAMIDS = ("--precision int8 is not offered for a model that takes camera ids (SIE): its calibration feeds "
-                  "images only; export it at fp16 or fp32, or use a model trained with MODEL.TRANSREID.SIE_CAMERA False.")
-INT8_NEEDS_CALIBRATION = ("--precision int8 needs calibration crops: pass --calibration with a folder, list file or "
-                          "dataset name of a few hundred crops of your cameras.")
 DEFAULT_MIN_COSINE = 0.99
 MIN_GAIN = 0.001  # how much closer (mean cosine) a layer kept float must bring the features
 #: How far features of a batch may differ from the same images one at a time, per precision
 #: (unit vectors; fp32 runtimes agree to ~1e-6, reduced precision keeps its rounding per image).
 BATCH_TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "int8": 2e-3}
 PARITY_BATCHES = (1, 7, 32)
-
-
-def check_precision(precision: str) -> str:
-    """`precision` lower-cased if it is one of :data:`PRECISIONS`; a ValueError listing them otherwise."""
-    p = str(precision).lower()
-    if p not in PRECISIONS:
-        raise ValueError(f"Unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}.")
-    return p
 
 
 def _onnx():
@@ -92,7 +76,7 @@ def _normalisation_tail(model) -> List[str]:
 
 
 def _name_nodes(model) -> None:
-    """Give every unnamed node a unique name (the converters and the quantiser select nodes by name)."""
+    """Give every unnamed node a unique name (the converters and the quantizer select nodes by name)."""
     used = {n.name for n in model.graph.node if n.name}
     for i, node in enumerate(model.graph.node):
         if not node.name:
@@ -180,7 +164,7 @@ class CropReader:
 
 
 def _reader_class():
-    """:class:`CropReader` as a subclass of ONNX Runtime's ``CalibrationDataReader`` (its quantiser
+    """:class:`CropReader` as a subclass of ONNX Runtime's ``CalibrationDataReader`` (its quantizer
     checks the type); built on first use so that this module imports without onnxruntime."""
     from onnxruntime.quantization import CalibrationDataReader
 
@@ -188,14 +172,14 @@ def _reader_class():
 
 
 @dataclass
-class QuantisationResult:
+class QuantizationResult:
     """What :func:`quantize_int8` did: the settings, the nodes kept float and why, and how close the
     int8 features are to the fp32 ones on the held-out calibration crops."""
 
     method: str
     calibration_images: int
     held_out_images: int
-    quantised_nodes: int
+    quantized_nodes: int
     kept_float: List[Dict[str, Any]] = field(default_factory=list)
     cosine_mean: float = 1.0
     cosine_min: float = 1.0
@@ -203,13 +187,14 @@ class QuantisationResult:
     quantizer: str = "onnxruntime"
 
     def record(self) -> Dict[str, Any]:
-        """JSON-able, for the exported file's metadata."""
+        """JSON-able, for the exported file's metadata (its keys are the file format's: "quantised_nodes"
+        keeps the spelling files were written with)."""
         return {"format": f"QDQ ({'onnxruntime.quantization' if self.quantizer == 'onnxruntime' else 'nncf'})",
                 "quantizer": self.quantizer, "weights": "int8, per output channel, symmetric",
                 "activations": "uint8, per tensor",
-                "ops": list(QUANTISED_OPS) if self.quantizer == "onnxruntime" else "NNCF's choice (performance preset)", "calibration_method": self.method,
+                "ops": list(QUANTIZED_OPS) if self.quantizer == "onnxruntime" else "NNCF's choice (performance preset)", "calibration_method": self.method,
                 "calibration_images": self.calibration_images, "held_out_images": self.held_out_images,
-                "quantised_nodes": self.quantised_nodes, "kept_float": self.kept_float,
+                "quantised_nodes": self.quantized_nodes, "kept_float": self.kept_float,
                 "cosine_to_fp32_held_out": {"mean": round(self.cosine_mean, 6), "min": round(self.cosine_min, 6)},
                 "min_cosine": self.min_cosine}
 
@@ -218,7 +203,7 @@ def _session(path: str, threads: int = 0):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3  # the quantised graph's fusion notes are not the user's business
+    options.log_severity_level = 3  # the quantized graph's fusion notes are not the user's business
     if threads:
         options.intra_op_num_threads = threads
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -236,8 +221,8 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1)
 
 
-def _quantise_nncf(src: str, dst: str, reader: CropReader, exclude: Sequence[str]) -> None:
-    """NNCF's post-training quantisation of the ONNX file (QDQ pairs where OpenVINO fuses them)."""
+def _quantize_nncf(src: str, dst: str, reader: CropReader, exclude: Sequence[str]) -> None:
+    """NNCF's post-training quantization of the ONNX file (QDQ pairs where OpenVINO fuses them)."""
     onnx = _onnx()
     try:
         import nncf
@@ -247,38 +232,38 @@ def _quantise_nncf(src: str, dst: str, reader: CropReader, exclude: Sequence[str
     feeds = list(iter(reader))
     transformer = any(node.op_type == "Softmax" for node in model.graph.node)
     options: Dict[str, Any] = {"model_type": nncf.ModelType.TRANSFORMER} if transformer else {}
-    # The L2 normalisation stays float: quantised, the features are no longer unit vectors.
+    # The L2 normalisation stays float: quantized, the features are no longer unit vectors.
     options["ignored_scope"] = nncf.IgnoredScope(names=list(exclude) + _normalisation_tail(model), validate=False)
     quiet = logging.getLogger("nncf")
     level = quiet.level
     quiet.setLevel(logging.WARNING)  # NNCF logs each step at INFO
     try:
-        quantised = nncf.quantize(model, nncf.Dataset(feeds), subset_size=len(feeds),
+        quantized = nncf.quantize(model, nncf.Dataset(feeds), subset_size=len(feeds),
                                   preset=nncf.QuantizationPreset.PERFORMANCE, **options)
     finally:
         quiet.setLevel(level)
-    onnx.save(quantised, dst)
+    onnx.save(quantized, dst)
 
 
-def _quantise(src: str, dst: str, reader: CropReader, method: str, exclude: Sequence[str],
+def _quantize(src: str, dst: str, reader: CropReader, method: str, exclude: Sequence[str],
               quantizer: str = "onnxruntime") -> None:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     if quantizer == "nncf":
-        _quantise_nncf(src, dst, reader, exclude)
+        _quantize_nncf(src, dst, reader, exclude)
         return
     methods = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile}
     reader.rewind()
     quantize_static(src, dst, reader, quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    op_types_to_quantize=list(QUANTISED_OPS), nodes_to_exclude=list(exclude),
+                    op_types_to_quantize=list(QUANTIZED_OPS), nodes_to_exclude=list(exclude),
                     calibrate_method=methods[method],
                     extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
 
 
 def _input_sqnr(qdq_path: str, reader: CropReader, nodes: Dict[str, Any]) -> Dict[str, float]:
-    """SQNR (dB) of each quantised node's input activation: the float tensor against its
-    quantised-dequantised copy inside the int8 model (``qdq_loss_debug``: low = coarse for its range)."""
+    """SQNR (dB) of each quantized node's input activation: the float tensor against its
+    quantized-dequantized copy inside the int8 model (``qdq_loss_debug``: low = coarse for its range)."""
     from onnxruntime.quantization.qdq_loss_debug import (
         collect_activations,
         compute_signal_to_quantization_noice_ratio,
@@ -307,13 +292,13 @@ def _input_sqnr(qdq_path: str, reader: CropReader, nodes: Dict[str, Any]) -> Dic
 
 def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax",
                   min_cosine: float = DEFAULT_MIN_COSINE, held_out: float = 0.25,
-                  log: Callable[[str], None] = logger.info, quantizer: str = "onnxruntime") -> QuantisationResult:
+                  log: Callable[[str], None] = logger.info, quantizer: str = "onnxruntime") -> QuantizationResult:
     """Write the int8 (QDQ) version of the fp32 ONNX file `src` to `dst` (atomically).
 
     `pixels` (``[N, 3, H, W]``, uint8 or float, the file's input convention) are the calibration
     crops: the last `held_out` share checks the result (cosine of the int8 features to the fp32
     ones), the rest calibrates the activation ranges with `method` ("minmax" or "percentile").
-    Quantised operators whose input quantises worst are kept float until the mean cosine is at
+    Quantized operators whose input quantizes worst are kept float until the mean cosine is at
     least `min_cosine` (at most half of them; then the file is written as it is and the result
     says how close it came). `quantizer` "onnxruntime" or "nncf" places the QDQ pairs (NNCF chooses
     its own ranges: `method` is ONNX Runtime's).
@@ -321,10 +306,6 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
     onnx = _onnx()
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    if method not in CALIBRATION_METHODS:
-        raise ValueError(f"Unknown calibration method {method!r}; valid: {', '.join(CALIBRATION_METHODS)}.")
-    if quantizer not in QUANTIZERS:
-        raise ValueError(f"Unknown quantizer {quantizer!r}; valid: {', '.join(QUANTIZERS)}.")
     if quantizer == "nncf":
         try:
             import nncf  # noqa: F401
@@ -336,7 +317,7 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
     folder = tempfile.mkdtemp(prefix="reid_int8_")
     try:
         # ONNX Runtime's recommended preparation: shapes inferred, the graph optimised (BatchNorm
-        # folded into the convolutions), so that the quantiser sees the graph the runtime runs.
+        # folded into the convolutions), so that the quantizer sees the graph the runtime runs.
         pre = os.path.join(folder, "prepared.onnx")
         named = onnx.load(src)
         _name_nodes(named)
@@ -344,7 +325,7 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
         quant_pre_process(os.path.join(folder, "named.onnx"), pre, skip_symbolic_shape=True)
         prepared = onnx.load(pre)
         input_name = prepared.graph.input[0].name
-        targets = {node.name: node for node in prepared.graph.node if node.op_type in QUANTISED_OPS}
+        targets = {node.name: node for node in prepared.graph.node if node.op_type in QUANTIZED_OPS}
         Reader = _reader_class()
         calib_reader = Reader(input_name, calibration)
         check_reader = Reader(input_name, check)
@@ -357,14 +338,14 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
         trial: List[str] = []
         score = None
         while True:
-            _quantise(pre, out, calib_reader, method, excluded + trial, quantizer)
+            _quantize(pre, out, calib_reader, method, excluded + trial, quantizer)
             cos = _cosines(_features(out, check_reader), reference)
-            log(f"int8 with {len(targets) - len(excluded) - len(trial)} of {len(targets)} {'/'.join(QUANTISED_OPS)} "
-                f"nodes quantised: cosine to fp32 on {len(check)} held-out crops mean {cos.mean():.4f}, min {cos.min():.4f}")
+            log(f"int8 with {len(targets) - len(excluded) - len(trial)} of {len(targets)} {'/'.join(QUANTIZED_OPS)} "
+                f"nodes quantized: cosine to fp32 on {len(check)} held-out crops mean {cos.mean():.4f}, min {cos.min():.4f}")
             # Layers stay float only where that brings the features closer (by 0.001 at least): a
             # float layer costs speed, which is what int8 is for.
             if score is not None and cos.mean() < score[0] + MIN_GAIN:
-                log("keeping those layers in float does not bring the features closer; they are quantised")
+                log("keeping those layers in float does not bring the features closer; they are quantized")
                 break
             shutil.copyfile(out, best)
             excluded += trial
@@ -373,11 +354,11 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
             score = (float(cos.mean()), float(cos.min()))
             if score[0] >= min_cosine or len(excluded) >= len(targets) // 2:
                 break
-            if sqnr is None:  # measured once, on ONNX Runtime's fully quantised model (its QDQ names are known)
+            if sqnr is None:  # measured once, on ONNX Runtime's fully quantized model (its QDQ names are known)
                 proxy = out
                 if quantizer != "onnxruntime":
                     proxy = os.path.join(folder, "ort_full.onnx")
-                    _quantise(pre, proxy, calib_reader, method, [])
+                    _quantize(pre, proxy, calib_reader, method, [])
                 sqnr = _input_sqnr(proxy, Reader(input_name, calibration[:16]), targets)
             ranked = [name for name in sorted(sqnr, key=sqnr.get) if name not in excluded]
             if not ranked:
@@ -393,7 +374,7 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
     if score[0] < min_cosine:
         log(f"note: the int8 features reach cosine {score[0]:.4f} of fp32 on held-out crops (target {min_cosine}); "
             "the accuracy check (--check-on) says what that costs, and real crops of the cameras calibrate best")
-    return QuantisationResult(method if quantizer == "onnxruntime" else "nncf", len(calibration), n_check,
+    return QuantizationResult(method if quantizer == "onnxruntime" else "nncf", len(calibration), n_check,
                               len(targets) - len(excluded), kept, score[0], score[1], float(min_cosine), quantizer)
 
 
@@ -421,17 +402,11 @@ def batch_parity(run: Callable[..., np.ndarray], pixels: np.ndarray, batches: Se
 
 __all__ = [
     "BATCH_TOLERANCE",
-    "CALIBRATION_METHODS",
     "DEFAULT_MIN_COSINE",
-    "INT8_NEEDS_CALIBRATION",
-    "INT8_NO_CAMIDS",
     "PARITY_BATCHES",
-    "PRECISIONS",
-    "QUANTISED_OPS",
-    "QUANTIZERS",
-    "QuantisationResult",
+    "QUANTIZED_OPS",
+    "QuantizationResult",
     "batch_parity",
-    "check_precision",
     "convert_fp16",
     "quantize_int8",
 ]

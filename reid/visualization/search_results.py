@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from reid.visualization.tiles import (
+from .tiles import (
     MATCH_COLOR,
     MISMATCH_COLOR,
     QUERY_COLOR,

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reid.modeling.heads import CameraProxyMemory
-from reid.modeling.heads.camera_proxies import proxy_labels
+from reid.uda.camera_proxies import CameraProxyMemory
+from reid.uda.camera_proxies import proxy_labels
 from reid.modeling.loss_assembly import LossAssembly
 
 

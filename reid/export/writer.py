@@ -5,7 +5,7 @@ fixed to the size it was exported at) and returns L2-normalised features ``[B, D
 pixel normalisation is inside the model and the L2 normalisation is added here, so a
 deployment needs neither mean/std constants nor a post-processing step. A model with SIE
 (camera embedding) gets a second input, ``camids``: int64 ``[B]``, each image's camera id, on
-the same free batch axis (see :mod:`reid.inference.camera_ids`); other models keep one input.
+the same free batch axis (see :mod:`reid.export.camera_ids`); other models keep one input.
 
 Both formats come from one ``torch.export`` program (the eval-mode graph, batch axis
 declared dynamic):
@@ -38,17 +38,9 @@ from reid.modeling import camera_count
 from reid.utils.file_io import atomic_write
 
 from .camera_ids import CAMIDS_NAME
+from .exported import METADATA_KEY, ONNX_EXTRA_HINT, export_format, load_exported, program_feature_dim
 from .identity import weights_identity
-from .exported import (  # noqa: F401  (the reading side, also importable from here as before)
-    METADATA_KEY,
-    ONNX_EXTRA_HINT,
-    ExportedModel,
-    program_feature_dim,
-    export_format,
-    load_exported,
-    onnx_feeds,
-    run_exported,
-)
+from .options import DEFAULT_OPSET, MIN_SIDE
 
 
 class ExportMismatchError(RuntimeError):
@@ -59,7 +51,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 INPUT_NAME = "images"
 OUTPUT_NAME = "features"
 BATCH_AXIS = "batch"
-DEFAULT_OPSET = 18  # the lowest opset torch's torch.export-based ONNX exporter writes
 CHECK_BATCH_SIZES = (1, 7, 32)  # 32: a full batch, where exports with a wrong batch axis go wrong
 MAX_BATCH = 2**31 - 1  # the batch axis' upper bound where torch needs one (torch 2.6, see export_program)
 
@@ -100,7 +91,6 @@ def _example_inputs(input_size: Sequence[int], batch: int, cameras: int = 0,
     return (pixels, torch.randint(0, cameras, (batch,), generator=gen)) if cameras else (pixels,)
 
 
-MIN_SIDE = 16  # smaller inputs pool away to nothing in the backbones
 
 
 def check_input_size(input_size: Sequence[int]) -> Tuple[int, int]:
@@ -179,7 +169,7 @@ def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
     Load it with ``torch.export.load(path).module()``, or :func:`load_exported`. `metadata`
     (JSON-able) joins what the file records about its input and output (e.g. the run's
     calibrated decision thresholds); the file also records the identity of `model`'s weights
-    (``weights_sha256``, :mod:`reid.inference.identity`) unless `metadata` gives it.
+    (``weights_sha256``, :mod:`reid.export.identity`) unless `metadata` gives it.
     """
     path = os.fspath(path)
     program = export_program(model, input_size)
@@ -347,18 +337,13 @@ __all__ = [
     "CameraFeatureModel",
     "ExportCheck",
     "ExportMismatchError",
-    "ExportedModel",
     "NormalizedFeatureModel",
     "adaptive_max_pool2d_by_bins",
     "check_input_size",
     "check_opset",
     "compare_with_export",
-    "export_format",
     "export_model",
     "export_onnx",
     "export_program",
     "export_pt2",
-    "load_exported",
-    "onnx_feeds",
-    "run_exported",
 ]

@@ -11,7 +11,7 @@ A saved index is a NumPy ``.npz`` container (zip, no pickle; any file name, we u
 * optional ``paths`` (unicode), ``pids`` / ``camids`` (int64 ``[N]``) and ``meta`` (JSON
   strings about the model that made the features);
 * for an approximate backend, the sample its recall was measured on
-  (``reid.inference.tuning.RecallSample``): ``recall_rows`` (int64 ``[S]``),
+  (``reid.search.tuning.RecallSample``): ``recall_rows`` (int64 ``[S]``),
   ``recall_queries`` (float32 ``[S, D]``) and ``recall_truth`` (int64 ``[S, k]``), so that
   ``load_index(path, verify_recall=True)`` can measure the recorded recall again (an index
   written before these existed loads as before; older versions ignore them).
@@ -38,7 +38,7 @@ from reid.utils.value_checks import BadRowsError, unit_rows
 from .faiss_format import FaissLayoutError, check_faiss_bytes
 from .faiss_indexes import FaissBackedIndex
 from .index_base import SearchIndex, require_faiss
-from .search import SEARCH_BACKENDS, ExactIndex
+from .indexes import INDEX_REGISTRY, ExactIndex
 from .tuning import RecallSample, verify_recall as verify_index_recall
 
 logger = logging.getLogger(__name__)
@@ -116,13 +116,13 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
     With `verify_recall`, an approximate index's recall@10 is measured again on its recorded
     sample (an index saved without one: on a sample of its stored vectors) and a warning names
     the file when the recorded ``measured_recall`` is off by more than 0.05
-    (``reid.inference.tuning.verify_recall``; the result is ``index.verified_recall``). The
+    (``reid.search.tuning.verify_recall``; the result is ``index.verified_recall``). The
     measurement holds the sample and one block of scores, never more than a small fixed amount.
 
     `device` places an "exact" index's features (faiss indexes stay on the CPU). Only the
     entries an index has are read, each after its declared size is checked against the file,
     and a faiss index's own sizes are checked before faiss allocates them
-    (``reid.inference.faiss_format``). Stored vectors must be unit length: an "exact" index's
+    (``reid.search.faiss_format``). Stored vectors must be unit length: an "exact" index's
     rows are normalised with a warning, a faiss index with rows of another length is refused.
     Errors name the file: missing, damaged or foreign files, a newer format, an unknown
     backend, a faiss that cannot read the stored index, labels that do not match the rows.
@@ -147,8 +147,8 @@ def load_index(path: PathLike, device: Optional[Union[str, torch.device]] = None
     if version < 1:
         raise _bad(path, f"its format version {version} is invalid; rebuild the index")
     backend = _text(arrays, "backend", "")
-    if backend not in SEARCH_BACKENDS:
-        raise _bad(path, f"its backend {brief(backend)} is not one of this version's ({', '.join(SEARCH_BACKENDS)}); "
+    if backend not in INDEX_REGISTRY:
+        raise _bad(path, f"its backend {brief(backend)} is not one of this version's ({', '.join(INDEX_REGISTRY)}); "
                          "rebuild the index with this version")
     index = _restore_index(path, arrays, backend, params, device)
     paths = None
@@ -192,7 +192,7 @@ def _recall_sample(path: str, arrays: Dict[str, np.ndarray], index: SearchIndex)
 
 def _restore_index(path: str, arrays: Dict[str, np.ndarray], backend: str, params: Dict[str, Any],
                    device: Optional[Union[str, torch.device]]) -> SearchIndex:
-    cls = SEARCH_BACKENDS.get(backend)
+    cls = INDEX_REGISTRY.get(backend)
     if cls is ExactIndex:
         feats = arrays.get("feats")
         if feats is None or feats.ndim != 2 or feats.dtype != np.float32 or not feats.shape[0] or not feats.shape[1]:

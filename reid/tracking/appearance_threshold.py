@@ -10,7 +10,7 @@ puts everyone near distance 0). So the threshold is calibrated per model:
   (seeded), and the threshold is the cosine distance at false-accept rate `far` among pairs of
   different people, as ``reid.evaluation.thresholds.calibrate`` measures it (pairs within one
   frame are the same person only with itself, so each (sequence, frame) is its own "camera");
-* else from the model's thresholds.json (``reid.inference.calibration.calibrated_similarity``);
+* else from the model's thresholds.json (``reid.inference.decision_thresholds.calibrated_similarity``);
 * else the tracker's own default, reported as not calibrated.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def calibrate_from_ground_truth(features: Seq[np.ndarray], ids: Seq[np.ndarray],
     """The cosine-distance threshold at FAR `far` from detections matched to ground truth, over
     sequences given as parallel lists (features ``[N, D]``, gt ids (-1 = none), frame numbers).
     Ids are taken as given: the caller makes them unique where two sequences' id 1 are two people
-    (``reid.tracking.gain`` prefixes them by :func:`reid.tracking.sequences.identity_scope`). Returns ``{"distance", "tar", "num_impostor", "num_genuine", "source"}``
+    (``reid.tracking.tracker_runs`` prefixes them by :func:`reid.tracking.sequences.identity_scope`). Returns ``{"distance", "tar", "num_impostor", "num_genuine", "source"}``
     or, when the pairs cannot resolve `far`, ``{"distance": None, "reason"}``."""
     from reid.evaluation.thresholds import calibrate
 

@@ -27,7 +27,7 @@ import torch
 from reid.data import build_test_loader
 from reid.data.feature_batches import build_feature_loader, check_feature_batch
 from reid.engine import HookBase, Trainer
-from reid.engine.checkpoint import CheckpointError, last_checkpoint
+from reid.engine.checkpoint_files import CheckpointError, last_checkpoint
 from reid.evaluation.extract import autocast_context
 from reid.modeling.clip_text import prompt_slots
 from reid.modeling.meta_arch.clipreid_prompts import build_prompt_learning

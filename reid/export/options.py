@@ -1,0 +1,29 @@
+"""What a user chooses when a model is exported: names and bounds only, so that ``tools/export.py
+--help`` and its argument checks answer without loading torch or ONNX."""
+from typing import Tuple
+
+#: The arithmetic of an exported file: fp32 as PyTorch, fp16, or int8 calibrated on crops.
+PRECISIONS: Tuple[str, ...] = ("fp32", "fp16", "int8")
+#: How int8 calibration picks each tensor's range.
+CALIBRATION_METHODS: Tuple[str, ...] = ("minmax", "percentile")
+#: Who places the QDQ pairs: ONNX Runtime's quantizer (files for ONNX Runtime, TensorRT, BoxMOT) or
+#: OpenVINO's NNCF (files OpenVINO runs fastest; ONNX Runtime runs them slowly: docs/benchmarks.md).
+QUANTIZERS: Tuple[str, ...] = ("onnxruntime", "nncf")
+#: Trackers whose own input convention an export can take (``--for``).
+TRACKERS: Tuple[str, ...] = ("boxmot",)
+DEFAULT_OPSET = 18  # the lowest opset torch's torch.export-based ONNX exporter writes
+MIN_SIDE = 16  # smaller inputs pool away to nothing in the backbones
+DEFAULT_CALIBRATION_IMAGES = 300
+
+
+
+def check_precision(precision: str) -> str:
+    """`precision` lower-cased if it is one of :data:`PRECISIONS`; a ValueError listing them otherwise."""
+    p = str(precision).lower()
+    if p not in PRECISIONS:
+        raise ValueError(f"Unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}.")
+    return p
+
+
+__all__ = ["CALIBRATION_METHODS", "DEFAULT_CALIBRATION_IMAGES", "DEFAULT_OPSET", "MIN_SIDE", "PRECISIONS", "QUANTIZERS",
+           "TRACKERS", "check_precision"]

@@ -1,0 +1,11 @@
+"""What a user chooses when tracking: names only, so that a program's ``--help`` answers without
+loading numpy or torch."""
+from typing import Tuple
+
+#: BoxMOT's trackers that take an appearance model (``reid.tracking.tracker_runs.TRACKERS`` drives each).
+TRACKER_NAMES: Tuple[str, ...] = ("botsort", "deepocsort", "strongsort")
+DEFAULT_TRACKER = "botsort"
+#: What a sequence's boxes come from: its det/det.txt, or its ground truth as perfect detections.
+DETECTION_SOURCES: Tuple[str, ...] = ("det", "gt")
+
+__all__ = ["DEFAULT_TRACKER", "DETECTION_SOURCES", "TRACKER_NAMES"]
