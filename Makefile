@@ -74,8 +74,8 @@ setup-min: $(MIN_VENV)/.installed
 # slow tests (tool subprocesses, ResNet50/MGN forwards, fast-reid files, big indexes, the two-node
 # torchrun jobs of tests/engine/test_multi_node.py) run in `make test` only, which keeps CI well
 # inside its time.
-MIN_SLOW_TESTS ?= tests/engine tests/data tests/evaluation tests/uda tests/visualization tests/inference/test_export.py \
-	tests/inference/test_export_camera_ids.py
+MIN_SLOW_TESTS ?= tests/engine tests/data tests/evaluation tests/uda tests/visualization tests/export/test_writer.py \
+	tests/export/test_writer_camera_ids.py
 test-min: setup-min
 	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m slow $(MIN_SLOW_TESTS) --ignore=tests/engine/test_multi_node.py

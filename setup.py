@@ -49,6 +49,9 @@ setup(
         # DBSCAN on a precomputed sparse distance for learning without labels (UDA.ENABLED); core, not
         # an extra: a config must not train for hours and then fail on a missing package (docs/training.md).
         "scikit-learn>=1.2.2",
+        # Config regexes are matched with a time limit (reid/utils/safe_regex.py); 2025.7.34 is the first
+        # release whose scoped inline flags ((?a:...), (?u:...)) match as re's do (its Git issues 572, 575).
+        "regex>=2025.7.34",
     ],
     extras_require={
         "dev": ["pytest>=9.1.0", "pytest-xdist>=3.8.0"],  # 9.1: caplog also sees non-propagating loggers ("reid"); xdist: make test on 2 cores

@@ -54,6 +54,7 @@ from reid.export.options import (
     PRECISIONS,
     QUANTIZERS,
     TRACKERS,
+    is_exported_file,
 )
 
 from .args import config_int, float_in, int_in, parse_args, tool_parser
@@ -117,6 +118,11 @@ def main(argv=None) -> int:
             calibration_images=args.calibration_images, calibration_method=args.calibration_method,
             quantizer=args.quantizer, seed=args.seed, check_on=args.check_on or (), max_map_drop=args.max_map_drop,
             force=args.force)
+        if args.weights and is_exported_file(args.weights):
+            raise ValueError(f"--weights {args.weights} is an exported file; tools/export.py writes files from a "
+                             f"checkpoint (--run DIR, or --weights FILE.pth). An exported file is scored with "
+                             f"tools/test.py --weights {args.weights} (--query / --gallery for your own images) and run "
+                             f"with tools/extract.py --weights {args.weights}.")
         predictor = predictor_from_args(args)
         weights = str(predictor.cfg.MODEL.WEIGHTS)
         thresholds = find_thresholds(weights)

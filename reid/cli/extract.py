@@ -42,7 +42,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
-from reid.export.options import PRECISIONS
+from reid.export.options import PRECISIONS, is_exported_file
 from reid.inference.options import BACKEND_NAMES
 
 from .args import config_int, parse_args, tool_parser
@@ -138,10 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-corrupt", action="store_true",
                    help="leave out (and list) images that cannot be read; also on with DATASETS.SKIP_CORRUPT True")
     p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
-                   help="run the model with PyTorch (default), or its ONNX export with ONNX Runtime or OpenVINO (CPU)")
+                   help="run the model with PyTorch (default for checkpoints and .pt2 files), or its ONNX export with "
+                        "ONNX Runtime (default for .onnx files) or OpenVINO (CPU)")
     p.add_argument("--exported", metavar="FILE", default=None,
-                   help="with --backend onnxruntime/openvino: an .onnx file of tools/export.py, exported from the "
-                        "weights of --run / --weights (checked; default: export now)")
+                   help="an exported file of tools/export.py (.onnx, or .pt2 with torch) to run instead of the weights "
+                        "of --run / --weights, checked against them (an exported file alone: --weights FILE)")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="with --backend onnxruntime/openvino: the file's arithmetic (default: what --exported records, "
                         "else fp32); fp16 exports now, int8 needs a file of tools/export.py --precision int8")
@@ -153,18 +154,16 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     check_model_arguments(parser, args, lists=("input",))
-    if args.exported and args.backend in (None, "torch"):
-        # Not guessed from the suffix: an .onnx file runs with either backend, and the torch
-        # backend would ignore it (extracting with the weights while the user meant the file).
-        parser.error(f"--exported {args.exported} runs with --backend onnxruntime or --backend openvino; name one "
-                     "(the torch backend runs the weights of --run / --weights, not an exported file)")
-    args.backend = args.backend or "torch"
-    if args.backend == "torch" and args.precision not in (None, "fp32"):
+    exported = args.exported or (args.weights if args.weights and is_exported_file(args.weights) else None)
+    if exported and args.backend == "torch" and str(exported).lower().endswith(".onnx"):
+        parser.error(f"--exported {exported} runs with --backend onnxruntime or --backend openvino (their default: "
+                     "onnxruntime); the torch backend runs the weights of --run / --weights, or a .pt2 program")
+    if not exported and args.backend in (None, "torch") and args.precision not in (None, "fp32"):
         parser.error(f"--precision {args.precision} runs with --backend onnxruntime or openvino (the torch backend runs "
                      "the fp32 weights; TEST.AMP bf16 computes in bf16 with PyTorch)")
-    if args.precision == "int8" and not args.exported:
+    if args.precision == "int8" and not exported:
         parser.error("--precision int8 needs calibration crops: write the file with tools/export.py --precision int8 "
-                     "--calibration CROPS and pass it with --exported")
+                     "--calibration CROPS and pass it with --weights (or --exported beside --run / --weights)")
 
     def work() -> None:
         import torch.distributed as dist

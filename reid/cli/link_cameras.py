@@ -38,14 +38,19 @@ from .model_args import add_model_arguments, check_model_arguments
 DEFAULT_FAR = 1e-2
 
 
-def _calibrated_distance(args: argparse.Namespace, far: float) -> float:
-    """The cosine distance threshold at `far` of the model's thresholds.json (1 - its similarity)."""
-    from reid.inference.decision_thresholds import calibrated_similarity
+def _calibrated_distance(args: argparse.Namespace, far: float, predictor=None) -> float:
+    """The cosine distance threshold at `far` calibrated for the model (1 - its similarity): the
+    thresholds.json beside its checkpoint (read before the model loads), or the thresholds the
+    exported file that `predictor` runs carries."""
+    from reid.inference.decision_thresholds import calibrated_similarity, model_similarity
     from reid.inference.loading import resolve_model
 
-    cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
-    similarity, path, description = calibrated_similarity(cfg, weights, far, other="pass --threshold D (a cosine "
-                                                          "distance in (0, 2])")
+    other = "pass --threshold D (a cosine distance in (0, 2])"
+    if predictor is not None:
+        similarity, path, description = model_similarity(predictor, far, other=other)
+    else:
+        cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
+        similarity, path, description = calibrated_similarity(cfg, weights, far, other=other)
     print(f"threshold: cosine distance {1.0 - similarity:.4f} from {path}; {description}")
     return 1.0 - similarity
 
@@ -87,6 +92,7 @@ def main(argv=None) -> int:
         parser.error("name the appearance model: --run DIR, --weights FILE or --config-file FILE")
 
     def work() -> None:
+        from reid.export.options import is_exported_file
         from reid.tracking.appearance import load_appearance_models
         from reid.tracking.cross_camera import LinkSettings, link_cameras, trackeval_score
         from reid.tracking.linking import load_transitions
@@ -95,13 +101,18 @@ def main(argv=None) -> int:
 
         sequences = find_sequences(args.sequences)
         transitions = load_transitions(args.transitions) if args.transitions else None
+        # The model's calibrated threshold, checked as tools/search.py --far checks it: a checkpoint's before the
+        # model loads (a refused one costs nothing), an exported file's once it is open (the file carries it).
+        far, exported = DEFAULT_FAR if args.far is None else args.far, is_exported_file(args.weights or "")
         threshold = args.threshold
-        if threshold is None:  # the model's calibrated threshold, checked as tools/search.py --far checks it
-            threshold = _calibrated_distance(args, DEFAULT_FAR if args.far is None else args.far)
-        settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
+        if threshold is None and not exported:
+            threshold = _calibrated_distance(args, far)
         model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
                                        config_file=args.config_file, opts=overrides(args) or None,
                                        device=args.device)[0]
+        if threshold is None:
+            threshold = _calibrated_distance(args, far, model.predictor)
+        settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
         scored = not args.no_metrics and all(s.gt_path for s in sequences)
         python = tracker_python(args.tracker_python) if scored else None
 

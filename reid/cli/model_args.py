@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # loading a model imports torch; only the types are needed he
 
 RUN_HELP = "a training run's folder (its OUTPUT_DIR): config.yaml + model_best.pth, else model_final.pth"
 WEIGHTS_HELP = ("a checkpoint: ours (it stores its config) or a foreign format such as fast-reid's "
-                "(add --config-file); with --run, a file of that run")
+                "(add --config-file); or an exported file (.onnx / .pt2 of tools/export.py, any precision), which "
+                "runs on its own; with --run, a file of that run (an exported one is checked against the run's weights)")
 CONFIG_HELP = "YAML config of the model (may use _BASE_); its weights: --weights, MODEL.WEIGHTS, or those of the run folder it sits in"
 
 # A nested config key as written on the command line: TEST.FLIP, MODEL.BACKBONE.NAME.

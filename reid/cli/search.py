@@ -40,6 +40,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from reid.config import value_range
+from reid.export.options import is_exported_file
 from reid.search.options import BUILD_PARAMS, HNSW_MAX_EF_SEARCH, HNSW_MAX_M, INDEX_BACKENDS, SEARCH_PARAMS
 from reid.utils.file_io import atomic_write_text
 from reid.utils.text_files import brief, printable
@@ -182,15 +183,19 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     return records
 
 
-def decision_threshold(args: argparse.Namespace) -> Tuple[Optional[float], str]:
-    """The similarity threshold of --threshold, or of --far from the model's calibration file."""
+def decision_threshold(args: argparse.Namespace, predictor: Optional[Predictor] = None) -> Tuple[Optional[float], str]:
+    """The similarity threshold of --threshold, or of --far from the model's calibration (thresholds.json
+    beside a checkpoint, read before the model is loaded; the thresholds an exported file carries)."""
     if args.far is None:
         return args.threshold, ""
-    from reid.inference.decision_thresholds import calibrated_similarity
+    from reid.inference.decision_thresholds import calibrated_similarity, model_similarity
     from reid.inference.loading import resolve_model
 
-    cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
-    similarity, path, description = calibrated_similarity(cfg, weights, args.far)
+    if predictor is not None:
+        similarity, path, description = model_similarity(predictor, args.far)
+    else:
+        cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
+        similarity, path, description = calibrated_similarity(cfg, weights, args.far)
     print(f"threshold: similarity {similarity:.4f} from {path}; {description}")
     return similarity, f", calibrated at FAR {args.far:g}: {path}"
 
@@ -264,8 +269,13 @@ def main(argv=None) -> int:
                      "(draw fewer, or leave --draw out)")
 
     def work() -> None:
-        threshold, note = decision_threshold(args)
+        # A checkpoint's calibration is read before the model loads (a refused --far costs nothing); an
+        # exported file carries its own, read once the file is open.
+        exported = bool(args.weights) and is_exported_file(args.weights)
+        threshold, note = decision_threshold(args) if not exported else (args.threshold, "")
         predictor = predictor_from_args(args, batch_size=args.batch_size) if args.query else None
+        if exported and predictor is not None:
+            threshold, note = decision_threshold(args, predictor)
         search_command(predictor, args.gallery, args.query or (), k=args.topk, backend=args.backend,
                        draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height,
                        index_path=args.index, save_index_path=args.save_index, params=params,

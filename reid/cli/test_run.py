@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+from typing import Optional
 
 import numpy as np
 import torch.distributed as dist
@@ -18,7 +19,11 @@ from reid.evaluation import save_features
 from reid.evaluation.evaluator import (
     evaluate_model, format_draws, format_open_set, format_table, format_verification,
 )
-from reid.evaluation.test_sets import check_test_settings
+from reid.evaluation.eval_sets import check_test_settings
+from reid.export.options import is_exported_file
+from reid.inference.backends import build_runtime, file_backend, file_runtime
+from reid.inference.file_model import ExportedFeatures
+from reid.inference.loading import build_inference_model, config_for_exported, resolve_model
 from reid.modeling import build_model, model_summary, takes_camera_ids
 from reid.utils.device import resolve_device
 from reid.utils.file_io import atomic_write_text
@@ -28,6 +33,7 @@ from reid.utils.process import is_main_process, seed_everything
 from reid.utils.run_lock import RunLock
 from reid.visualization import visualize_from_features
 
+from .args import overrides
 from .model_args import model_config
 
 
@@ -44,7 +50,8 @@ def run_command(args: argparse.Namespace) -> int:
     if args.query is not None:
         flags += ["DATASETS.TESTS", ["folders"], "DATASETS.FOLDERS.QUERY_PATH", args.query,
                   "DATASETS.FOLDERS.GALLERY_PATH", args.gallery]
-    cfg, _ = model_config(args, flags)
+    exported = args.weights if args.weights and is_exported_file(args.weights) else None
+    cfg = _exported_config(args, flags, exported) if exported else model_config(args, flags)[0]
     check_test_settings(cfg)
     out = args.output_dir or os.path.join(args.run or str(cfg.OUTPUT_DIR), "test")
     # One process per results folder: two tests writing metrics.json and pictures into the same
@@ -57,29 +64,62 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         if rank != 0:
             seed_everything(int(cfg.SEED))
-            return run_test(cfg, args, out, logging.getLogger("reid"))
+            return run_test(cfg, args, out, logging.getLogger("reid"), exported)
         with RunLock(out, "testing", hint, command=args.command):
             logger = setup_run_logger(out, output_hint=hint)
             seed_everything(int(cfg.SEED))
-            return run_test(cfg, args, out, logger)
+            return run_test(cfg, args, out, logger, exported)
     finally:
         if joined:  # leave only a process group this call created
             cleanup_distributed()
 
 
-def run_test(cfg, args, out: str, logger: logging.Logger) -> int:
-    """Evaluate ``cfg.MODEL.WEIGHTS`` on every test set; write metrics.json (and pictures)."""
+def _exported_config(args: argparse.Namespace, flags: list, exported: str):
+    """The config of a test of an exported file: the run's / config file's (the file then runs instead of
+    that checkpoint, checked against it), or the defaults and overrides with the file's input size."""
+    opts = overrides(args) + flags
+    flip = dict(zip(map(str, opts[::2]), opts[1::2])).get("TEST.FLIP")
+    if args.flip or str(flip).lower() in ("true", "1"):
+        raise ValueError(f"--flip (TEST.FLIP True) averages unnormalised features, which the exported file {exported} "
+                         "does not return; leave it out, or test the checkpoint.")
+    if args.run or args.config_file:
+        cfg, _ = resolve_model(args.run, args.config_file, None, opts)
+        if bool(cfg.TEST.FLIP):
+            raise ValueError(f"TEST.FLIP True in the run's config averages unnormalised features, which the exported "
+                             f"file {exported} does not return; add TEST.FLIP False.")
+        return cfg
+    return config_for_exported(file_runtime(exported).file, opts)
+
+
+def _test_model(cfg, exported: Optional[str], device):
+    """The model to evaluate: the checkpoint's, or an exported file (alone, or checked against it)."""
+    if exported is None:
+        model = build_model(cfg)
+        load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)
+        return model.to(device)
+    if not cfg.MODEL.WEIGHTS:  # the file alone
+        return ExportedFeatures(file_runtime(exported))
+    model = build_inference_model(cfg, str(cfg.MODEL.WEIGHTS), "cpu")
+    return ExportedFeatures(build_runtime(file_backend(exported), model, cfg.INPUT.SIZE_TEST, exported,
+                                          weights=str(cfg.MODEL.WEIGHTS)))
+
+
+def run_test(cfg, args, out: str, logger: logging.Logger, exported: Optional[str] = None) -> int:
+    """Evaluate ``cfg.MODEL.WEIGHTS`` (or the `exported` file) on every test set; write metrics.json
+    (and pictures)."""
     if not list(cfg.DATASETS.TESTS):  # e.g. a run adapted to unlabelled crops: nothing to score it on
         raise ValueError("DATASETS.TESTS is empty: there is no test set to evaluate on. Name one (e.g. DATASETS.TESTS "
                          "[market1501]), or give --query and --gallery (folders or list files of labelled images).")
     device = resolve_device(str(cfg.MODEL.DEVICE))
-    model = build_model(cfg)
-    load_checkpoint(str(cfg.MODEL.WEIGHTS), model=model)
-    model.to(device)
-    logger.info("Model: %s; weights %s; device %s", model_summary(model), cfg.MODEL.WEIGHTS, device)
+    model = _test_model(cfg, exported, device)
+    if exported:
+        logger.info("Model: exported file %s (%s, %s); checked against %s", exported, model.runtime.file.runtime,
+                    model.runtime.precision, cfg.MODEL.WEIGHTS or "no checkpoint (it runs on its own)")
+    else:
+        logger.info("Model: %s; weights %s; device %s", model_summary(model), cfg.MODEL.WEIGHTS, device)
     t = cfg.TEST
     report = {
-        "weights": str(cfg.MODEL.WEIGHTS),
+        "weights": str(exported or cfg.MODEL.WEIGHTS),
         "flip": bool(t.FLIP),
         # What the numbers depend on beyond the weights, so they can be reproduced (the saved
         # features are the un-expanded ones: AQE, when on, is applied at evaluation time).

@@ -58,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKER_NAMES, help=f"BoxMOT tracker (default: {DEFAULT_TRACKER})")
     p.add_argument("--detections", default="det", choices=DETECTION_SOURCES,
                    help="det: each sequence's det/det.txt (default); gt: its ground-truth boxes")
-    p.add_argument("--backend", default="torch", choices=BACKEND_NAMES,
-                   help="runtime of checkpoints (exported files run with their own)")
+    p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
+                   help="torch (default for checkpoints), onnxruntime (default for .onnx files) or openvino; a .pt2 "
+                        "file runs with torch")
     p.add_argument("--input-size", nargs=2, type=int_in(16, 1024), metavar=("H", "W"),
                    help="crop size handed to the model (default: the model's)")
     p.add_argument("--appearance-threshold", type=float_in(0, 2, "a cosine distance", open_low=True), metavar="D",

@@ -29,17 +29,9 @@ from typing import Any, Dict, Sequence
 
 import numpy as np
 
-from .rank import ArrayLike, _as_distmat, _group_gallery
-from .verification import (
-    DEFAULT_FARS,
-    Blocks,
-    check_fars,
-    feature_blocks,
-    feature_pair,
-    id_arrays,
-    matrix_blocks,
-    same_pid_entries,
-)
+from .distance import ArrayLike
+from .from_features import Distances, FeatureDistances, MatrixDistances, group_gallery, same_pid_entries
+from .verification import DEFAULT_FARS, check_fars
 
 
 def holdout_gallery(q_pids: ArrayLike, g_pids: ArrayLike, num_ids: int, seed: int = 0) -> np.ndarray:
@@ -60,14 +52,15 @@ def holdout_gallery(q_pids: ArrayLike, g_pids: ArrayLike, num_ids: int, seed: in
     return ~np.isin(g, chosen)
 
 
-def _open_set(blocks: Blocks, q_pids: np.ndarray, g_pids: np.ndarray, q_cams: np.ndarray, g_cams: np.ndarray,
-              fars: Sequence[float]) -> Dict[str, Any]:
+def _open_set(source: Distances, fars: Sequence[float]) -> Dict[str, Any]:
     fars = check_fars(fars)
+    q_pids, g_pids, q_cams, g_cams = source.q_pids, source.g_pids, source.q_cams, source.g_cams
     num_q = len(q_pids)
-    groups = _group_gallery(q_pids, g_pids)
+    groups = group_gallery(q_pids, g_pids)
     best = np.empty(num_q, dtype=np.float64)
     best_index = np.empty(num_q, dtype=np.int64)
     genuine_count = np.zeros(num_q, dtype=np.int64)
+    blocks = source.numpy_blocks()
     for r0, block in blocks():
         if not np.isfinite(block).all():
             bad = r0 + int(np.nonzero(~np.isfinite(block).all(axis=1))[0][0])
@@ -116,9 +109,7 @@ def open_set_metrics(
     ValueError when there is no known or no unknown query (make unknown ones with
     :func:`holdout_gallery`), or for a FAR outside (0, 1).
     """
-    d = _as_distmat(distmat)
-    ids = id_arrays(q_pids, g_pids, q_camids, g_camids, d.shape[0], d.shape[1], "distmat")
-    return _open_set(matrix_blocks(d), *ids, fars)
+    return _open_set(MatrixDistances(distmat, q_pids, g_pids, q_camids, g_camids), fars)
 
 
 def open_set_metrics_from_features(
@@ -132,9 +123,7 @@ def open_set_metrics_from_features(
     fars: Sequence[float] = DEFAULT_FARS,
 ) -> Dict[str, Any]:
     """:func:`open_set_metrics` of ``compute_distance(q_feats, g_feats, metric)``, a block at a time."""
-    q, g, metric = feature_pair(q_feats, g_feats, metric)
-    ids = id_arrays(q_pids, g_pids, q_camids, g_camids, q.shape[0], g.shape[0], "feature")
-    return _open_set(feature_blocks(q, g, metric), *ids, fars)
+    return _open_set(FeatureDistances(q_feats, g_feats, q_pids, g_pids, q_camids, g_camids, metric), fars)
 
 
 __all__ = ["holdout_gallery", "open_set_metrics", "open_set_metrics_from_features"]

@@ -26,24 +26,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
-from .distance import (
-    as_feature_tensor,
-    check_metric,
-    check_same_dim,
-    feature_center,
-    matmul_operand,
-    pairwise_block,
-    prepare_features,
-    rows_per_block,
-)
-
-ArrayLike = Union[np.ndarray, torch.Tensor]
+from .distance import ArrayLike, rows_per_block
+from .from_features import Blocks, Distances, FeatureDistances, GalleryGroups, MatrixDistances, group_gallery
 
 # Entries of the distance matrix ranked per task. ~2M float32 (8 MB) keeps a task's sort
 # buffer cache-friendly and leaves enough tasks to spread over the threads.
@@ -53,37 +42,6 @@ _TASK_ELEMENTS = 1 << 21
 _BLOCK_ELEMENTS = 1 << 25
 # Rows x gallery entries compared at once when resolving equal distances.
 _TIE_ELEMENTS = 1 << 22
-
-
-def _as_ids(x: ArrayLike, name: str, length: int, what: str) -> np.ndarray:
-    """`x` as a 1-D int64 numpy array of length `length`, or a ValueError naming `name`."""
-    a = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {a.shape}.")
-    if a.shape[0] != length:
-        raise ValueError(f"{name} has {a.shape[0]} entries but there are {length} {what}; they must match.")
-    if a.dtype.kind not in "iub":
-        if a.dtype.kind != "f" or not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
-            raise ValueError(f"{name} must hold integer ids, got dtype {a.dtype}.")
-    return a.astype(np.int64, copy=False)
-
-
-@dataclass
-class _Groups:
-    """The gallery grouped by pid: the matches + junk of query q are
-    ``order[start[q] : start[q] + count[q]]`` (in gallery-index order)."""
-
-    order: np.ndarray
-    start: np.ndarray
-    count: np.ndarray
-
-
-def _group_gallery(q_pids: np.ndarray, g_pids: np.ndarray) -> _Groups:
-    order = np.argsort(g_pids, kind="stable")
-    uniq, first, cnt = np.unique(g_pids[order], return_index=True, return_counts=True)
-    pos = np.minimum(np.searchsorted(uniq, q_pids), len(uniq) - 1)
-    found = uniq[pos] == q_pids
-    return _Groups(order, np.where(found, first[pos], 0), np.where(found, cnt[pos], 0))
 
 
 def _sort_rows(d: torch.Tensor, junk_rows: torch.Tensor, junk_cols: torch.Tensor) -> torch.Tensor:
@@ -106,7 +64,7 @@ def _rank_chunk(
     d: torch.Tensor,
     q_camids: np.ndarray,
     g_camids: np.ndarray,
-    groups: _Groups,
+    groups: GalleryGroups,
     r0: int,
     g_index: torch.Tensor,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -235,7 +193,7 @@ def _rank_block(
     r0: int,
     q_camids: np.ndarray,
     g_camids: np.ndarray,
-    groups: _Groups,
+    groups: GalleryGroups,
     rows_per_task: int,
     pool: Optional[ThreadPoolExecutor],
 ) -> List[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -296,28 +254,6 @@ def _rows_per_task(num_g: int, chunk_size: Optional[int]) -> int:
     return max(1, _TASK_ELEMENTS // max(1, num_g))
 
 
-def _as_distmat(distmat: ArrayLike) -> torch.Tensor:
-    if isinstance(distmat, np.ndarray):
-        # float16 stays as it is: the chunks are converted one at a time (a whole float32
-        # copy would be 3.8 GB at MSMT17 size).
-        if distmat.dtype not in (np.float16, np.float32, np.float64):
-            distmat = distmat.astype(np.float32)
-        t = torch.from_numpy(distmat)
-    elif isinstance(distmat, torch.Tensor):
-        t = distmat.detach()
-    else:
-        raise TypeError(f"distmat must be a numpy array or torch tensor, got {type(distmat).__name__}.")
-    if t.dim() != 2:
-        raise ValueError(f"distmat must be 2-D [num_query, num_gallery], got shape {tuple(t.shape)}.")
-    if t.shape[0] == 0:
-        raise ValueError("distmat has no query rows: the query set is empty.")
-    if t.shape[1] == 0:
-        raise ValueError("distmat has no gallery columns: the gallery set is empty.")
-    if not t.is_floating_point():
-        t = t.float()
-    return t
-
-
 def evaluate_rank(
     distmat: ArrayLike,
     q_pids: ArrayLike,
@@ -352,18 +288,9 @@ def evaluate_rank(
             with any valid match.
     """
     max_rank = _check_max_rank(max_rank)
-    d = _as_distmat(distmat)
-    num_q, num_g = d.shape
-    q_pids_np = _as_ids(q_pids, "q_pids", num_q, "distmat rows (queries)")
-    g_pids_np = _as_ids(g_pids, "g_pids", num_g, "distmat columns (gallery items)")
-    q_cam_np = _as_ids(q_camids, "q_camids", num_q, "distmat rows (queries)")
-    g_cam_np = _as_ids(g_camids, "g_camids", num_g, "distmat columns (gallery items)")
-    groups = _group_gallery(q_pids_np, g_pids_np)
-    step = _rows_per_task(num_g, chunk_size)
-    threads = _num_threads(num_threads)
-    with ThreadPoolExecutor(threads) if threads > 1 else _NoPool() as pool:
-        parts = _rank_block(d, 0, q_cam_np, g_cam_np, groups, step, pool)
-    return _summarise(parts, max_rank)
+    source = MatrixDistances(distmat, q_pids, g_pids, q_camids, g_camids)
+    step = _rows_per_task(source.num_g, chunk_size)
+    return _rank(source, source.blocks(source.num_q), step, num_threads, max_rank)
 
 
 def evaluate_rank_from_features(
@@ -387,30 +314,22 @@ def evaluate_rank_from_features(
     `evaluate_rank` and `compute_distance`.
     """
     max_rank = _check_max_rank(max_rank)
-    metric = check_metric(metric)
-    q = as_feature_tensor(q_feats, "q_feats")
-    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
-    check_same_dim(q, g, "q_feats", "g_feats")
-    num_q, num_g = q.shape[0], g.shape[0]
-    q_pids_np = _as_ids(q_pids, "q_pids", num_q, "query features")
-    g_pids_np = _as_ids(g_pids, "g_pids", num_g, "gallery features")
-    q_cam_np = _as_ids(q_camids, "q_camids", num_q, "query features")
-    g_cam_np = _as_ids(g_camids, "g_camids", num_g, "gallery features")
-    center = feature_center(g) if metric == "euclidean" else None
-    q, q_sq = prepare_features(q, metric, center)
-    g, g_sq = prepare_features(g, metric, center)
-    groups = _group_gallery(q_pids_np, g_pids_np)
+    source = FeatureDistances(q_feats, g_feats, q_pids, g_pids, q_camids, g_camids, metric)
+    num_g = source.num_g
     block_rows = rows_per_block(num_g, chunk_size) if chunk_size is not None else max(1, _BLOCK_ELEMENTS // num_g)
     task_rows = min(block_rows, _rows_per_task(num_g, None))
+    return _rank(source, source.blocks(block_rows), task_rows, num_threads, max_rank)
+
+
+def _rank(source: Distances, blocks: Blocks, task_rows: int, num_threads: Optional[int], max_rank: int
+          ) -> Dict[str, Any]:
+    """Rank every block of `blocks` (tasks of `task_rows` query rows over a thread pool) and summarise."""
+    groups = group_gallery(source.q_pids, source.g_pids)
     threads = _num_threads(num_threads)
     parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    g_op = matmul_operand(g, min(block_rows, num_q))
     with ThreadPoolExecutor(threads) if threads > 1 else _NoPool() as pool:
-        for r0 in range(0, num_q, block_rows):
-            r1 = min(r0 + block_rows, num_q)
-            qs = q_sq[r0:r1] if q_sq is not None else None
-            block = pairwise_block(q[r0:r1], qs, g, g_sq, metric, b_op=g_op)
-            parts.extend(_rank_block(block, r0, q_cam_np, g_cam_np, groups, task_rows, pool))
+        for r0, block in blocks():
+            parts.extend(_rank_block(block, r0, source.q_cams, source.g_cams, groups, task_rows, pool))
     return _summarise(parts, max_rank)
 
 

@@ -30,31 +30,17 @@ few chunk-sized buffers and the genuine distances. Distances are compared as flo
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
-import torch
 
-from .distance import (
-    as_feature_tensor,
-    check_metric,
-    check_same_dim,
-    feature_center,
-    matmul_operand,
-    pairwise_block,
-    prepare_features,
-    rows_per_block,
-)
-from .rank import ArrayLike, _as_distmat, _as_ids, _group_gallery, _Groups
+from .distance import ArrayLike
+from .from_features import Distances, FeatureDistances, MatrixDistances, group_gallery, same_pid_entries
 
 DEFAULT_FARS = (1e-2, 1e-3, 1e-4)
 # Points of the returned ROC curve: FARs spaced evenly on a log axis down to one impostor.
 ROC_POINTS = 60
-# Distances handled at a time: 8M float32 (32 MB) plus a few key-sized temporaries.
-_CHUNK_ELEMENTS = 1 << 23
 _BINS = 1 << 16
-
-Blocks = Callable[[], Iterator[Tuple[int, np.ndarray]]]
 
 
 def float_keys(x: np.ndarray) -> np.ndarray:
@@ -92,56 +78,20 @@ def check_fars(fars: Sequence[float]) -> List[float]:
     return out
 
 
-def same_pid_entries(groups: _Groups, r0: int, c: int, q_cams: np.ndarray, g_cams: np.ndarray
-              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, gallery columns, genuine?) of the same-identity entries of query rows r0 : r0 + c."""
-    start, count = groups.start[r0:r0 + c], groups.count[r0:r0 + c]
-    rows = np.repeat(np.arange(c), count)
-    offsets = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    cols = groups.order[np.repeat(start, count) + offsets]
-    genuine = g_cams[cols] != q_cams[r0 + rows]
-    return rows, cols, genuine
-
-
-def matrix_blocks(d: torch.Tensor) -> Blocks:
-    step = max(1, _CHUNK_ELEMENTS // d.shape[1])
-
-    def blocks() -> Iterator[Tuple[int, np.ndarray]]:
-        for r0 in range(0, d.shape[0], step):
-            yield r0, d[r0:r0 + step].to("cpu", torch.float32).numpy()
-
-    return blocks
-
-
-def feature_blocks(q: torch.Tensor, g: torch.Tensor, metric: str) -> Blocks:
-    center = feature_center(g) if metric == "euclidean" else None
-    q, q_sq = prepare_features(q, metric, center)
-    g, g_sq = prepare_features(g, metric, center)
-    step = min(rows_per_block(g.shape[0], None), max(1, _CHUNK_ELEMENTS // g.shape[0]))
-    g_op = matmul_operand(g, min(step, q.shape[0]))
-
-    def blocks() -> Iterator[Tuple[int, np.ndarray]]:
-        for r0 in range(0, q.shape[0], step):
-            qs = q_sq[r0:r0 + step] if q_sq is not None else None
-            block = pairwise_block(q[r0:r0 + step], qs, g, g_sq, metric, b_op=g_op)
-            yield r0, block.to("cpu", torch.float32).numpy()
-
-    return blocks
-
-
 class _Counts:
     """Impostor keys counted by their top 16 bits (pass 1), then refined in chosen bins (pass 2)."""
 
-    def __init__(self, blocks: Blocks, groups: _Groups, q_cams: np.ndarray, g_cams: np.ndarray) -> None:
-        self.blocks, self.groups, self.q_cams, self.g_cams = blocks, groups, q_cams, g_cams
+    def __init__(self, source: Distances) -> None:
+        self.blocks, self.q_cams, self.g_cams = source.numpy_blocks(), source.q_cams, source.g_cams
+        self.groups = groups = group_gallery(source.q_pids, source.g_pids)
         top = np.zeros(_BINS, dtype=np.int64)
         genuine: List[np.ndarray] = []
-        for r0, d in blocks():
+        for r0, d in self.blocks():
             if not np.isfinite(d).all():
                 bad = r0 + int(np.nonzero(~np.isfinite(d).all(axis=1))[0][0])
                 raise ValueError(f"distmat contains NaN or inf (first bad query row: {bad}). Check the features that "
                                  "produced it before evaluating.")
-            rows, cols, is_gen = same_pid_entries(groups, r0, d.shape[0], q_cams, g_cams)
+            rows, cols, is_gen = same_pid_entries(groups, r0, d.shape[0], self.q_cams, self.g_cams)
             same = d[rows, cols]
             top += np.bincount((float_keys(d).ravel() >> 16).astype(np.int64), minlength=_BINS)
             top -= np.bincount((float_keys(same) >> 16).astype(np.int64), minlength=_BINS)
@@ -278,29 +228,6 @@ def _verification(counts: _Counts, fars: Sequence[float], roc_points: int) -> Di
     }
 
 
-def id_arrays(q_pids, g_pids, q_camids, g_camids, num_q: int, num_g: int, what: str
-              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The four id arrays checked against a ``num_q x num_g`` problem (int64)."""
-    return (_as_ids(q_pids, "q_pids", num_q, f"{what} rows (queries)"),
-            _as_ids(g_pids, "g_pids", num_g, f"{what} columns (gallery items)"),
-            _as_ids(q_camids, "q_camids", num_q, f"{what} rows (queries)"),
-            _as_ids(g_camids, "g_camids", num_g, f"{what} columns (gallery items)"))
-
-
-def feature_pair(q_feats: ArrayLike, g_feats: ArrayLike, metric: str) -> Tuple[torch.Tensor, torch.Tensor, str]:
-    """Query and gallery features as tensors of one width on one device, and the checked metric."""
-    metric = check_metric(metric)
-    q = as_feature_tensor(q_feats, "q_feats")
-    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
-    check_same_dim(q, g, "q_feats", "g_feats")
-    return q, g, metric
-
-
-def _counts(blocks: Blocks, q_pids: np.ndarray, g_pids: np.ndarray, q_cams: np.ndarray, g_cams: np.ndarray
-            ) -> "_Counts":
-    return _Counts(blocks, _group_gallery(q_pids, g_pids), q_cams, g_cams)
-
-
 def verification_metrics(
     distmat: ArrayLike,
     q_pids: ArrayLike,
@@ -323,9 +250,7 @@ def verification_metrics(
     genuine or impostor pairs.
     """
     fars = check_fars(fars)
-    d = _as_distmat(distmat)
-    ids = id_arrays(q_pids, g_pids, q_camids, g_camids, d.shape[0], d.shape[1], "distmat")
-    return _verification(_counts(matrix_blocks(d), *ids), fars, roc_points)
+    return _verification(_Counts(MatrixDistances(distmat, q_pids, g_pids, q_camids, g_camids)), fars, roc_points)
 
 
 def verification_metrics_from_features(
@@ -342,10 +267,9 @@ def verification_metrics_from_features(
     """:func:`verification_metrics` of ``compute_distance(q_feats, g_feats, metric)``, computing the
     distances a block at a time (twice) so that the query x gallery matrix never exists."""
     fars = check_fars(fars)
-    q, g, metric = feature_pair(q_feats, g_feats, metric)
-    ids = id_arrays(q_pids, g_pids, q_camids, g_camids, q.shape[0], g.shape[0], "feature")
-    return _verification(_counts(feature_blocks(q, g, metric), *ids), fars, roc_points)
+    source = FeatureDistances(q_feats, g_feats, q_pids, g_pids, q_camids, g_camids, metric)
+    return _verification(_Counts(source), fars, roc_points)
 
 
-__all__ = ["DEFAULT_FARS", "check_fars", "float_keys", "key_values", "same_pid_entries", "verification_metrics",
+__all__ = ["DEFAULT_FARS", "check_fars", "float_keys", "key_values", "verification_metrics",
            "verification_metrics_from_features"]

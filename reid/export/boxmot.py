@@ -22,12 +22,8 @@ from reid.modeling import camera_count
 
 from .identity import weights_identity
 from .options import DEFAULT_OPSET, MIN_SIDE, TRACKERS
+from .pixels import BOXMOT_MEAN, BOXMOT_PIXELS, BOXMOT_STD
 from .writer import check_input_size, export_onnx
-
-#: BoxMOT's input convention: RGB / 255, then ImageNet mean and std.
-BOXMOT_MEAN = (0.485, 0.456, 0.406)
-BOXMOT_STD = (0.229, 0.224, 0.225)
-BOXMOT_PIXELS = "RGB / 255, minus ImageNet mean (0.485, 0.456, 0.406), divided by std (0.229, 0.224, 0.225) (BoxMOT)"
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -43,13 +39,6 @@ class BoxMOTInput(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.model(images * self.scale + self.shift)
-
-
-def boxmot_input(pixels: torch.Tensor) -> torch.Tensor:
-    """Raw RGB pixels ``[B, 3, H, W]`` (0-255) as BoxMOT feeds them to a model (float32)."""
-    mean = torch.tensor(BOXMOT_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(BOXMOT_STD).view(1, 3, 1, 1)
-    return (pixels.float() / 255.0 - mean) / std
 
 
 def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optional[Sequence[int]]) -> Tuple[int, int]:
@@ -105,12 +94,8 @@ def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int
 
 
 __all__ = [
-    "BOXMOT_MEAN",
-    "BOXMOT_PIXELS",
-    "BOXMOT_STD",
     "TRACKERS",
     "BoxMOTInput",
-    "boxmot_input",
     "check_tracker_export",
     "check_tracker_model",
     "export_for_boxmot",

@@ -1,77 +1,39 @@
-"""Exported model files: their formats, what they record, and running them (``load_exported``).
+"""Running an exported model file (``load_exported``): a ``.pt2`` program with torch, an ``.onnx``
+file with ONNX Runtime or OpenVINO, raw RGB pixels 0-255 in, L2-normalised features out, whatever
+input convention the file records (a tracker's file gets its crops converted).
 
-The files are written by :mod:`reid.export.writer` (``tools/export.py``): ``.pt2`` (a
-``torch.export`` program, run with torch) and ``.onnx`` (run with onnxruntime), both taking raw
-RGB pixels 0-255 ``[B, 3, H, W]`` (plus ``camids`` ``[B]`` for a model with SIE) and returning
-L2-normalised features ``[B, D]``.
+What a file is and records: :mod:`reid.export.files`; the runtimes' sessions: :mod:`reid.export.runtimes`.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
-from reid.utils.file_signatures import content_kind, read_head
-from reid.utils.npz_files import json_object
 from reid.utils.path_kinds import check_file
 
 from .camera_ids import CamIds, check_camids
+from .files import (
+    METADATA_KEY,
+    export_format,
+    file_record,
+    program_feature_dim,
+    recorded_cameras,
+    recorded_precision,
+    unreadable,
+)
 from .identity import recorded_identity
+from .pixels import from_raw_pixels, input_convention
+from .runtimes import OnnxFile
 
+logger = logging.getLogger(__name__)
 PathLike = Union[str, "os.PathLike[str]"]
-
-EXTENSIONS: Dict[str, str] = {".pt2": "pt2", ".onnx": "onnx"}
-TORCHSCRIPT_EXTENSIONS = (".ts", ".pt", ".torchscript", ".jit")
-ONNX_EXTRA_HINT = "pip install onnx onnxscript onnxruntime (or pip install 'circle-reid[export]')"
-METADATA_KEY = "circle_reid"  # ONNX metadata_props key / .pt2 extra file: what the model expects
-
-
-def _legacy_torchscript_error(path: str) -> ValueError:
-    return ValueError(
-        f"{path!r}: TorchScript (.ts/.pt) is no longer written or read (torch deprecates it); "
-        f"export to .pt2 instead (a torch.export program: tools/export.py --output model.pt2)."
-    )
-
-
-def export_format(path: PathLike) -> str:
-    """"pt2" or "onnx" from the file extension of `path`."""
-    p = os.fspath(path)
-    ext = os.path.splitext(p)[1].lower()
-    if ext in EXTENSIONS:
-        return EXTENSIONS[ext]
-    if ext in TORCHSCRIPT_EXTENSIONS:
-        raise _legacy_torchscript_error(p)
-    raise ValueError(
-        f"Cannot tell the export format of {p!r} from its extension; use .pt2 for a torch.export "
-        "program or .onnx for ONNX."
-    )
-
-
-def unreadable(path: str, error: BaseException, what: str = "ONNX model") -> ValueError:
-    """A file a runtime cannot load, in one line naming it: what its first bytes say it is (an empty
-    file, a JPEG image, a text file, ...), else the first line of the runtime's own message
-    (onnxruntime's and torch's run to many lines of C++ or Python context)."""
-    head = read_head(path)
-    # ONNX models are binary data and .pt2 programs zip archives: only another kind is named by its bytes.
-    archive = head is not None and head.startswith(b"PK") and what != "ONNX model"
-    kind = content_kind(head, os.path.basename(path)) if head is not None and not archive else None
-    if kind is not None and kind != "binary data":
-        return ValueError(f"{path!r} is not a readable {what}: it is {kind}; give a file tools/export.py wrote, "
-                          "or export it again.")
-    first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-    return ValueError(f"{path!r} is not a readable {what} ({first[:300]}); give a file tools/export.py wrote, "
-                      "or export it again.")
-
-
-def program_feature_dim(program: torch.export.ExportedProgram) -> int:
-    """D of the program's output ``[batch, D]`` (the output node lists the user outputs)."""
-    features = next(n for n in program.graph.nodes if n.op == "output").args[0][0]
-    return int(features.meta["val"].shape[1])
-
-
 ImageBatch = Union[torch.Tensor, np.ndarray]
+#: The runtimes that run each format.
+FORMAT_RUNTIMES: Dict[str, Sequence[str]] = {"onnx": ("onnxruntime", "openvino"), "pt2": ("torch",)}
 
 
 def _as_pixel_batch(images: ImageBatch) -> torch.Tensor:
@@ -105,54 +67,65 @@ def _as_pixel_batch(images: ImageBatch) -> torch.Tensor:
     return images.detach().to("cpu", torch.float32).contiguous()
 
 
-def recorded_cameras(text: Optional[str]) -> Optional[int]:
-    """The camera count an exported file records (its ``circle_reid`` metadata text), or None when
-    it records none (a model without SIE, or a file from before the count was written)."""
-    value = (json_object(text, strings=False) or {}).get("num_cameras")  # absent or unreadable: none recorded
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 class ExportedModel:
     """An exported model file, loaded once: ``model(images) -> [B, D]`` numpy features
     (``model(images, camids)`` for a model with SIE: :attr:`needs_camids`).
 
     `images` are RGB pixels 0-255, ``[B, 3, H, W]`` with H x W = :attr:`input_size` (the
     export size): a torch tensor or a numpy array, uint8 or float (converted to float32).
-    Another size is refused with a ValueError that names both sizes. `camids` are the images'
-    camera ids (integers ``0..num_cameras-1``, one per image), checked before they reach the
-    graph; models without SIE ignore them. ``.pt2`` files run with torch, ``.onnx`` files
-    with onnxruntime, both on the CPU. :attr:`identity` is the weights identity the file records
-    (``weights_sha256``, ``weights_file``: :mod:`reid.export.identity`), None for a file
-    exported before identities were written.
+    Another size is refused with a ValueError that names both sizes. A file written in a tracker's
+    input convention (``--for boxmot``) gets the pixels converted first (:attr:`convention`); a
+    file that records none (another exporter's) gets them as they are, with a note when loaded.
+    `camids` are the images' camera ids (integers ``0..num_cameras-1``, one per image), checked
+    before they reach the graph; models without SIE ignore them. A file whose batch axis is fixed
+    runs the images in batches of that size. `runtime`: ``.pt2`` files run with "torch", ``.onnx``
+    files with "onnxruntime" (default) or "openvino", on the CPU.
+
+    :attr:`identity` is the weights identity the file records (``weights_sha256``, ``weights_file``:
+    :mod:`reid.export.identity`), None for a file that records none; :attr:`precision` the
+    arithmetic it records; :attr:`record` its whole ``circle_reid`` record ({} for none).
     """
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, runtime: Optional[str] = None) -> None:
         self.path = os.fspath(path)
         self.format = export_format(self.path)
+        self.runtime = str(runtime or FORMAT_RUNTIMES[self.format][0]).lower()
+        if self.runtime not in FORMAT_RUNTIMES[self.format]:
+            raise ValueError(f"{self.path} is a .{self.format} file, which runs with "
+                             f"{' or '.join(FORMAT_RUNTIMES[self.format])}, not {runtime}; choose one of those.")
         check_file(self.path, "Exported model", "name a .onnx or .pt2 file written by tools/export.py.",
                    missing_hint="run tools/export.py first.")
+        self.batch: Optional[int] = None
         if self.format == "onnx":
             self._load_onnx()
         else:
             self._load_pt2()
+        self.record: Dict[str, Any] = file_record(self.metadata)
+        self.num_cameras = recorded_cameras(self.metadata)
+        self.precision = recorded_precision(self.metadata)
+        try:
+            self.identity = recorded_identity(self.metadata)
+        except ValueError as e:
+            raise ValueError(f"{self.path}: {e}.") from None
+        self.convention = input_convention(self.record)
+        self._to_input = from_raw_pixels(self.convention)
+        if self.convention is None:
+            logger.warning("note: %s records no input convention (not written by tools/export.py); it gets raw RGB "
+                           "pixels 0-255, as this toolkit's exports take them: features are wrong if it expects "
+                           "normalised crops.", self.path)
 
     def _load_onnx(self) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            raise ImportError(f"Running an ONNX model needs onnxruntime: {ONNX_EXTRA_HINT}.") from e
-        try:
-            session = ort.InferenceSession(self.path, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises its own exception types for unreadable files
-            raise unreadable(self.path, e) from None
-        inputs = session.get_inputs()
-        self.input_size = (int(inputs[0].shape[2]), int(inputs[0].shape[3]))
-        self.feature_dim = int(session.get_outputs()[0].shape[1])
-        self.input_names = tuple(i.name for i in inputs)
-        metadata = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
-        self.num_cameras = recorded_cameras(metadata)
-        self.identity = self._identity(metadata)
-        self._run = lambda *args: session.run(None, onnx_feeds(self.input_names, *args))[0]
+        opened = OnnxFile(self.path, self.runtime)
+        self.input_names = tuple(opened.input_names)
+        dims = [str(d) for d in list(opened.input_shape)]
+        if len(dims) != 4 or not all(d.isdigit() for d in dims[1:]):
+            raise ValueError(f"{self.path} takes inputs of shape {dims}, not images [batch, 3, H, W] of a fixed size; "
+                             "give a re-ID model file (tools/export.py writes them).")
+        self.input_size = (int(dims[2]), int(dims[3]))
+        self.batch = int(dims[0]) if dims[0].isdigit() and self.runtime == "onnxruntime" else None
+        self.feature_dim = opened.feature_dim
+        self.metadata: Optional[str] = opened.metadata
+        self._run = opened.run
 
     def _load_pt2(self) -> None:
         extra = {f"{METADATA_KEY}.json": ""}
@@ -165,8 +138,7 @@ class ExportedModel:
         shape = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == name).meta["val"].shape
         self.input_size = (int(shape[2]), int(shape[3]))
         self.feature_dim = program_feature_dim(program)
-        self.num_cameras = recorded_cameras(extra[f"{METADATA_KEY}.json"])
-        self.identity = self._identity(extra[f"{METADATA_KEY}.json"])
+        self.metadata = extra[f"{METADATA_KEY}.json"] or None
         module = program.module()
 
         def run(*args: torch.Tensor) -> np.ndarray:
@@ -174,12 +146,6 @@ class ExportedModel:
                 return module(*args).numpy()
 
         self._run = run
-
-    def _identity(self, metadata: Optional[str]) -> Optional[Dict[str, str]]:
-        try:
-            return recorded_identity(metadata)
-        except ValueError as e:
-            raise ValueError(f"{self.path!r}: {e}.") from None
 
     def check_input(self, images: ImageBatch) -> torch.Tensor:
         """`images` as float32 ``[B, 3, H, W]``; a ValueError when H x W is not the export size."""
@@ -200,26 +166,37 @@ class ExportedModel:
 
     def __call__(self, images: ImageBatch, camids: Optional[CamIds] = None) -> np.ndarray:
         x = self.check_input(images)
-        if not self.needs_camids:
-            return self._run(x)
-        return self._run(x, check_camids(camids, x.shape[0], self.num_cameras, self.path))
+        if self._to_input is not None:
+            x = self._to_input(x)
+        args = (x,) if not self.needs_camids else (x, check_camids(camids, x.shape[0], self.num_cameras, self.path))
+        if self.batch is None or self.batch == len(x):
+            return self._run(*args)
+        return self._in_fixed_batches(*args)
+
+    def _in_fixed_batches(self, x: torch.Tensor, camids: Optional[torch.Tensor] = None) -> np.ndarray:
+        """A file whose batch axis is fixed (another exporter's): the images in batches of its size,
+        the last one padded with zeros whose rows are dropped."""
+        b, n = int(self.batch), len(x)
+        out = []
+        for start in range(0, n, b):
+            part = x[start:start + b]
+            cams = None if camids is None else camids[start:start + b]
+            pad = b - len(part)
+            if pad:
+                part = torch.cat([part, part.new_zeros((pad, *part.shape[1:]))])
+                cams = None if cams is None else torch.cat([cams, cams.new_zeros(pad)])
+            out.append(np.asarray(self._run(part) if cams is None else self._run(part, cams))[:b - pad])
+        return np.concatenate(out)
 
 
-def onnx_feeds(names: Sequence[str], images: torch.Tensor, camids: Optional[torch.Tensor] = None) -> Dict[str, Any]:
-    """The ONNX Runtime inputs of an exported file whose inputs are `names` (images[, camids])."""
-    feeds = {names[0]: images.to(torch.float32).numpy()}
-    if camids is not None:
-        feeds[names[1]] = camids.numpy()
-    return feeds
-
-
-def load_exported(path: PathLike) -> ExportedModel:
+def load_exported(path: PathLike, runtime: Optional[str] = None) -> ExportedModel:
     """Load an exported model file once; returns an :class:`ExportedModel` (``run(images) -> [B, D]``,
     ``run(images, camids)`` for a model with SIE).
 
-    ``.onnx`` needs onnxruntime (an ImportError says how to install it); ``.pt2`` needs only torch.
+    ``.onnx`` needs onnxruntime (an ImportError says how to install it) or, with `runtime`
+    "openvino", OpenVINO; ``.pt2`` needs only torch.
     """
-    return ExportedModel(path)
+    return ExportedModel(path, runtime)
 
 
 def run_exported(path: PathLike, images: ImageBatch, camids: Optional[CamIds] = None) -> np.ndarray:
@@ -231,16 +208,4 @@ def run_exported(path: PathLike, images: ImageBatch, camids: Optional[CamIds] = 
     return load_exported(path)(images, camids)
 
 
-__all__ = [
-    "EXTENSIONS",
-    "ExportedModel",
-    "METADATA_KEY",
-    "ONNX_EXTRA_HINT",
-    "export_format",
-    "load_exported",
-    "onnx_feeds",
-    "program_feature_dim",
-    "recorded_cameras",
-    "run_exported",
-    "unreadable",
-]
+__all__ = ["ExportedModel", "FORMAT_RUNTIMES", "load_exported", "run_exported"]

@@ -1,6 +1,7 @@
 """What a user chooses when a model is exported: names and bounds only, so that ``tools/export.py
 --help`` and its argument checks answer without loading torch or ONNX."""
-from typing import Tuple
+import os
+from typing import Dict, Tuple
 
 #: The arithmetic of an exported file: fp32 as PyTorch, fp16, or int8 calibrated on crops.
 PRECISIONS: Tuple[str, ...] = ("fp32", "fp16", "int8")
@@ -14,6 +15,14 @@ TRACKERS: Tuple[str, ...] = ("boxmot",)
 DEFAULT_OPSET = 18  # the lowest opset torch's torch.export-based ONNX exporter writes
 MIN_SIDE = 16  # smaller inputs pool away to nothing in the backbones
 DEFAULT_CALIBRATION_IMAGES = 300
+#: The formats of exported files, by extension: a torch.export program, ONNX.
+EXTENSIONS: Dict[str, str] = {".pt2": "pt2", ".onnx": "onnx"}
+
+
+def is_exported_file(path: "os.PathLike[str] | str") -> bool:
+    """Whether `path` names an exported model (``.onnx`` / ``.pt2``) rather than a checkpoint (by its name
+    alone: tools decide which model loader to use before anything is read)."""
+    return os.path.splitext(os.fspath(path))[1].lower() in EXTENSIONS
 
 
 
@@ -26,4 +35,5 @@ def check_precision(precision: str) -> str:
 
 
 __all__ = ["CALIBRATION_METHODS", "DEFAULT_CALIBRATION_IMAGES", "DEFAULT_OPSET", "MIN_SIDE", "PRECISIONS", "QUANTIZERS",
-           "TRACKERS", "check_precision"]
+           "TRACKERS", "check_precision", "is_exported_file",
+           "EXTENSIONS"]

@@ -19,9 +19,10 @@ from reid.data.datasets.folders import check_folder_cameras
 from reid.evaluation.thresholds import load_thresholds, resolution_known
 from reid.modeling import camera_count, takes_camera_ids
 
-from .boxmot import BoxMOTInput, boxmot_input, export_for_boxmot
+from .boxmot import export_for_boxmot
 from .calibration_crops import check_loader, check_set, load_calibration
 from .identity import short, weights_hash
+from .pixels import boxmot_input
 from .precision_export import export_at_precision, report_path
 from .request import ExportRequest
 from .writer import CHECK_BATCH_SIZES, ExportCheck, ExportMismatchError, check_opset, compare_with_export, export_model
@@ -97,8 +98,7 @@ def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_s
         check_opset(request.opset)
     h, w = cfg.INPUT.SIZE_TEST
     size = list(request.size((int(h), int(w))))
-    exported_model, pixels = (BoxMOTInput(model), "RGB/255 with ImageNet mean/std (BoxMOT)") if request.tracker \
-        else (model, "RGB 0-255")
+    pixels = "RGB/255 with ImageNet mean/std (BoxMOT)" if request.tracker else "RGB 0-255"
     cameras = camera_count(model)
     camera_input = f" and camids int64 [batch] (camera ids 0..{cameras - 1}, SIE)" if cameras else ""
     # The weights' identity (their state's hash and file name): a later --exported with --run /
@@ -118,7 +118,7 @@ def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_s
         if request.tracker:
             export_for_boxmot(model, path, size, opset=request.opset, metadata=recorded)
         else:
-            export_model(exported_model, path, size, opset=request.opset, metadata=recorded)
+            export_model(model, path, size, opset=request.opset, metadata=recorded)
 
     checks: List[Optional[ExportCheck]] = []
     for out in request.outputs:
@@ -136,7 +136,9 @@ def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_s
             checks.append(None)
             continue
         try:
-            result = compare_with_export(exported_model, out, size, batch_sizes=CHECK_BATCH_SIZES)
+            # The file runs in its own input convention (a tracker's gets its crops converted): its
+            # features must be the model's on the same raw pixels.
+            result = compare_with_export(model, out, size, batch_sizes=CHECK_BATCH_SIZES)
         except ImportError as e:
             log(f"check of {out} skipped: {e}")
             checks.append(None)

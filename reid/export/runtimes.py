@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .exported import METADATA_KEY, onnx_feeds, unreadable
+from .files import METADATA_KEY, ONNX_EXTRA_HINT, onnx_feeds, unreadable
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 # (pixels [B, 3, H, W] in the file's input convention, camera ids int64 [B] or None) -> features [B, D]
@@ -30,14 +30,29 @@ def installed_runtimes() -> List[str]:
     return names
 
 
+_INSTALL_HINTS = {"onnxruntime": f"Running an ONNX model needs onnxruntime: {ONNX_EXTRA_HINT}.",
+                  "openvino": "Running an ONNX model with OpenVINO needs it: pip install openvino (or use onnxruntime)."}
+
+
+def require_runtime(runtime: str) -> None:
+    """An ImportError saying what to install when `runtime`'s package is missing (checked before slow work)."""
+    if runtime not in _INSTALL_HINTS:
+        return
+    try:
+        __import__(runtime)
+    except ImportError as e:
+        raise ImportError(_INSTALL_HINTS[runtime]) from e
+
+
 def _threads(threads: Optional[int]) -> int:
     return max(1, int(threads) if threads else torch.get_num_threads())
 
 
 class OnnxFile:
     """An ONNX file opened in `runtime` ("onnxruntime" or "openvino") on the CPU, with `threads`
-    (default: torch's thread count): its input names, input shape, the ``circle_reid`` record it
-    carries (``metadata``, a JSON text or None) and ``run(pixels, camids=None) -> [B, D]``.
+    (default: torch's thread count): its input names, input and output shapes, the ``circle_reid``
+    record it carries (``metadata``, a JSON text or None) and ``run(pixels, camids=None) -> [B, D]``
+    (pixels in the file's own input convention).
 
     A file the runtime cannot read is a one-line ValueError naming it (``exported.unreadable``).
     ONNX Runtime runs with every graph optimisation; OpenVINO at static batch sizes
@@ -46,6 +61,7 @@ class OnnxFile:
 
     def __init__(self, path: str, runtime: str = "onnxruntime", threads: Optional[int] = None) -> None:
         self.path, self.runtime = str(path), runtime
+        require_runtime(runtime)
         if runtime == "onnxruntime":
             self._open_onnxruntime(_threads(threads))
         elif runtime == "openvino":
@@ -66,6 +82,7 @@ class OnnxFile:
             raise unreadable(self.path, e) from None
         self.input_names = [i.name for i in session.get_inputs()]
         self.input_shape: Sequence[Any] = session.get_inputs()[0].shape
+        self.output_shape: Sequence[Any] = session.get_outputs()[0].shape
         self.metadata: Optional[str] = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
         names = self.input_names
         self._run = lambda x, camids=None: session.run(None, onnx_feeds(names, torch.as_tensor(x), camids))[0]
@@ -83,6 +100,7 @@ class OnnxFile:
         self.metadata = graph.get_rt_info(key).astype(str) if graph.has_rt_info(key) else None
         self.input_names = [i.get_any_name() for i in graph.inputs]
         self.input_shape = list(graph.input(0).get_partial_shape())
+        self.output_shape = list(graph.output(0).get_partial_shape())
         self._run = OpenVINOBatches(core, graph, threads)
 
     @property
@@ -90,6 +108,11 @@ class OnnxFile:
         """(height, width) the file was exported for."""
         h, w = (int(str(d)) for d in list(self.input_shape)[2:4])
         return h, w
+
+    @property
+    def feature_dim(self) -> int:
+        """D of the output ``[batch, D]``."""
+        return int(str(list(self.output_shape)[1]))
 
     def run(self, images: Any, camids: Optional[torch.Tensor] = None) -> np.ndarray:
         """Features ``[B, D]`` of a pixel batch ``[B, 3, H, W]`` (and camera ids where the file takes them)."""
@@ -150,4 +173,4 @@ class OpenVINOBatches:
         return np.array(out[:n])  # a copy: the request reuses its output buffer
 
 
-__all__ = ["OnnxFile", "OpenVINOBatches", "Runner", "installed_runtimes", "onnx_runner"]
+__all__ = ["OnnxFile", "OpenVINOBatches", "Runner", "installed_runtimes", "onnx_runner", "require_runtime"]

@@ -38,9 +38,11 @@ from reid.modeling import camera_count
 from reid.utils.file_io import atomic_write
 
 from .camera_ids import CAMIDS_NAME
-from .exported import METADATA_KEY, ONNX_EXTRA_HINT, export_format, load_exported, program_feature_dim
+from .exported import load_exported
+from .files import METADATA_KEY, ONNX_EXTRA_HINT, export_format, program_feature_dim
 from .identity import weights_identity
 from .options import DEFAULT_OPSET, MIN_SIDE
+from .pixels import RAW_PIXELS
 
 
 class ExportMismatchError(RuntimeError):
@@ -107,7 +109,6 @@ def check_input_size(input_size: Sequence[int]) -> Tuple[int, int]:
 
 
 
-RAW_PIXELS = "RGB pixels 0-255 (no mean/std to apply)"
 
 
 def _input_names(cameras: int) -> List[str]:
@@ -309,7 +310,8 @@ class ExportCheck:
 def compare_with_export(model: nn.Module, path: PathLike, input_size: Sequence[int],
                         batch_sizes: Sequence[int] = CHECK_BATCH_SIZES, seed: int = 0) -> ExportCheck:
     """Feed the same random pixel batches (and, for a model with SIE, random valid camera ids)
-    to `model` (PyTorch, CPU) and to the exported file.
+    to `model` (PyTorch, CPU) and to the exported file (which converts raw pixels to its own input
+    convention: a tracker's file is checked end to end).
 
     Batch sizes other than the example's (2) check that the batch axis really is dynamic.
     """

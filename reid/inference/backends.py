@@ -19,15 +19,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from reid.export.exported import ONNX_EXTRA_HINT, recorded_cameras
-from reid.export.identity import recorded_identity, short, weights_hash
-from reid.export.options import PRECISIONS, check_precision
+from reid.export.exported import FORMAT_RUNTIMES, ExportedModel
+from reid.export.files import export_format
+from reid.export.identity import short, weights_hash
+from reid.export.options import check_precision
 from reid.export.precision import convert_fp16
-from reid.export.runtimes import OnnxFile
-from reid.export.writer import RAW_PIXELS, export_onnx
+from reid.export.runtimes import require_runtime
+from reid.export.writer import export_onnx
 from reid.modeling import camera_count
-from reid.utils.npz_files import json_object
-from reid.utils.path_kinds import check_file
 from reid.utils.registry import Registry
 from reid.utils.text_files import printable
 
@@ -42,27 +41,23 @@ Runtime = Callable[[torch.Tensor, Optional[torch.Tensor]], np.ndarray]
 
 
 class ExportedRuntime:
-    """A backend's runner (``runtime(pixels, camids) -> features``) with what it runs: `path` (the
-    given exported file, None when the model was exported for the occasion) and `identity` (the
-    weights identity that file records and that was checked against the model, None when it
-    records none: a file exported before identities were written)."""
+    """A backend's runner (``runtime(pixels, camids) -> features``; raw pixels in, whatever the file's
+    own convention) with what it runs: `path` (the given exported file, None when the model was
+    exported for the occasion), `identity` (the weights identity that file records, checked against
+    the model where one is given; None when it records none) and `precision`; `file` is the opened
+    :class:`~reid.export.exported.ExportedModel` (input size, feature width, cameras)."""
 
-    def __init__(self, run: Runtime, path: Optional[str] = None, identity: Optional[Dict[str, str]] = None,
+    def __init__(self, file: ExportedModel, path: Optional[str] = None, identity: Optional[Dict[str, str]] = None,
                  precision: str = "fp32") -> None:
-        self._run, self.path, self.identity, self.precision = run, path, identity, precision
+        self.file, self.path, self.identity, self.precision = file, path, identity, precision
 
     def __call__(self, images: torch.Tensor, camids: Optional[torch.Tensor] = None) -> np.ndarray:
-        return self._run(images, camids)
+        return self.file(images, camids)
 
 
-def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str],
-               precision: str = "fp32") -> Tuple[str, Optional[str]]:
-    """The ONNX file to run, and a temporary folder to remove afterwards (None for a given file);
-    exported now at `precision` (fp32 or fp16; int8 needs calibration crops: tools/export.py)."""
-    if exported:
-        check_file(exported, "Exported model", "name a .onnx file written by tools/export.py.",
-                   missing_hint="write it with tools/export.py.")
-        return str(exported), None
+def _export_now(model: nn.Module, input_size: Tuple[int, int], precision: str) -> Tuple[str, str]:
+    """`model` as an ONNX file in a temporary folder (removed by the caller) at `precision` (fp32 or
+    fp16; int8 needs calibration crops: tools/export.py)."""
     folder = tempfile.mkdtemp(prefix="reid_runtime_")
     path = export_onnx(model, os.path.join(folder, "model.onnx"), input_size)
     if precision == "fp16":
@@ -70,40 +65,28 @@ def _onnx_file(model: nn.Module, input_size: Tuple[int, int], exported: Optional
     return path, folder
 
 
-def file_precision(metadata: Optional[str]) -> str:
-    """The precision an exported file records (its ``circle_reid`` metadata); fp32 when it records none."""
-    value = (json_object(metadata) or {}).get("precision", "fp32")
-    return value if value in PRECISIONS else "fp32"
-
-
-def _check_precision(path: Optional[str], metadata: Optional[str], wanted: Optional[str]) -> str:
+def _check_precision(path: Optional[str], recorded: str, wanted: Optional[str]) -> str:
     """The precision features are made at: a given file's (`path`; a ValueError when `wanted` is another),
     else `wanted` (the model was exported at it for the run; fp32 when None)."""
     if not path:
         return wanted or "fp32"
-    recorded = file_precision(metadata)
     if wanted and wanted != recorded:
         raise ValueError(f"{path} is an {recorded} file and --precision {wanted} was asked for; export one at "
                          f"{wanted} with tools/export.py --precision {wanted}, or leave --precision out.")
     return recorded
 
 
-def _check_size(path: str, shape: Sequence[object], input_size: Tuple[int, int]) -> None:
-    size = tuple(int(str(d)) for d in list(shape)[2:4])
-    if size != tuple(input_size):
+def _check_size(path: str, size: Sequence[int], input_size: Tuple[int, int]) -> None:
+    if tuple(size) != tuple(input_size):
         raise ValueError(f"{path} was exported for {size[0]}x{size[1]} images, the model's config resizes to "
                          f"{input_size[0]}x{input_size[1]} (INPUT.SIZE_TEST); export it again at this size.")
 
 
-def _check_weights(path: str, model: nn.Module, metadata: Optional[str], weights: str) -> Optional[Dict[str, str]]:
-    """The weights identity `path` records (its ``circle_reid`` `metadata`) must be `model`'s: a
-    file exported from other weights would give features that the gallery's metadata attributes
-    to `weights`. A file recording none (exported before identities were written) is let through
-    with a note. Returns the identity recorded, or None."""
-    try:
-        recorded = recorded_identity(metadata)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}.") from None
+def _check_weights(path: str, model: nn.Module, recorded: Optional[Dict[str, str]],
+                   weights: str) -> Optional[Dict[str, str]]:
+    """The weights identity `path` records must be `model`'s: a file exported from other weights
+    would give features that the gallery's metadata attributes to `weights`. A file recording none
+    (exported before identities were written) is let through with a note. Returns the identity."""
     given = weights or "the model given"
     if recorded is None:
         logger.warning("note: %s records no weights identity (exported before circle-reid recorded one), so it cannot "
@@ -119,17 +102,9 @@ def _check_weights(path: str, model: nn.Module, metadata: Optional[str], weights
     return recorded
 
 
-def _check_pixels(path: str, metadata: Optional[str]) -> None:
-    """The file must take raw pixels (a tracker export takes its tracker's normalised crops)."""
-    described = (json_object(metadata) or {}).get("input", "")
-    if described and RAW_PIXELS not in described:
-        raise ValueError(f"{path} takes other inputs than raw pixels ({described[:200]}): it was exported for a tracker "
-                         "(--for); export without --for for these backends.")
-
-
-def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str]) -> None:
+def _check_inputs(path: str, names: Sequence[str], model: nn.Module, recorded: Optional[int]) -> None:
     """The file must take camera ids exactly when the model does (SIE), and as many cameras as it
-    knows (`metadata`: the file's ``circle_reid`` record, which holds the count)."""
+    knows (`recorded`: the count the file records, None when it records none)."""
     cameras = camera_count(model)
     if cameras and len(names) < 2:
         raise ValueError(f"{path} takes images only, but this model uses camera ids (SIE): export it again with "
@@ -137,7 +112,6 @@ def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: O
     if not cameras and len(names) > 1:
         raise ValueError(f"{path} takes camera ids ({names[1]}) and this model does not: the file comes from "
                          "another model; export this one with tools/export.py.")
-    recorded = recorded_cameras(metadata)
     # A file without the record (written before it existed) cannot be checked; its ids are still range-checked.
     if cameras and recorded is not None and recorded != cameras:
         raise ValueError(f"{path} was exported from a model with {recorded} cameras (SIE), this model has {cameras} "
@@ -145,55 +119,69 @@ def _check_inputs(path: str, names: Sequence[str], model: nn.Module, metadata: O
                          "again with tools/export.py.")
 
 
-def _check_file(path: str, names: Sequence[str], model: nn.Module, metadata: Optional[str], given: bool,
-                weights: str) -> Optional[Dict[str, str]]:
-    """Every check of a file against the model; returns the weights identity it records (a given file)."""
-    _check_inputs(path, names, model, metadata)
-    if not given:  # exported from this model a moment ago
-        return None
-    _check_pixels(path, metadata)
-    return _check_weights(path, model, metadata, weights)
-
-
-def _runtime(runtime: str, model: nn.Module, input_size: Tuple[int, int], exported: Optional[str], weights: str,
-             precision: Optional[str]) -> ExportedRuntime:
-    """`exported` (or `model` exported now) opened in `runtime` and checked against `model`."""
-    path, folder = _onnx_file(model, input_size, exported, precision or "fp32")
-    try:
-        opened = OnnxFile(path, runtime)
-        _check_size(path, opened.input_shape, input_size)
-        identity = _check_file(path, opened.input_names, model, opened.metadata, folder is None, weights)
-        recorded = _check_precision(exported, opened.metadata, precision)
-        if runtime == "openvino":  # compiles batch 1 now: a file OpenVINO cannot run fails here, not mid-gallery
-            opened.run(np.zeros((1, 3, *input_size), np.float32),
-                       torch.zeros(1, dtype=torch.int64) if len(opened.input_names) > 1 else None)
-    finally:
-        if folder:
+def _runtime(runtime: str, model: Optional[nn.Module], input_size: Optional[Tuple[int, int]], exported: Optional[str],
+             weights: str, precision: Optional[str]) -> ExportedRuntime:
+    """`exported` (or `model` exported now) opened in `runtime`, and checked against `model` where one is given."""
+    require_runtime(runtime)  # before an export of the model, which takes a while
+    if exported:
+        opened = ExportedModel(exported, runtime)
+    else:
+        path, folder = _export_now(model, input_size, precision or "fp32")
+        try:
+            opened = ExportedModel(path, runtime)
+        finally:
             shutil.rmtree(folder, ignore_errors=True)
-    return ExportedRuntime(opened.run, exported, identity, recorded)
+    identity = opened.identity
+    if model is not None:
+        _check_size(opened.path, opened.input_size, input_size)
+        _check_inputs(opened.path, opened.input_names, model, opened.num_cameras)
+        identity = _check_weights(opened.path, model, opened.identity, weights) if exported else None
+    recorded = _check_precision(exported, opened.precision, precision)
+    if runtime == "openvino":  # compiles batch 1 now: a file OpenVINO cannot run fails here, not mid-gallery
+        opened(np.zeros((1, 3, *opened.input_size), np.float32),
+               torch.zeros(1, dtype=torch.int64) if opened.needs_camids else None)
+    return ExportedRuntime(opened, exported, identity, recorded)
 
 
 @BACKEND_REGISTRY.register("onnxruntime")
-def onnxruntime_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
+def onnxruntime_runtime(model: Optional[nn.Module], input_size: Optional[Tuple[int, int]], exported: Optional[str] = None,
                         weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
     """ONNX Runtime on the CPU, all graph optimisations, torch's thread count."""
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError as e:
-        raise ImportError(f"--backend onnxruntime needs onnxruntime: {ONNX_EXTRA_HINT}.") from e
     return _runtime("onnxruntime", model, input_size, exported, weights, precision)
 
 
 @BACKEND_REGISTRY.register("openvino")
-def openvino_runtime(model: nn.Module, input_size: Tuple[int, int], exported: Optional[str] = None,
+def openvino_runtime(model: Optional[nn.Module], input_size: Optional[Tuple[int, int]], exported: Optional[str] = None,
                      weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
     """OpenVINO on the CPU (reads the ONNX file directly), the file's own precision (fp32 layers in
     fp32), torch's thread count, static batch sizes (``reid.export.runtimes.OpenVINOBatches``)."""
-    try:
-        import openvino  # noqa: F401
-    except ImportError as e:
-        raise ImportError("--backend openvino needs OpenVINO: pip install openvino (or use --backend onnxruntime).") from e
     return _runtime("openvino", model, input_size, exported, weights, precision)
+
+
+def file_backend(path: str, backend: Optional[str] = None) -> str:
+    """The backend that runs the exported file `path`: `backend` when it can (a ValueError naming the
+    ones that can otherwise), else the format's own (ONNX Runtime for ``.onnx``, torch for ``.pt2``)."""
+    fmt = export_format(path)
+    runtimes = FORMAT_RUNTIMES[fmt]
+    name = str(backend or runtimes[0]).lower()
+    if name not in runtimes:
+        what = "an ONNX file" if fmt == "onnx" else "a .pt2 program"
+        theirs = "a checkpoint's weights or a .pt2 program" if name == "torch" else "ONNX files"
+        raise ValueError(f"{path} is {what}, which runs with {' or '.join(runtimes)} (--backend {name} runs {theirs}); "
+                         f"choose {' or '.join(runtimes)}.")
+    return name
+
+
+def file_runtime(path: str, backend: Optional[str] = None, precision: Optional[str] = None) -> ExportedRuntime:
+    """An exported file run on its own (no checkpoint to check it against): a ``.pt2`` program with
+    torch, an ``.onnx`` file with ONNX Runtime or OpenVINO (`backend`)."""
+    name = file_backend(path, backend)
+    if precision is not None:
+        precision = check_precision(precision)
+    if name == "torch":
+        opened = ExportedModel(path, "torch")
+        return ExportedRuntime(opened, path, opened.identity, _check_precision(path, opened.precision, precision))
+    return BACKEND_REGISTRY.get(name)(None, None, path, precision=precision)
 
 
 def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], exported: Optional[str] = None,
@@ -221,4 +209,5 @@ def build_runtime(name: str, model: nn.Module, input_size: Sequence[int], export
                               precision=precision)
 
 
-__all__ = ["BACKEND_NAMES", "BACKEND_REGISTRY", "ExportedRuntime", "Runtime", "build_runtime"]
+__all__ = ["BACKEND_NAMES", "BACKEND_REGISTRY", "ExportedRuntime", "Runtime", "build_runtime", "file_backend",
+           "file_runtime"]

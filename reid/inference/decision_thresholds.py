@@ -18,6 +18,7 @@ from reid.evaluation.extract import extract_features
 from reid.evaluation.thresholds import (
     calibrate,
     calibrated_for,
+    check_thresholds,
     describe_threshold,
     extraction_difference,
     extraction_settings,
@@ -56,9 +57,6 @@ def calibrate_run(cfg, run_dir: str, val_query: List[Item], val_gallery: List[It
     return path, record
 
 
-__all__ = ["calibrate_run"]
-
-
 def calibrated_similarity(cfg, weights: str, far: float, other: str = "pass --threshold S") -> Tuple[float, str, str]:
     """The cosine-similarity threshold at FAR `far` from the thresholds.json calibrated on `weights`
     (the model's config `cfg`): ``(similarity, path, description)``.
@@ -84,3 +82,33 @@ def calibrated_similarity(cfg, weights: str, far: float, other: str = "pass --th
                          f"the override (or undo the edit of the run's config.yaml), or {other}.")
     similarity = similarity_at(record, far, path)  # refused where the split cannot resolve the FAR
     return similarity, path, describe_threshold(record, far)
+
+
+def exported_similarity(record: Dict[str, Any], path: str, far: float,
+                        other: str = "pass --threshold S") -> Tuple[float, str, str]:
+    """The cosine-similarity threshold at FAR `far` that an exported file carries (its ``circle_reid``
+    `record`'s ``decision_thresholds``: the run's thresholds.json, stored by tools/export.py where they
+    hold for the file's features): ``(similarity, path, description)``; one-line ValueErrors as
+    :func:`calibrated_similarity`'s."""
+    stored = record.get("decision_thresholds")
+    if not stored:
+        raise ValueError(f"--far {far:g}: {path} carries no calibrated thresholds (tools/export.py stores those of "
+                         "a run with a validation split, TEST.VAL_IDS > 0, when they hold for the file's features); "
+                         f"export such a run, or {other}.")
+    try:
+        table = check_thresholds(stored)
+    except ValueError as e:
+        raise ValueError(f"--far {far:g}: {path}: its stored thresholds are damaged ({e}); export the model again, or "
+                         f"{other}.") from None
+    return similarity_at(table, far, path), path, describe_threshold(table, far)
+
+
+def model_similarity(predictor: Any, far: float, other: str = "pass --threshold S") -> Tuple[float, str, str]:
+    """The threshold at FAR `far` of the model a :class:`~reid.inference.predictor.Predictor` runs: the
+    one an exported file run on its own carries, else the thresholds.json beside its checkpoint."""
+    if predictor.model is None:
+        return exported_similarity(predictor.file_record, predictor.exported, far, other)
+    return calibrated_similarity(predictor.cfg, str(predictor.cfg.MODEL.WEIGHTS), far, other)
+
+
+__all__ = ["calibrate_run", "calibrated_similarity", "exported_similarity", "model_similarity"]

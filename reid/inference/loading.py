@@ -191,6 +191,23 @@ def config_from_file(config_file: PathLike, weights: PathLike,
     return load_config(os.fspath(config_file), list(opts or []) + inference_opts(os.fspath(weights)))
 
 
+def config_for_exported(file: Any, opts: Optional[Sequence[Any]] = None) -> CfgNode:
+    """The inference config of an exported file run on its own (`file`: its opened
+    ``reid.export.exported.ExportedModel``): the defaults, `opts`, and the file's input size (an
+    override naming another size is refused: the graph takes only its own); no weights file."""
+    cfg = load_config(None, list(opts or []) + inference_opts(""))
+    size = [int(s) for s in file.input_size]
+    if list(cfg.INPUT.SIZE_TEST) != size and "INPUT.SIZE_TEST" in [str(k) for k in list(opts or [])[::2]]:
+        raise ValueError(f"{file.path} takes {size[0]}x{size[1]} images (its graph's fixed size), and INPUT.SIZE_TEST "
+                         f"asks for {cfg.INPUT.SIZE_TEST[0]}x{cfg.INPUT.SIZE_TEST[1]}; leave INPUT.SIZE_TEST out, or "
+                         "export the model again at that size.")
+    cfg.defrost()
+    cfg.INPUT.SIZE_TEST = size
+    cfg.TEST.FLIP = False  # the file returns normalised features: a flipped pass cannot be averaged as PyTorch does
+    cfg.freeze()
+    return cfg
+
+
 def weights_override(opts: Sequence[Any]) -> Optional[str]:
     """The value of a ``MODEL.WEIGHTS`` override in `opts` (the last one), if any."""
     found = None
@@ -248,6 +265,7 @@ def resolve_model(run: Optional[PathLike] = None, config_file: Optional[PathLike
 
 __all__ = [
     "build_inference_model",
+    "config_for_exported",
     "config_from_checkpoint",
     "config_from_file",
     "config_from_run",

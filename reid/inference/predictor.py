@@ -30,18 +30,21 @@ from reid.data.sources import collect_entries
 from reid.data.transforms import build_transforms
 from reid.evaluation.extract import autocast_context, check_feature_batch
 from reid.export.camera_ids import NO_CAMIDS, check_camids
+from reid.export.options import is_exported_file
 from reid.export.identity import file_hash, weights_hash
 from reid.modeling import camera_count
 from reid.utils.device import resolve_device, torch_threads
 
-from .backends import BACKEND_NAMES, build_runtime
+from .backends import ExportedRuntime, build_runtime, file_backend, file_runtime
 from .loading import (
     build_inference_model,
+    config_for_exported,
     config_from_checkpoint,
     config_from_file,
     config_from_run,
     resolve_model,
 )
+from .options import BACKEND_NAMES
 
 PathLike = Union[str, "os.PathLike[str]"]
 # Called after every batch with (images done, images in total), e.g. to draw a progress bar.
@@ -95,37 +98,46 @@ def _as_image_list(images: ArrayImages) -> List[np.ndarray]:
 
 
 class Predictor:
-    """Batched, L2-normalised features from a trained model.
+    """Batched, L2-normalised features from a trained model: a checkpoint's or an exported file's.
 
-    Build it with :meth:`from_run`, :meth:`from_config` or :meth:`from_checkpoint`, or wrap a
-    model you already have (``Predictor(model, cfg)``; the model must follow the raw-pixel
-    contract). `batch_size`, `flip` and `amp` default to ``TEST.IMS_PER_BATCH``, ``TEST.FLIP``
-    and ``TEST.AMP``; `num_workers` reader processes decode image files (0 = in this process).
-    `backend` "onnxruntime" or "openvino" runs the model's ONNX export on the CPU instead of
-    PyTorch (`exported`: an existing ``tools/export.py`` file; by default the model is exported
-    when the predictor is built); see ``reid.inference.backends``. `precision` (fp32, fp16, int8)
-    is that file's arithmetic: checked against what a given file records, or the precision the model
-    is exported at (fp16; int8 files come from ``tools/export.py --calibration``). The torch backend
-    computes in fp32 (``TEST.AMP`` for bf16/fp16 autocast).
+    Build it with :meth:`from_run`, :meth:`from_config`, :meth:`from_checkpoint` or
+    :meth:`from_exported`, or wrap a model you already have (``Predictor(model, cfg)``; the model
+    must follow the raw-pixel contract). `batch_size`, `flip` and `amp` default to
+    ``TEST.IMS_PER_BATCH``, ``TEST.FLIP`` and ``TEST.AMP``; `num_workers` reader processes decode
+    image files (0 = in this process).
+
+    `exported` (a ``tools/export.py`` file) runs that file instead of the model's weights: checked
+    against `model` (its weights identity, input size, camera ids) when one is given, on its own
+    when `model` is None (its record then supplies the input size, cameras and identity). `backend`
+    "onnxruntime" or "openvino" runs an ONNX file on the CPU (the model's, exported when the
+    predictor is built, when no file is given), "torch" the weights (or a ``.pt2`` program); None:
+    "torch" for a model, the file's own otherwise (``reid.inference.backends``). `precision` (fp32,
+    fp16, int8) is the file's arithmetic: checked against what a given file records, or the
+    precision the model is exported at (fp16; int8 files come from ``tools/export.py
+    --calibration``). The torch backend computes in fp32 (``TEST.AMP`` for bf16/fp16 autocast).
+    `runtime` is an exported file already opened (:meth:`from_exported`).
     """
 
     def __init__(
         self,
-        model: nn.Module,
+        model: Optional[nn.Module],
         cfg: CfgNode,
         device: Optional[Union[str, torch.device]] = None,
         batch_size: Optional[int] = None,
         flip: Optional[bool] = None,
         amp: Optional[str] = None,
         num_workers: int = 0,
-        backend: str = "torch",
+        backend: Optional[str] = None,
         exported: Optional[PathLike] = None,
         precision: Optional[str] = None,
+        runtime: Optional[ExportedRuntime] = None,
     ) -> None:
+        exported = runtime.path if runtime is not None else os.fspath(exported) if exported else None
+        if model is None and not exported:
+            raise ValueError("A Predictor needs a model or an exported file (exported=...).")
         self.cfg = cfg
-        self.device = resolve_device(cfg.MODEL.DEVICE if device is None else str(device))
-        self.model = model.to(self.device).eval()
-        self.transform = build_transforms(cfg, is_train=False)
+        self.device = resolve_device("cpu" if model is None else cfg.MODEL.DEVICE if device is None else str(device))
+        self.model = model.to(self.device).eval() if model is not None else None
         self.batch_size = int(batch_size or cfg.TEST.IMS_PER_BATCH)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}.")
@@ -133,29 +145,33 @@ class Predictor:
         self.amp = str(cfg.TEST.AMP if amp is None else amp)
         autocast_context(self.device, self.amp)  # validates the mode now, not at the first batch
         self.num_workers = int(num_workers)
-        self.backend = str(backend).lower()
-        self._runtime = None
+        if backend is not None and str(backend).lower() not in BACKEND_NAMES:
+            raise ValueError(f"Unknown inference backend {backend!r}. Valid names: {', '.join(BACKEND_NAMES)}.")
+        self.backend = file_backend(exported, backend) if exported else str(backend or "torch").lower()
+        self._runtime: Optional[ExportedRuntime] = None
         self._weights_sha256: Optional[str] = None
         self._exported_sha256: Optional[str] = None
-        if self.backend not in BACKEND_NAMES:
-            raise ValueError(f"Unknown inference backend {backend!r}. Valid names: {', '.join(BACKEND_NAMES)}.")
-        if exported and self.backend == "torch":
-            raise ValueError(f"An exported file ({os.fspath(exported)}) runs with backend onnxruntime or openvino; the "
-                             "torch backend runs the weights themselves. Choose one of those backends, or leave the "
-                             "exported file out.")
-        if self.backend == "torch" and precision not in (None, "fp32"):
+        if self.backend == "torch" and not exported and precision not in (None, "fp32"):
             raise ValueError(f"The torch backend runs the fp32 weights; {precision} files run with backend onnxruntime "
                              f"or openvino (tools/extract.py --backend onnxruntime --precision {precision}), and "
                              "TEST.AMP bf16 computes in bf16 with PyTorch.")
-        if self.backend != "torch":
+        if self.backend != "torch" or exported:
             if self.flip:
                 raise ValueError(f"TEST.FLIP True averages unnormalised features, which the exported model does not "
-                                 f"return; set TEST.FLIP False, or use the torch backend instead of {self.backend}.")
-            self._runtime = build_runtime(self.backend, self.model, self.input_size,
-                                          os.fspath(exported) if exported else None, weights=str(cfg.MODEL.WEIGHTS),
-                                          precision=precision)
+                                 f"return; set TEST.FLIP False, or use the torch backend on the weights instead.")
+            if model is None:
+                self._runtime = runtime or file_runtime(exported, self.backend, precision)
+                size = tuple(int(s) for s in cfg.INPUT.SIZE_TEST)
+                if size != self._runtime.file.input_size:
+                    raise ValueError(f"{exported} takes {self._runtime.file.input_size[0]}x"
+                                     f"{self._runtime.file.input_size[1]} images, the config resizes to {size[0]}x"
+                                     f"{size[1]} (INPUT.SIZE_TEST); leave INPUT.SIZE_TEST out (the file's size is used).")
+            else:
+                self._runtime = build_runtime(self.backend, self.model, self.input_size, exported,
+                                              weights=str(cfg.MODEL.WEIGHTS), precision=precision)
             if self._runtime.identity is not None:  # checked equal to the model's: no need to hash it again
                 self._weights_sha256 = self._runtime.identity["weights_sha256"]
+        self.transform = build_transforms(cfg, is_train=False)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -184,21 +200,33 @@ class Predictor:
         cfg = config_from_checkpoint(weights, opts)
         return cls(build_inference_model(cfg, weights, kwargs.get("device")), cfg, **kwargs)
 
+    @classmethod
+    def from_exported(cls, path: PathLike, opts: Optional[Sequence[Any]] = None, **kwargs: Any) -> "Predictor":
+        """Run an exported file (``tools/export.py``: ``.onnx``, ``.pt2``, any precision) on its own: its
+        record supplies the input size, cameras and weights identity; `opts` are ``KEY VALUE`` overrides
+        of the rest (batch size, device of the image reading). Keyword arguments as the constructor's
+        (backend: onnxruntime or openvino for ONNX; precision: checked against the file's)."""
+        runtime = file_runtime(os.fspath(path), kwargs.pop("backend", None), kwargs.pop("precision", None))
+        return cls(None, config_for_exported(runtime.file, opts), backend=runtime.file.runtime, runtime=runtime, **kwargs)
+
     # ------------------------------------------------------------------ properties
     @property
     def feature_dim(self) -> int:
         """Width D of the features."""
-        return int(self.model.feature_dim)
+        return int(self.model.feature_dim if self.model is not None else self._runtime.file.feature_dim)
 
     @property
     def uses_camids(self) -> bool:
         """Whether the model's features need each image's camera id (SIE)."""
-        return self.num_cameras > 0
+        return self.num_cameras > 0 if self.model is not None else self._runtime.file.needs_camids
 
     @property
-    def num_cameras(self) -> int:
-        """How many camera ids the model knows (0 without SIE)."""
-        return camera_count(self.model)
+    def num_cameras(self) -> Optional[int]:
+        """How many camera ids the model knows (0 without SIE; None for an exported file alone that
+        takes camera ids but records no count: any non-negative id then)."""
+        if self.model is not None:
+            return camera_count(self.model)
+        return self._runtime.file.num_cameras if self._runtime.file.needs_camids else 0
 
     @property
     def input_size(self) -> Tuple[int, int]:
@@ -207,10 +235,11 @@ class Predictor:
         return int(h), int(w)
 
     @property
-    def weights_sha256(self) -> str:
+    def weights_sha256(self) -> Optional[str]:
         """The identity of the model's weights: the hash of its state (``reid.export.identity``),
-        the same for the same weights whatever file they came from (computed once)."""
-        if self._weights_sha256 is None:
+        the same for the same weights whatever file they came from (computed once); for an exported
+        file alone, the identity it records (None when it records none)."""
+        if self._weights_sha256 is None and self.model is not None:
             self._weights_sha256 = weights_hash(self.model)
         return self._weights_sha256
 
@@ -218,6 +247,11 @@ class Predictor:
     def precision(self) -> str:
         """The arithmetic features are made with: fp32 for PyTorch, else the exported file's."""
         return getattr(self._runtime, "precision", "fp32")
+
+    @property
+    def file_record(self) -> Dict[str, Any]:
+        """The ``circle_reid`` record of the exported file the predictor runs ({} for none)."""
+        return self._runtime.file.record if self._runtime is not None else {}
 
     @property
     def exported(self) -> Optional[str]:
@@ -232,13 +266,16 @@ class Predictor:
         (so a search notices weights replaced under the same name). With a given exported file,
         ``exported`` and ``exported_sha256`` name it; when it records no weights identity (exported
         before identities were written) nothing shows it holds these weights, so ``weights`` names
-        the exported file instead and no ``weights_sha256`` is claimed.
+        the exported file instead and no ``weights_sha256`` is claimed. An exported file run on its own
+        names the weights file it records; its architecture is not recorded ("exported file").
         """
         h, w = self.input_size
+        alone = self.model is None
+        weights = (self._runtime.identity or {}).get("weights_file", "") if alone else self.cfg.MODEL.WEIGHTS
         meta = {
-            "weights": os.path.abspath(self.cfg.MODEL.WEIGHTS) if self.cfg.MODEL.WEIGHTS else "",
-            "meta_architecture": str(self.cfg.MODEL.META_ARCHITECTURE),
-            "backbone": str(self.cfg.MODEL.BACKBONE.NAME),
+            "weights": "" if not weights else str(weights) if alone else os.path.abspath(weights),
+            "meta_architecture": "exported file" if alone else str(self.cfg.MODEL.META_ARCHITECTURE),
+            "backbone": "exported file" if alone else str(self.cfg.MODEL.BACKBONE.NAME),
             "input_size": f"{h}x{w}",
             "flip": str(self.flip),
             "feature_dim": str(self.feature_dim),
@@ -287,7 +324,8 @@ class Predictor:
         """One torch thread while another runtime computes (:func:`reid.utils.device.torch_threads`):
         torch's work around it is light (resizing, stacking, normalising), and a second thread pool
         spinning beside the runtime's costs it a third; PyTorch itself keeps every thread."""
-        return torch_threads(1) if self._runtime is not None else contextlib.nullcontext()
+        other = self._runtime is not None and self._runtime.file.runtime != "torch"
+        return torch_threads(1) if other else contextlib.nullcontext()
 
     def _run(self, batches, total: int, progress: Optional[ProgressFn],
              paths: Optional[Sequence[str]] = None, camids: Optional[Sequence[int]] = None) -> np.ndarray:
@@ -377,8 +415,18 @@ def load_predictor(
       checkpoint of it; a run's config.yaml alone takes the weights next to it;
     * `weights` alone: a checkpoint that stores its config (every tools/train.py checkpoint).
 
-    `opts` are ``KEY VALUE`` overrides; other keyword arguments go to :class:`Predictor`.
+    `weights` may be an exported file (``.onnx``, ``.pt2``): alone it runs on its own
+    (:meth:`Predictor.from_exported`); with `run` or `config_file` it runs instead of that model's
+    checkpoint, checked against its weights identity. `opts` are ``KEY VALUE`` overrides; other
+    keyword arguments go to :class:`Predictor`.
     """
+    if weights is not None and is_exported_file(weights):
+        if kwargs.get("exported"):
+            raise ValueError(f"Two exported files given: {os.fspath(weights)} and {os.fspath(kwargs['exported'])}; "
+                             "name one of them.")
+        if run is None and config_file is None:
+            return Predictor.from_exported(weights, opts, **kwargs)
+        kwargs["exported"], weights = weights, None
     cfg, weights = resolve_model(run, config_file, weights, opts)
     return Predictor(build_inference_model(cfg, weights, kwargs.get("device")), cfg, **kwargs)
 

@@ -32,16 +32,7 @@ from reid.utils.native_stderr import captured_stderr, collapse_repeats
 from reid.utils.text_files import brief
 from reid.utils.value_checks import UNIT_TOLERANCE
 
-from .index_base import (
-    ArrayLike,
-    SearchIndex,
-    SearchResult,
-    as_unit_rows,
-    check_k,
-    check_not_empty,
-    check_query_dims,
-    require_faiss,
-)
+from .index_base import ArrayLike, SearchIndex, SearchResult, gallery_rows, require_faiss
 from .options import HNSW_MAX_EF_SEARCH, HNSW_MAX_M
 from .tuning import index_recall_fields
 
@@ -147,9 +138,7 @@ class FaissBackedIndex(SearchIndex):
         return int(self.index.d)
 
     def _gallery(self, feats: ArrayLike) -> np.ndarray:
-        g = np.ascontiguousarray(as_unit_rows(feats, "Gallery features").cpu().numpy())
-        check_not_empty(g.shape[0])
-        return g
+        return np.ascontiguousarray(gallery_rows(feats).cpu().numpy())
 
     def _search_parameters(self, k: int) -> Any:
         return None
@@ -157,12 +146,8 @@ class FaissBackedIndex(SearchIndex):
     def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
         return self.index.search(q, k)
 
-    def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
-        """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
-        q = as_unit_rows(queries, "Query features")
-        check_query_dims(q, self.dim)
-        k = check_k(k, len(self))
-        q = np.ascontiguousarray(q.cpu().numpy())
+    def _search(self, queries: torch.Tensor, k: int) -> SearchResult:
+        q = np.ascontiguousarray(queries.cpu().numpy())
         params = self._search_parameters(k)
         scores, indices = self.index.search(q, k) if params is None else self.index.search(q, k, params=params)
         short = (indices < 0).any(axis=1)

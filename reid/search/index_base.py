@@ -84,6 +84,13 @@ def check_not_empty(n: int) -> None:
         raise ValueError("The gallery is empty: there is nothing to search.")
 
 
+def gallery_rows(feats: ArrayLike) -> torch.Tensor:
+    """Gallery features as L2-normalised float32 rows ``[N, D]``; an empty gallery is an error."""
+    rows = as_unit_rows(feats, "Gallery features")
+    check_not_empty(rows.shape[0])
+    return rows
+
+
 def faiss_available() -> bool:
     """Whether the optional faiss package can be imported."""
     try:
@@ -147,6 +154,12 @@ class SearchIndex:
 
     def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
         """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
+        q = as_unit_rows(queries, "Query features")
+        check_query_dims(q, self.dim)
+        return self._search(q, check_k(k, len(self)))
+
+    def _search(self, queries: torch.Tensor, k: int) -> SearchResult:
+        """The backend's top-`k` of checked, L2-normalised queries (1 <= k <= the gallery size)."""
         raise NotImplementedError
 
     def params(self) -> Dict[str, Any]:
@@ -195,6 +208,7 @@ __all__: Sequence[str] = [
     "check_k",
     "check_not_empty",
     "check_query_dims",
+    "gallery_rows",
     "faiss_available",
     "require_faiss",
 ]

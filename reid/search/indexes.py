@@ -27,16 +27,7 @@ from reid.utils.registry import Registry
 from .faiss_indexes import FaissIndex, HNSWIndex, IVFIndex
 from .gallery import Gallery
 from .options import INDEX_BACKENDS
-from .index_base import (
-    ArrayLike,
-    SearchIndex,
-    SearchResult,
-    as_unit_rows,
-    check_k,
-    check_not_empty,
-    check_query_dims,
-    faiss_available,
-)
+from .index_base import ArrayLike, SearchIndex, SearchResult, check_not_empty, faiss_available, gallery_rows
 from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, draw_recall_sample, tune_recall
 
 # Score-matrix elements per chunk: 2**26 float32 = 256 MiB.
@@ -56,8 +47,7 @@ class ExactIndex(SearchIndex):
                  max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
         super().__init__()
         self.device = torch.device(device or "cpu")
-        self.feats = as_unit_rows(feats, "Gallery features").to(self.device)
-        check_not_empty(self.feats.shape[0])
+        self.feats = gallery_rows(feats).to(self.device)
         self.max_elements = int(max_elements)
 
     @classmethod
@@ -79,13 +69,8 @@ class ExactIndex(SearchIndex):
         return int(self.feats.shape[1])
 
     @torch.inference_mode()
-    def search(self, queries: ArrayLike, k: int = 10) -> SearchResult:
-        """Top-`k` gallery rows for each query (k is capped at the gallery size)."""
-        q = as_unit_rows(queries, "Query features")
-        check_query_dims(q, self.dim)
-        n = len(self)
-        k = check_k(k, n)
-        chunk = max(1, self.max_elements // n)
+    def _search(self, q: torch.Tensor, k: int) -> SearchResult:
+        chunk = max(1, self.max_elements // len(self))
         indices = np.empty((q.shape[0], k), dtype=np.int64)
         scores = np.empty((q.shape[0], k), dtype=np.float32)
         for start in range(0, q.shape[0], chunk):

@@ -4,10 +4,10 @@ A tracker hands its appearance model the detections of one frame; embedding them
 is what makes re-ID cheap enough to run per frame (docs/tracking.md). Each frame image is read
 once for all its boxes; boxes partly outside the image are clipped to it, as a tracker crops.
 
-A model is named as in every tool: a checkpoint of ours (``--weights``, ``--run``,
-``--config-file``) runs through :class:`reid.inference.predictor.Predictor` (PyTorch, or ONNX
-Runtime / OpenVINO with ``backend``); an exported file (``.onnx`` / ``.pt2`` from
-``tools/export.py``) runs as it is, at the input size it was exported with.
+A model is named as in every tool (``--weights``, ``--run``, ``--config-file``) and runs through
+:class:`reid.inference.predictor.Predictor`: a checkpoint of ours with PyTorch (or ONNX Runtime /
+OpenVINO with ``backend``), an exported file (``.onnx`` / ``.pt2`` from ``tools/export.py``) in its
+runtime, at the input size it was exported with, in the input convention it records.
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from .frames import clip_boxes, frame_crops
 from .mot_files import MOTRows
 from .sequences import Sequence
 
-EXPORTED_SUFFIXES = (".onnx", ".pt2")
 Progress = Callable[[int, int], None]
 
 
@@ -39,6 +38,7 @@ class AppearanceModel:
     identity: Dict[str, Any]
     _features: Callable[[List[np.ndarray]], np.ndarray] = field(repr=False)
     cfg: Any = field(default=None, repr=False)  # a checkpoint's config (MODEL.WEIGHTS): finds its thresholds.json
+    predictor: Any = field(default=None, repr=False)  # what computes the features (an exported file's thresholds)
 
     @property
     def weights(self) -> Optional[str]:
@@ -87,78 +87,50 @@ def check_input_size(model_size: Seq[int], wanted: Optional[Seq[int]], source: s
                          f"the model takes), or export the model again with --input-size {int(wanted[0])} {int(wanted[1])}.")
 
 
-def exported_model(path: str, label: str, input_size: Optional[Seq[int]] = None) -> AppearanceModel:
-    """An exported ``.onnx`` / ``.pt2`` file (``tools/export.py``) as an appearance model."""
-    import torch
-
-    from reid.config import get_cfg
-    from reid.data.transforms import build_transforms
-    from reid.export.exported import load_exported
-    from reid.utils.device import torch_threads
-
-    model = load_exported(path)
-    check_input_size(model.input_size, input_size, path)
-    if model.needs_camids:
-        raise ValueError(f"{path} takes camera ids (SIE) beside the crops, which a tracker does not give per "
-                         "crop; export a model trained with MODEL.TRANSREID.SIE_CAMERA False.")
-    cfg = get_cfg()
-    cfg.INPUT.SIZE_TEST = list(model.input_size)
-    transform = build_transforms(cfg, is_train=False)
-
-    def features(crops: List[np.ndarray]) -> np.ndarray:
-        if model.format == "onnx":  # ONNX Runtime's threads have the cores (reid.utils.device.torch_threads)
-            with torch_threads(1):
-                batch = torch.stack([transform(c) for c in crops])
-        else:
-            batch = torch.stack([transform(c) for c in crops])
-        return model(batch)
-
-    identity = {"file": os.path.abspath(path), "backend": "onnxruntime" if path.endswith(".onnx") else "torch.export"}
-    identity.update(model.identity or {})
-    return AppearanceModel(label, tuple(model.input_size), int(model.feature_dim), identity, features)
-
-
 def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
-    """A :class:`reid.inference.predictor.Predictor` as an appearance model."""
+    """A :class:`reid.inference.predictor.Predictor` as an appearance model (a checkpoint's, or an
+    exported file's: then no config; its calibration travels in the file)."""
     if predictor.uses_camids:
         raise ValueError(f"{source}: this model uses camera ids (SIE) and a tracker gives image crops only; use a "
                          "model trained with MODEL.TRANSREID.SIE_CAMERA False.")
-    identity = {"file": source, "backend": predictor.backend, "weights_sha256": predictor.weights_sha256}
-    cfg = predictor.cfg.clone()
-    cfg.defrost()
-    cfg.TEST.FLIP = bool(predictor.flip)  # the features as extracted: a calibration on flipped ones does not hold
-    cfg.freeze()
+    identity = {"file": os.path.abspath(source) if predictor.exported else source, "backend": predictor.backend,
+                "weights_sha256": predictor.weights_sha256}
+    cfg = None
+    if predictor.model is not None:
+        cfg = predictor.cfg.clone()
+        cfg.defrost()
+        cfg.TEST.FLIP = bool(predictor.flip)  # the features as extracted: a calibration on flipped ones does not hold
+        cfg.freeze()
     return AppearanceModel(label, tuple(predictor.input_size), int(predictor.feature_dim), identity,
-                           lambda crops: predictor.extract_arrays(crops), cfg=cfg)
+                           lambda crops: predictor.extract_arrays(crops), cfg=cfg, predictor=predictor)
 
 
 def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, config_file: Optional[str] = None,
-                           opts: Optional[Seq[Any]] = None, device: Optional[str] = None, backend: str = "torch",
+                           opts: Optional[Seq[Any]] = None, device: Optional[str] = None, backend: Optional[str] = None,
                            input_size: Optional[Seq[int]] = None) -> List[AppearanceModel]:
-    """Every model named by the tools' options: each of `weights` (checkpoints or exported files), or
-    one model from `run` / `config_file`. `input_size` (H, W) resizes the crops of checkpoints
-    (``INPUT.SIZE_TEST``); an exported file whose fixed size differs is refused."""
+    """Every model named by the tools' options: each of `weights` (checkpoints or exported files; an
+    exported file with `run` / `config_file` runs instead of that run's checkpoint, checked against its
+    weights), or one model from `run` / `config_file`. `input_size` (H, W) resizes the crops of
+    checkpoints (``INPUT.SIZE_TEST``); an exported file whose fixed size differs is refused. `backend`
+    None: PyTorch for checkpoints, each exported file's own runtime."""
+    from reid.export.options import is_exported_file
     from reid.inference.predictor import load_predictor
 
     size_opts = ["INPUT.SIZE_TEST", [int(s) for s in input_size]] if input_size else []
     models: List[AppearanceModel] = []
     taken: List[str] = []
-    named = list(weights) or [None]
-    for path in named:
-        if path is not None and os.fspath(path).lower().endswith(EXPORTED_SUFFIXES):
-            if run or config_file:
-                raise ValueError(f"{path} is an exported model and runs on its own; name it without --run or "
-                                 "--config-file (those name a checkpoint's config).")
-            label = _label(path, taken)
-            models.append(exported_model(os.fspath(path), label, input_size))
-        else:
-            predictor = load_predictor(run=run, config_file=config_file, weights=path,
-                                       opts=(list(opts or []) + size_opts) or None, device=device,
-                                       backend=backend, flip=False if backend != "torch" else None)
-            source = os.fspath(path) if path else str(predictor.cfg.MODEL.WEIGHTS)
-            # a run is known by its folder's name; a file by its own
-            label = _label(source if path or not run else os.path.basename(os.path.abspath(run)) + ".pth", taken)
-            models.append(predictor_model(predictor, label, source))
+    for path in list(weights) or [None]:
+        exported = path is not None and is_exported_file(path)
+        alone = exported and not (run or config_file)
+        predictor = load_predictor(run=run, config_file=config_file, weights=path,
+                                   opts=(list(opts or []) + ([] if alone else size_opts)) or None, device=device,
+                                   backend=backend, flip=False if exported or backend not in (None, "torch") else None)
+        if alone:
+            check_input_size(predictor.input_size, input_size, os.fspath(path))
+        source = os.fspath(path) if path else str(predictor.cfg.MODEL.WEIGHTS)
+        # a run is known by its folder's name; a file by its own
+        label = _label(source if path or not run else os.path.basename(os.path.abspath(run)) + ".pth", taken)
+        models.append(predictor_model(predictor, label, source))
         taken.append(models[-1].label)
     return models
 

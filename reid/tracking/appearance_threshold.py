@@ -26,14 +26,14 @@ MATCH_IOU = 0.5
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU ``[len(a), len(b)]`` of MOT boxes (left, top, width, height)."""
-    ax2, ay2 = a[:, 0] + a[:, 2], a[:, 1] + a[:, 3]
-    bx2, by2 = b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
-    w = np.clip(np.minimum(ax2[:, None], bx2[None]) - np.maximum(a[:, 0][:, None], b[:, 0][None]), 0, None)
-    h = np.clip(np.minimum(ay2[:, None], by2[None]) - np.maximum(a[:, 1][:, None], b[:, 1][None]), 0, None)
-    inter = w * h
-    union = (a[:, 2] * a[:, 3])[:, None] + (b[:, 2] * b[:, 3])[None] - inter
-    return inter / np.maximum(union, 1e-12)
+    """IoU ``[len(a), len(b)]`` (float64) of MOT boxes (left, top, width, height); 0 for two boxes
+    without area (torchvision's 0 / 0)."""
+    # Imported here: torch takes seconds to import, and the trackers' command lines load this module.
+    import torch
+    from torchvision.ops import box_convert, box_iou as corner_iou
+
+    corners = [box_convert(torch.as_tensor(x, dtype=torch.float64).reshape(-1, 4), "xywh", "xyxy") for x in (a, b)]
+    return np.nan_to_num(corner_iou(*corners).numpy(), nan=0.0)
 
 
 def match_to_ground_truth(dets: MOTRows, gt: MOTRows, min_iou: float = MATCH_IOU) -> np.ndarray:

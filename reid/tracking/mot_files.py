@@ -29,11 +29,14 @@ from reid.utils.file_io import atomic_write_text
 from reid.utils.path_kinds import check_file, check_folder
 from reid.utils.text_files import brief
 
-from .sequences import Sequence
+from .sequences import SECTION, Sequence
 
 GT_COLUMNS = ("frame", "id", "x", "y", "w", "h", "consider", "class", "visibility")
 DET_COLUMNS = ("frame", "id", "x", "y", "w", "h", "conf", "world_x", "world_y", "world_z")
 RESULT_COLUMNS = DET_COLUMNS
+#: What the writers write (np.savetxt formats); a caller may pass other precisions for the same columns.
+GT_FORMAT = "%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%d,%.4g"
+DET_FORMAT = "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d"
 
 
 class MOTFileError(ValueError):
@@ -279,24 +282,34 @@ def write_results(path: str, rows: MOTRows) -> str:
     sorted by (frame, id), 2 decimals; atomic. Returns `path`."""
     rows = _sorted(rows)
     minus = np.full(len(rows), -1.0)
-    return _write(path, [rows.frame, rows.track_id, *rows.boxes.T, rows.conf, minus, minus, minus],
-                  "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d")
+    return _write(path, [rows.frame, rows.track_id, *rows.boxes.T, rows.conf, minus, minus, minus], DET_FORMAT)
 
 
-def write_gt(path: str, rows: MOTRows) -> str:
-    """Write `rows` as MOTChallenge ``gt.txt`` (9 columns), sorted by (frame, id); atomic. Returns `path`."""
+def write_gt(path: str, rows: MOTRows, fmt: str = GT_FORMAT) -> str:
+    """Write `rows` as MOTChallenge ``gt.txt`` (9 columns, as `fmt` formats them), sorted by (frame, id);
+    atomic. Returns `path`."""
     rows = _sorted(rows)
-    return _write(path, [rows.frame, rows.track_id, *rows.boxes.T, rows.conf, rows.cls, rows.visibility],
-                  "%d,%d,%.2f,%.2f,%.2f,%.2f,%d,%d,%.4g")
+    return _write(path, [rows.frame, rows.track_id, *rows.boxes.T, rows.conf, rows.cls, rows.visibility], fmt)
 
 
-def write_detections(path: str, rows: MOTRows) -> str:
-    """Write `rows` as ``det.txt``: ``frame,-1,x,y,w,h,conf,-1,-1,-1``, sorted by frame; atomic. Returns `path`."""
+def write_detections(path: str, rows: MOTRows, fmt: str = DET_FORMAT) -> str:
+    """Write `rows` as ``det.txt``: ``frame,-1,x,y,w,h,conf,-1,-1,-1`` (as `fmt` formats them), sorted by
+    frame; atomic. Returns `path`."""
     rows = rows.select(np.argsort(rows.frame, kind="stable"))
     minus = np.full(len(rows), -1.0)
-    return _write(path, [rows.frame, minus, *rows.boxes.T, rows.conf, minus, minus, minus],
-                  "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d")
+    return _write(path, [rows.frame, minus, *rows.boxes.T, rows.conf, minus, minus, minus], fmt)
 
 
-__all__ = ["DET_COLUMNS", "GT_COLUMNS", "MOTFileError", "MOTRows", "RESULT_COLUMNS", "read_detections", "read_gt",
-           "read_results", "result_files", "write_detections", "write_gt", "write_results"]
+def write_seqinfo(path: str, name: str, frame_rate: float, length: int, width: int, height: int,
+                  camera: Optional[int] = None, scene: Optional[str] = None) -> str:
+    """Write a ``seqinfo.ini`` that reid.tracking.sequences reads (frames in ``img1/`` as ``.jpg``;
+    `camera` and `scene` are ours, left out when None); atomic. Returns `path`."""
+    keys = {"name": name, "imDir": "img1", "frameRate": f"{frame_rate:g}", "seqLength": length, "imWidth": width,
+            "imHeight": height, "imExt": ".jpg", "camera": camera, "scene": scene}
+    atomic_write_text(path, f"[{SECTION}]\n" + "".join(f"{k}={v}\n" for k, v in keys.items() if v is not None))
+    return path
+
+
+__all__ = ["DET_COLUMNS", "DET_FORMAT", "GT_COLUMNS", "GT_FORMAT", "MOTFileError", "MOTRows", "RESULT_COLUMNS",
+           "read_detections", "read_gt", "read_results", "result_files", "write_detections", "write_gt",
+           "write_results", "write_seqinfo"]

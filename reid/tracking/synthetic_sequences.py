@@ -27,6 +27,8 @@ from reid.data.datasets.synthetic_render import (
 from reid.data.datasets.synthetic import write_jpeg
 from reid.utils.file_io import atomic_write_text, build_folder_atomically, check_output_folder
 
+from .appearance_threshold import box_iou
+from .mot_files import MOTRows, write_detections, write_gt, write_seqinfo
 from .synthetic_scene import (
     VIEW_NAMES, CameraTruth, SequenceSettings, Visit, box_visibility, ground_truth, noisy_detections, plan_visits,
 )
@@ -77,22 +79,22 @@ def render_frames(settings: SequenceSettings, truth: CameraTruth, identities: Di
                                    jitter=False))
 
 
-def _gt_text(truth: CameraTruth) -> str:
-    """gt.txt: frame,id,left,top,width,height,consider=1,class=1 (pedestrian),visibility; sorted
-    by (frame, id). (Private on purpose: reid.tracking.mot_files will own MOT writing.)"""
-    order = np.lexsort((truth.pid, truth.frame))
-    return "".join(f"{f},{i},{x},{y},{w},{h},1,1,{v:.5f}\n" for f, i, (x, y, w, h), v in
-                   zip(truth.frame[order], truth.pid[order], truth.boxes[order], truth.visibility[order]))
+# The boxes are whole pixels, and box_visibility is exact: more digits than mot_files' defaults.
+_GT_FORMAT = "%d,%d,%d,%d,%d,%d,%d,%d,%.5f"
+_DET_FORMAT = "%d,%d,%.2f,%.2f,%.2f,%.2f,%.3f,%d,%d,%d"
 
 
-def _det_text(rows: np.ndarray) -> str:
-    """det.txt: frame,-1,left,top,width,height,conf,-1,-1,-1 (MOTChallenge's 10 columns)."""
-    return "".join(f"{int(r[0])},-1,{r[1]:.2f},{r[2]:.2f},{r[3]:.2f},{r[4]:.2f},{r[5]:.3f},-1,-1,-1\n" for r in rows)
-
-
-def _seqinfo_text(s: SequenceSettings, name: str, camera: int) -> str:
-    return (f"[Sequence]\nname={name}\nimDir=img1\nframeRate={s.frame_rate:g}\nseqLength={s.frames}\n"
-            f"imWidth={s.width}\nimHeight={s.height}\nimExt=.jpg\ncamera={camera}\nscene={s.scene}\n")
+def _write_files(folder: str, s: SequenceSettings, name: str, truth: CameraTruth, det_rows: np.ndarray) -> None:
+    """gt/gt.txt (consider 1, class 1: pedestrian), det/det.txt (`det_rows`: frame, x, y, w, h, conf)
+    and seqinfo.ini of one camera in `folder`."""
+    n, m = len(truth.frame), len(det_rows)
+    write_gt(os.path.join(folder, "gt", "gt.txt"), MOTRows(truth.frame, truth.pid, truth.boxes, np.ones(n),
+                                                           np.ones(n, np.int64), truth.visibility), _GT_FORMAT)
+    write_detections(os.path.join(folder, "det", "det.txt"),
+                     MOTRows(det_rows[:, 0].astype(np.int64), np.full(m, -1, np.int64), det_rows[:, 1:5],
+                             det_rows[:, 5], np.full(m, -1, np.int64), np.full(m, -1.0)), _DET_FORMAT)
+    write_seqinfo(os.path.join(folder, "seqinfo.ini"), name, s.frame_rate, s.frames, s.width, s.height,
+                  camera=truth.camera, scene=s.scene)
 
 
 def _overlapping_pairs(truth: CameraTruth) -> int:
@@ -101,9 +103,7 @@ def _overlapping_pairs(truth: CameraTruth) -> int:
     starts = np.flatnonzero(np.diff(truth.frame, prepend=-1))
     for a, b in zip(starts, np.append(starts[1:], len(truth.frame))):
         x = truth.boxes[a:b]
-        lo, hi = x[:, :2], x[:, :2] + x[:, 2:]
-        inter = (np.minimum(hi[:, None], hi[None]) > np.maximum(lo[:, None], lo[None])).all(-1)
-        i, j = np.nonzero(np.triu(inter, 1))
+        i, j = np.nonzero(np.triu(box_iou(x, x) > 0, 1))
         pids = truth.pid[a:b]
         pairs.update(zip(np.minimum(pids[i], pids[j]).tolist(), np.maximum(pids[i], pids[j]).tolist()))
     return len(pairs)
@@ -164,12 +164,7 @@ def make_sequences(output: str, settings: SequenceSettings = SequenceSettings(),
                 os.makedirs(os.path.join(tmp, sub))
             render_frames(s, truth, identities,
                           lambda k, img: write_jpeg(os.path.join(tmp, "img1", f"{k:06d}.jpg"), img, JPEG_QUALITY))
-            with open(os.path.join(tmp, "gt", "gt.txt"), "w", encoding="utf-8") as f:
-                f.write(_gt_text(truth))
-            with open(os.path.join(tmp, "det", "det.txt"), "w", encoding="utf-8") as f:
-                f.write(_det_text(det_rows))
-            with open(os.path.join(tmp, "seqinfo.ini"), "w", encoding="utf-8") as f:
-                f.write(_seqinfo_text(s, name, truth.camera))
+            _write_files(tmp, s, name, truth, det_rows)
 
         final = os.path.join(output, name)
         if os.path.lexists(final):

@@ -138,14 +138,15 @@ def _threshold(kind: TrackerKind, model: AppearanceModel, sequences: Seq[Sequenc
 
 
 def thresholds_file(model: AppearanceModel, far: float) -> Optional[Dict[str, Any]]:
-    """The distance at FAR `far` from the thresholds.json calibrated on `model`'s checkpoint, or None
-    (an exported file, no calibration, or one that does not hold for these weights and features)."""
-    if model.cfg is None or not model.weights:
+    """The distance at FAR `far` calibrated for `model` (the thresholds.json beside its checkpoint, or the
+    thresholds its exported file carries), or None (no calibration, or one that does not hold for these
+    weights and features)."""
+    if model.predictor is None:
         return None
-    from reid.inference.decision_thresholds import calibrated_similarity
+    from reid.inference.decision_thresholds import model_similarity
 
     try:
-        similarity, path, description = calibrated_similarity(model.cfg, model.weights, far)
+        similarity, path, description = model_similarity(model.predictor, far)
     except ValueError:
         return None
     return {"distance": 1.0 - similarity, "source": path, "far": far, "description": description}

@@ -7,7 +7,7 @@ import logging
 from typing import Callable, List
 
 from reid.evaluation.evaluator import evaluate_model, format_draws, format_table
-from reid.evaluation.test_sets import TestSets
+from reid.evaluation.eval_sets import TestSets
 
 
 def make_eval_fn(

@@ -29,7 +29,7 @@ from reid.data.build import check_dataset_names
 from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
 from reid.engine.checkpoint_files import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import DistInfo, cleanup_distributed, init_distributed
-from reid.evaluation.test_sets import TestSets, check_test_settings, load_test_sets
+from reid.evaluation.eval_sets import TestSets, check_test_settings, load_test_sets
 from reid.inference.decision_thresholds import calibrate_run
 from reid.inference.loading import run_weights
 from reid.modeling import build_model

@@ -14,12 +14,11 @@ With N images, labels -1 (outlier) or a cluster, and K the images kept (in a clu
 * cameras: the share of clusters whose images come from more than one camera and the mean
   number of distinct cameras per cluster. One person usually walks past several cameras, so
   clusters that stay within one camera group by background and lighting, not by person;
-* ``nmi_previous``: normalized mutual information between last epoch's labels U and this
-  epoch's V, over the images in a cluster in both epochs. From their contingency table n_uv
-  (n images, margins a_u, b_v): I(U; V) = sum_uv n_uv/n log(n n_uv / (a_u b_v)),
-  H(U) = -sum_u a_u/n log(a_u/n), NMI = I / ((H(U) + H(V)) / 2) (the arithmetic mean, as
-  scikit-learn's default); 1 when both are one cluster. 1 means the same partition again
-  (label values may differ); a sudden drop means the pseudo-identities were reshuffled;
+* ``nmi_previous``: normalized mutual information (Strehl & Ghosh, JMLR 2002, with the
+  arithmetic mean of the entropies: scikit-learn's ``normalized_mutual_info_score``) between
+  last epoch's labels and this epoch's, over the images in a cluster in both epochs; 1 when
+  both are one cluster. 1 means the same partition again (label values may differ); a sudden
+  drop means the pseudo-identities were reshuffled;
 * ``feature_spread`` = 1 - ||m||^2 for the unit features f_i with mean m. For unit vectors
   mean_i ||f_i - m||^2 = mean_i (1 - 2 f_i.m) + ||m||^2 = 1 - ||m||^2, and ||m||^2 =
   mean_ij cos(f_i, f_j) (i = j included): 1 for random directions in many dimensions, 0 when
@@ -37,6 +36,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
+from sklearn.metrics import normalized_mutual_info_score
 
 # Below this share of multi-camera clusters (with >= 2 cameras in the data) the clustering is
 # grouping by camera: in a camera network most people are seen by several cameras (every
@@ -70,24 +70,6 @@ def _check_shape(name: str, shape: tuple, labels: np.ndarray, ndim: int = 1) -> 
     if len(shape) != ndim or shape[0] != labels.size:
         raise ValueError(f"{name} must hold one {'value' if ndim == 1 else 'row'} per image ({labels.size}), "
                          f"got shape {tuple(shape)}.")
-
-
-def _nmi(u: np.ndarray, v: np.ndarray) -> float:
-    """Normalized mutual information (arithmetic normalisation) of two labelings of the same items."""
-    n = u.size
-    _, ui = np.unique(u, return_inverse=True)
-    _, vi = np.unique(v, return_inverse=True)
-    a, b = np.bincount(ui).astype(np.float64), np.bincount(vi).astype(np.float64)
-    if a.size == b.size == 1:  # neither splits the items: the same partition
-        return 1.0
-    cells, nuv = np.unique(np.stack([ui, vi]), axis=1, return_counts=True)
-    nuv = nuv.astype(np.float64)
-    mi = float((nuv / n * np.log(n * nuv / (a[cells[0]] * b[cells[1]]))).sum())
-    hu, hv = float(-(a / n * np.log(a / n)).sum()), float(-(b / n * np.log(b / n)).sum())
-    if mi <= 0.0:  # independent (or one side unsplit): nothing shared
-        return 0.0
-    # rounding can put identical partitions a hair above 1
-    return min(1.0, mi / ((hu + hv) / 2.0))
 
 
 def cluster_health(labels: np.ndarray, cameras: Optional[np.ndarray], feats: Optional[torch.Tensor] = None,
@@ -145,7 +127,8 @@ def cluster_health(labels: np.ndarray, cameras: Optional[np.ndarray], feats: Opt
         _check_shape("previous", previous.shape, labels)
         both = kept & (previous >= 0)
         if both.sum() >= 2:
-            out["nmi_previous"] = float(_nmi(previous[both], labels[both]))
+            # rounding can put identical partitions a hair above 1
+            out["nmi_previous"] = min(1.0, float(normalized_mutual_info_score(previous[both], labels[both])))
 
     if feats is not None:
         _check_shape("feats", tuple(feats.shape), labels, ndim=2)

@@ -1,26 +1,21 @@
 """How well pseudo-labels match the identities, when the images happen to have them.
 
 For measurement only (the logged purity of each epoch's clustering); training never sees the
-ground truth. Pair counting over all N images, with every outlier (label -1) its own
-singleton cluster:
+ground truth. Pair counting over all N images (scikit-learn's ``pair_confusion_matrix``), with
+every outlier (label -1) its own singleton cluster:
 
 * pairwise precision: of the pairs put in one cluster, the fraction that are one person;
 * pairwise recall: of the pairs that are one person, the fraction put in one cluster;
-* adjusted Rand index (Hubert & Arabie, J. Classification 1985, Eq. 5): with
-  S = sum_ij C(n_ij, 2), A = sum_i C(a_i, 2), B = sum_j C(b_j, 2) over the contingency table
-  n_ij (cluster i, identity j) and its margins, E = A B / C(N, 2):
-  ARI = (S - E) / ((A + B) / 2 - E); 1 for identical partitions, about 0 for chance.
+* adjusted Rand index (Hubert & Arabie, J. Classification 1985; scikit-learn's
+  ``adjusted_rand_score``): 1 for identical partitions, about 0 for chance.
 """
 from __future__ import annotations
 
 from typing import Dict
 
 import numpy as np
-
-
-def _pairs(counts: np.ndarray) -> float:
-    counts = counts.astype(np.float64)
-    return float((counts * (counts - 1) / 2).sum())
+from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.cluster import pair_confusion_matrix
 
 
 def pseudo_label_scores(labels: np.ndarray, truth: np.ndarray) -> Dict[str, float]:
@@ -29,22 +24,17 @@ def pseudo_label_scores(labels: np.ndarray, truth: np.ndarray) -> Dict[str, floa
     labels, truth = np.asarray(labels, dtype=np.int64), np.asarray(truth, dtype=np.int64)
     if labels.shape != truth.shape:
         raise ValueError(f"labels and truth must have the same shape, got {labels.shape} and {truth.shape}.")
-    n = labels.size
-    # Outliers become singletons: labels past the largest cluster, one each.
+    # Outliers become singletons: labels past the largest cluster, one each. Left as -1 they
+    # would form one cluster of unrelated images and count as pairs put together.
     pred = labels.copy()
     out = pred < 0
     pred[out] = pred.max(initial=-1) + 1 + np.arange(int(out.sum()))
-    _, cell = np.unique(np.stack([pred, truth]), axis=1, return_counts=True)
-    both = _pairs(cell)
-    same_pred = _pairs(np.unique(pred, return_counts=True)[1])
-    same_true = _pairs(np.unique(truth, return_counts=True)[1])
-    total = n * (n - 1) / 2.0
-    expected = same_pred * same_true / total if total else 0.0
-    spread = (same_pred + same_true) / 2.0 - expected
+    # Ordered pairs: [1, 1] together in both, [0, 1] only in pred, [1, 0] only in truth.
+    (_, only_pred), (only_truth, both) = pair_confusion_matrix(truth, pred).tolist()
     return {
-        "ari": (both - expected) / spread if spread else 1.0,
-        "pair_precision": both / same_pred if same_pred else 0.0,
-        "pair_recall": both / same_true if same_true else 0.0,
+        "ari": float(adjusted_rand_score(truth, pred)),
+        "pair_precision": both / (both + only_pred) if both + only_pred else 0.0,
+        "pair_recall": both / (both + only_truth) if both + only_truth else 0.0,
         "true_ids": int(np.unique(truth).size),
     }
 

@@ -25,10 +25,9 @@ from .tiles import (
     MISMATCH_COLOR,
     QUERY_COLOR,
     TileGeometry,
-    caption_strip,
-    hstack_tiles,
     make_tile,
     read_rgb,
+    results_row,
     vstack_padded,
     write_rgb,
 )
@@ -90,17 +89,13 @@ def draw_ranked_list(
     q_img = load(query_path)
     geom = TileGeometry.for_height(tile_height, q_img.shape[1] / q_img.shape[0])
     q_tile = make_tile(q_img, geom, QUERY_COLOR, "query")
-    gap, margin = 4 * geom.border, 2 * geom.border
     parts = []
     for row, caption in zip(rows, captions):
         tiles = [q_tile]
         for gi, rank, dist, match, ign in zip(row.gallery_index, row.rank, row.distance, row.match, row.ignored):
             color = IGNORED_COLOR if ign else (MATCH_COLOR if match else MISMATCH_COLOR)
             tiles.append(make_tile(load(gallery_paths[gi]), geom, color, _entry_label(rank, dist, ign), greyed=bool(ign)))
-        # a wide gap after the query separates it from the results; small gaps between results
-        gaps = [gap] + [geom.border] * (len(tiles) - 2)
-        body = hstack_tiles(tiles, gaps, margin)
-        parts.append(vstack_padded([caption_strip(list(caption), body.shape[1], geom), body]))
+        parts.append(results_row(tiles, geom, caption))
     return vstack_padded(parts, gap=3 * geom.border, separator=(120, 120, 120))
 
 

@@ -11,18 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .tiles import (
-    MATCH_COLOR,
-    MISMATCH_COLOR,
-    QUERY_COLOR,
-    TileGeometry,
-    caption_strip,
-    hstack_tiles,
-    make_tile,
-    read_rgb,
-    vstack_padded,
-    write_rgb,
-)
+from .tiles import MATCH_COLOR, MISMATCH_COLOR, QUERY_COLOR, TileGeometry, make_tile, read_rgb, results_row, write_rgb
 
 NEUTRAL_COLOR = (110, 110, 110)
 REJECTED_COLOR = (40, 40, 40)  # a match whose score is not above the decision threshold
@@ -57,12 +46,7 @@ def draw_matches(
         if accepted is not None and not accepted[i]:
             color, label = REJECTED_COLOR, f"{label} no"
         tiles.append(make_tile(read_rgb(path), geom, color, label))
-    # A wide gap after the query separates it from the results.
-    gaps = [4 * geom.border] + [geom.border] * max(0, len(tiles) - 2)
-    strip = hstack_tiles(tiles, gaps, 2 * geom.border)
-    if caption:
-        strip = vstack_padded([caption_strip([caption], strip.shape[1], geom), strip])
-    return strip
+    return results_row(tiles, geom, [caption] if caption else None)
 
 
 def save_matches_picture(path: str, query_path: str, match_paths: Sequence[str],

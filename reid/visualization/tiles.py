@@ -158,6 +158,14 @@ def hstack_tiles(tiles: Sequence[np.ndarray], gaps: Sequence[int], margin: int) 
     return canvas
 
 
+
+def results_row(tiles: Sequence[np.ndarray], geom: TileGeometry, caption: Optional[Sequence[str]] = None) -> np.ndarray:
+    """A query's picture row: its tile, a wide gap that separates it from its results, then the result
+    tiles with small gaps; `caption` lines (None: no strip) above."""
+    gaps = [4 * geom.border] + [geom.border] * max(0, len(tiles) - 2)
+    body = hstack_tiles(tiles, gaps, 2 * geom.border)
+    return body if caption is None else vstack_padded([caption_strip(list(caption), body.shape[1], geom), body])
+
 def vstack_padded(parts: Sequence[np.ndarray], gap: int = 0, separator: Optional[Color] = None) -> np.ndarray:
     """Stack images vertically, padding narrower ones with white on the right."""
     w = max(p.shape[1] for p in parts)

@@ -117,7 +117,7 @@ def test_verification_and_open_set_are_refused_under_draws_and_unknown_protocols
 
 
 def test_tools_refuse_a_bad_number_of_draws_before_any_work():
-    from reid.evaluation.test_sets import check_test_settings
+    from reid.evaluation.eval_sets import check_test_settings
     from reid.config import ConfigError, get_cfg, load_config
 
     cfg = get_cfg()

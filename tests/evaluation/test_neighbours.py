@@ -174,7 +174,7 @@ def test_config_settings_are_checked_naming_their_keys():
     cfg.UDA.APPROX_MIN_SIZE = 0
     with pytest.raises(ValueError, match=r"^UDA.APPROX_MIN_SIZE must be a positive integer \(items\), got 0\.$"):
         ClusterSettings.from_cfg(cfg)
-    from reid.evaluation.test_sets import check_test_settings
+    from reid.evaluation.eval_sets import check_test_settings
 
     cfg = get_cfg()
     cfg.TEST.RERANK.APPROX_MIN_SIZE = -1

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from reid.evaluation.test_sets import load_test_sets
+from reid.evaluation.eval_sets import load_test_sets
 from reid.training.eval_fn import make_eval_fn
 from reid.config import ConfigError, get_cfg
 from reid.data import build_test_loader, build_test_set

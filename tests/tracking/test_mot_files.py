@@ -1,13 +1,14 @@
 """reid.tracking.mot_files: values read from gt/det/result files, the first bad line named, round trips."""
 import os
 
+import cv2
 import numpy as np
 import pytest
 
 from reid.tracking.mot_files import (MOTFileError, MOTRows, read_detections, read_gt, read_results,
-                                     write_detections, write_gt, write_results)
+                                     write_detections, write_gt, write_results, write_seqinfo)
 from reid.tracking.sequences import read_sequence
-from tests.tracking.sequence_files import write_sequence
+from tests.tracking.sequence_files import frame_pixels, write_sequence
 
 GT = """1,1,10,5,20,40,1,1,0.8
 1,2,-5,0,30,50.5,0,7,1
@@ -126,6 +127,26 @@ def test_write_then_read_round_trips(tmp_path):
     write_results(str(tmp_path / "none.txt"), MOTRows.empty())
     assert open(tmp_path / "none.txt").read() == "" and len(read_results(str(tmp_path / "none.txt"))) == 0
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_other_precisions_and_seqinfo_round_trip(tmp_path):
+    rows = read_gt(_file(tmp_path, GT)).select(np.array([0, 3]))
+    text = open(write_gt(str(tmp_path / "whole.txt"), rows, fmt="%d,%d,%d,%d,%d,%d,%d,%d,%.5f")).read()
+    assert text == "1,1,10,5,20,40,1,1,0.80000\n3,3,90,60,20,30,1,1,0.00000\n"
+    det = write_detections(str(tmp_path / "det3.txt"), rows, fmt="%d,%d,%.2f,%.2f,%.2f,%.2f,%.3f,%d,%d,%d")
+    assert open(det).read().splitlines()[0] == "1,-1,10.00,5.00,20.00,40.00,1.000,-1,-1,-1"
+    folder = tmp_path / "s"
+    os.makedirs(folder / "img1")
+    for i in (1, 2, 3):
+        assert cv2.imwrite(str(folder / "img1" / f"{i:06d}.jpg"), frame_pixels(i))
+    path = write_seqinfo(str(folder / "seqinfo.ini"), "s", 12.5, 3, 96, 64, camera=2, scene="hall")
+    assert open(path).read() == ("[Sequence]\nname=s\nimDir=img1\nframeRate=12.5\nseqLength=3\nimWidth=96\n"
+                                 "imHeight=64\nimExt=.jpg\ncamera=2\nscene=hall\n")
+    seq = read_sequence(str(folder))
+    assert (seq.name, seq.frame_rate, seq.length, seq.width, seq.height, seq.camera, seq.scene) == \
+        ("s", 12.5, 3, 96, 64, 2, "hall")
+    write_seqinfo(path, "s", 10, 3, 96, 64)  # camera and scene are optional keys
+    assert "camera" not in open(path).read() and "scene" not in open(path).read()
 
 
 def test_values_numpy_refuses_two_boxes_of_one_track_in_a_frame_and_negative_result_ids(tmp_path):

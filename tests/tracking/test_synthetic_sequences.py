@@ -5,6 +5,7 @@ import configparser
 import hashlib
 import json
 import os
+import re
 
 import cv2
 import numpy as np
@@ -66,6 +67,14 @@ def test_layout_and_seqinfo(tiny):
         assert images == [f"{k:06d}.jpg" for k in range(1, 41)]
         assert cv2.imread(os.path.join(seq, "img1", images[0])).shape == (180, 320, 3)
         assert _gt(out, cam).shape[1] == 9 and _det(out, cam).shape[1] == 10
+        # The bytes as they were written before reid.tracking.mot_files wrote them.
+        assert open(os.path.join(seq, "seqinfo.ini"), "rb").read() == (
+            f"[Sequence]\nname=synth-c{cam}\nimDir=img1\nframeRate=10\nseqLength=40\nimWidth=320\nimHeight=180\n"
+            f"imExt=.jpg\ncamera={cam}\nscene=synth\n").encode()
+        for sub, line in (("gt", r"\d+,\d+,-?\d+,-?\d+,\d+,\d+,1,1,[01]\.\d{5}"),
+                          ("det", r"\d+,-1,(\d+\.\d\d,){4}0\.\d{3},-1,-1,-1")):
+            text = open(os.path.join(seq, sub, f"{sub}.txt"), "rb").read().decode("ascii")
+            assert text.endswith("\n") and all(re.fullmatch(line, t) for t in text.split("\n")[:-1]), sub
     with open(os.path.join(out, "sequences.json")) as f:
         assert json.load(f) == json.loads(json.dumps(summary))
     assert summary["settings"]["frames"] == 40

@@ -141,6 +141,18 @@ def test_nmi_of_a_renamed_partition_is_one():
     assert cluster_health(labels, None, previous=split)["nmi_previous"] < 0.99
 
 
+def test_nmi_of_a_hand_computed_case_and_the_unsplit_ones():
+    # The images in a cluster in both epochs (outliers of either left out): u = [0, 0, 1, 1] last
+    # epoch, v = [0, 0, 0, 1] now; cells (0, 0): 2, (1, 0): 1, (1, 1): 1; margins a = [2, 2], b = [3, 1].
+    previous, labels = np.array([0, 0, 1, 1, -1, 2]), np.array([0, 0, 0, 1, 1, -1])
+    mi = 2 / 4 * np.log(4 * 2 / (2 * 3)) + 1 / 4 * np.log(4 * 1 / (2 * 3)) + 1 / 4 * np.log(4 * 1 / (2 * 1))
+    hu, hv = np.log(2), -(3 / 4 * np.log(3 / 4) + 1 / 4 * np.log(1 / 4))
+    nmi = cluster_health(labels, None, previous=previous)["nmi_previous"]
+    assert nmi == pytest.approx(mi / ((hu + hv) / 2)) == pytest.approx(0.343711, abs=1e-6)
+    assert cluster_health(np.full(4, 5), None, previous=np.zeros(4))["nmi_previous"] == 1.0  # both one cluster
+    assert cluster_health(np.array([0, 0, 1, 1]), None, previous=np.zeros(4))["nmi_previous"] == 0.0  # nothing shared
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_nmi_against_the_formula_and_without_outliers(seed):
     rng = np.random.default_rng(seed)

@@ -30,6 +30,15 @@ def test_scores_match_pair_counting_and_sklearn(seed):
     assert scores["true_ids"] == len(set(truth.tolist()))
 
 
+def test_a_hand_computed_case_where_outliers_are_singletons():
+    """Pairs of 6 images: 15. Put together: (0, 1), (2, 3); one person: {0, 1, 2}, {3, 4, 5} (6
+    pairs); both: (0, 1). ARI = (S - E) / ((A + B) / 2 - E) with S = 1, A = 2, B = 6, E = A B / 15.
+    Were the two outliers one cluster, (4, 5) would count as put together and as one person."""
+    scores = pseudo_label_scores(np.array([0, 0, 1, 1, -1, -1]), np.array([0, 0, 0, 1, 1, 1]))
+    assert scores["pair_precision"] == 0.5 and scores["pair_recall"] == pytest.approx(1 / 6)
+    assert scores["ari"] == pytest.approx((1 - 2 * 6 / 15) / ((2 + 6) / 2 - 2 * 6 / 15)) == pytest.approx(0.0625)
+
+
 def test_perfect_and_all_outlier_clusterings():
     truth = np.array([3, 3, 5, 5, 5, 9])
     perfect = pseudo_label_scores(np.array([1, 1, 0, 0, 0, 2]), truth)

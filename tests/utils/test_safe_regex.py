@@ -1,4 +1,4 @@
-"""Regular expressions from configs run within bounds: refused shapes, length caps, a time limit per name."""
+"""Regular expressions from configs run within bounds: length caps, a time limit per name."""
 import pytest
 
 from reid.utils.safe_regex import MAX_NAME, MAX_PATTERN, RegexError, compile_bounded, search_names
@@ -6,21 +6,22 @@ from reid.utils.safe_regex import MAX_NAME, MAX_PATTERN, RegexError, compile_bou
 KEY = "DATASETS.UNLABELLED.CAMERA_REGEX"
 
 
-@pytest.mark.parametrize("pattern, why", [
-    ("(a+)+$", "repeats a group that holds a repeat of its own"),
-    (r"(\d*)*x", "repeats a group that holds a repeat of its own"),
-    (r"(?:_c\d+)+", "repeats a group that holds a repeat of its own"),
-    ("(a|ab)*c", "repeats a group that holds alternatives"),
-    (r"(\w+)_\1", "back-reference"),
-    (r"(c)?(?(1)\d|x)", "back-reference"),
+@pytest.mark.parametrize("pattern, name", [
+    ("(a+)+$", "a" * 40 + "!"),
+    (r"(\d*)*x", "1" * 40),
+    (r"(?:_c\d+)+$", "_c1" * 300 + "!"),
+    ("(a|ab)*c", "ab" * 30),
+    (r"(\w+)_\1", "a" * 1000),
+    (r"\d*\d*\d*\d*\d*\d*x", "1" * 200 + "!"),
 ])
-def test_shapes_that_backtrack_exponentially_are_refused_up_front(pattern, why):
-    with pytest.raises(RegexError, match=rf"{KEY} .* can take exponential time on a file name that does not match: "
-                                         rf".*{why}.*e\.g\. '_c\(\\\\d\+\)'"):
-        compile_bounded(pattern, KEY, example=r"_c(\d+)")
+def test_shapes_that_re_takes_exponential_time_on_finish_at_once(pattern, name):
+    """These were refused up front when ``re`` matched them (2^40 steps for the first); the regex
+    package's repeat guards answer at once, well inside the time limit."""
+    assert search_names(compile_bounded(pattern, KEY), [name], KEY, seconds_per_name=1.0) == [None]
 
 
-@pytest.mark.parametrize("pattern", [r"_c(\d+)", r"^(\d+)_", r"c(\d)s\d+_\d+", r"(?:cam|c)(\d+)", r"(a{2})+", "(x|y)*z"])
+@pytest.mark.parametrize("pattern", [r"_c(\d+)", r"^(\d+)_", r"c(\d)s\d+_\d+", r"(?:cam|c)(\d+)", r"(a{2})+", "(x|y)*z",
+                                     r"(?:_c\d+)+", r"(\w+)_\1"])
 def test_ordinary_patterns_pass(pattern):
     assert compile_bounded(pattern, KEY).pattern == pattern
 
@@ -32,6 +33,9 @@ def test_lengths_are_capped():
         search_names(compile_bounded("(b)", KEY), ["ok", "x" * (MAX_NAME + 1)], KEY)
     with pytest.raises(RegexError, match=r"'_c\(' is not a regular expression \(missing \), unterminated subpattern"):
         compile_bounded("_c(", KEY)
+    # re decides the syntax: what only the regex package knows is refused as before.
+    with pytest.raises(RegexError, match=r"'\\\\p\{L\}' is not a regular expression \(bad escape \\p at position 0\)"):
+        compile_bounded(r"\p{L}", KEY)
 
 
 def test_search_names_gives_each_names_groups_in_order():
@@ -41,22 +45,21 @@ def test_search_names_gives_each_names_groups_in_order():
     assert len(found) == len(names) and search_names(compile_bounded("x", KEY), [], KEY) == []
 
 
+def test_the_documented_differences_from_re():
+    """safe_regex's docstring and docs/datasets.md list them: a POSIX class, fuzzy matching."""
+    with pytest.warns(FutureWarning, match="Possible nested set"):  # re's own warning, as before
+        posix = compile_bounded("[[:digit:]]", KEY)
+    assert search_names(posix, ["5", "d]"], KEY) == [(), None]  # re: [None, ()]
+    assert search_names(compile_bounded("c{e<=1}", KEY), ["x", "c{e<=1}"], KEY) == [(), ()]  # re: [None, ()]
+
+
 @pytest.mark.slow
 def test_a_name_that_takes_too_long_stops_the_match_with_its_name():
-    # Polynomial, not refused by shape: on 200 digits and no 'x' it would run for hours.
-    pattern = compile_bounded(r"\d*\d*\d*\d*\d*\d*x", KEY)
-    with pytest.raises(RegexError, match=r"took more than 0.3 s on the name '1111.*!' and was stopped"):
-        search_names(pattern, ["12x", "1" * 200 + "!", "never reached"], KEY, seconds_per_name=0.3)
-
-
-@pytest.mark.slow
-def test_the_first_name_gets_its_time_limit_not_the_start_up_allowance_as_well():
-    """The first name was given the 30 s start-up allowance on top of its 2 s, and the error then said
-    'took more than 2 s' after 32 s."""
+    # Exponential in the regex package too: on 60 digits and '!' it would run for days.
     import time
 
-    pattern = compile_bounded(r"\d*\d*\d*\d*\d*\d*x", KEY)
+    pattern = compile_bounded(r"(\d|\d\d)+$", KEY)
     start = time.monotonic()
-    with pytest.raises(RegexError, match=r"took more than 0.3 s on the name '1111.*!'"):
-        search_names(pattern, ["1" * 200 + "!", "12x"], KEY, seconds_per_name=0.3)
-    assert time.monotonic() - start < 10  # start-up (well under a second here) + 0.3 s, not 30 s more
+    with pytest.raises(RegexError, match=r"took more than 0.3 s on the name '1111.*!' and was stopped"):
+        search_names(pattern, ["12", "1" * 60 + "!", "never reached"], KEY, seconds_per_name=0.3)
+    assert time.monotonic() - start < 5  # the limit, not the days the match would take

@@ -30,6 +30,8 @@ import os
 import re
 from typing import List, Optional, Sequence, Tuple
 
+from regex import Pattern
+
 from reid.utils.folder_scan import scan_folder
 from reid.utils.path_kinds import check_file, check_folder, file_problem
 from reid.utils.safe_regex import compile_bounded, search_names
@@ -54,10 +56,10 @@ def _resolve(root: str, path: str) -> List[str]:
 _CAMERA_KEY = "DATASETS.UNLABELLED.CAMERA_REGEX"
 
 
-def _camera_pattern(regex: str) -> Optional[re.Pattern]:
+def _camera_pattern(regex: str) -> Optional[Pattern]:
     if not regex:
         return None
-    # Bounded: a length cap, no shapes that backtrack exponentially, a time limit per name (safe_regex).
+    # Bounded (safe_regex): a length cap, and a time limit per name that no expression can outrun.
     pattern = compile_bounded(regex, _CAMERA_KEY, example=r"_c(\d+)")
     if pattern.groups != 1:
         raise ValueError(f"{_CAMERA_KEY} {regex!r} has {pattern.groups} groups; it needs exactly "
@@ -65,7 +67,7 @@ def _camera_pattern(regex: str) -> Optional[re.Pattern]:
     return pattern
 
 
-def cameras_from_names(paths: Sequence[str], pattern: re.Pattern) -> List[str]:
+def cameras_from_names(paths: Sequence[str], pattern: Pattern) -> List[str]:
     """The camera value that `pattern`'s group finds in the file name of each of `paths` (searched,
     within the bounds of reid/utils/safe_regex.py)."""
     found = search_names(pattern, [os.path.basename(p) for p in paths], _CAMERA_KEY)

@@ -2,7 +2,7 @@
 
 The state dicts here have torchreid's layout (our OSNet backbone has torchreid's names; its
 ``fc`` and ``classifier`` are added as torchreid names them). tests/_torchreid.py and
-tests/inference/test_torchreid_checkpoints.py check against torchreid 0.2.5's own models.
+tests/modeling/formats/test_torchreid_checkpoints.py check against torchreid 0.2.5's own models.
 """
 from __future__ import annotations
 

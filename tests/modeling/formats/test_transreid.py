@@ -2,7 +2,7 @@
 
 TransReID's layout is written out by hand here (``base.`` ViT, ``b1``/``b2``, ``bottleneck[_i]``,
 ``classifier[_i]``, the unused ``base.fc``) around a tiny ViT, so the tests take milliseconds;
-tests/inference/test_transreid_checkpoints.py checks files of TransReID's own code.
+tests/modeling/formats/test_transreid_checkpoints.py checks files of TransReID's own code.
 """
 from __future__ import annotations
 

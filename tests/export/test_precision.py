@@ -236,7 +236,7 @@ def test_check_on_images_without_identities_is_one_line(tmp_path):
 
 
 def test_torch_backend_refuses_reduced_precision(capsys):
-    from tests.inference.test_runtimes import _model_and_cfg
+    from tests.inference.test_backends import _model_and_cfg
     from reid.inference.predictor import Predictor
 
     model, cfg = _model_and_cfg()
@@ -326,7 +326,7 @@ def test_int8_for_boxmot_takes_boxmots_input_and_matches_pytorch(tiny, tmp_path)
 
     from reid.export.writer import NormalizedFeatureModel
     from reid.inference.predictor import load_predictor
-    from reid.export.boxmot import boxmot_input
+    from reid.export.pixels import boxmot_input
 
     out = str(tmp_path / "boxmot_int8.onnx")
     assert _export(tiny, "--output", out, "--for", "boxmot", "--input-size", "64", "32", "--precision", "int8",
@@ -345,7 +345,7 @@ def test_openvino_runs_static_batches_padded_to_powers_of_two(tmp_path):
     ov = pytest.importorskip("openvino")
     from reid.export.writer import export_onnx
     from reid.export.runtimes import OpenVINOBatches
-    from tests.inference.test_runtimes import _model_and_cfg
+    from tests.inference.test_backends import _model_and_cfg
 
     assert [OpenVINOBatches.bucket(n) for n in (1, 2, 3, 5, 32, 33, 64, 65, 100, 129)] == \
         [1, 2, 4, 8, 32, 64, 64, 128, 128, 192]
@@ -382,7 +382,7 @@ def test_layers_are_kept_float_worst_sqnr_first_only_while_they_help(tmp_path, m
 
     from reid.export import precision
     from reid.export.writer import export_onnx
-    from tests.inference.test_runtimes import _model_and_cfg
+    from tests.inference.test_backends import _model_and_cfg
 
     model, _ = _model_and_cfg("resnet18")
     src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
@@ -418,7 +418,7 @@ def test_layers_are_kept_float_worst_sqnr_first_only_while_they_help(tmp_path, m
 def test_kept_float_layers_that_do_not_help_are_quantized_again(tmp_path, monkeypatch):
     from reid.export import precision
     from reid.export.writer import export_onnx
-    from tests.inference.test_runtimes import _model_and_cfg
+    from tests.inference.test_backends import _model_and_cfg
 
     model, _ = _model_and_cfg("resnet18")
     src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
@@ -434,7 +434,7 @@ def test_kept_float_layers_that_do_not_help_are_quantized_again(tmp_path, monkey
 @pytest.mark.slow
 def test_a_backend_exports_fp16_for_the_run_when_asked(tmp_path):
     from reid.inference.predictor import Predictor
-    from tests.inference.test_runtimes import _images, _model_and_cfg
+    from tests.inference.test_backends import _images, _model_and_cfg
 
     model, cfg = _model_and_cfg()
     fp32 = Predictor(model, cfg, batch_size=2).extract_arrays(_images())
@@ -465,7 +465,7 @@ def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images
     from reid.export.writer import export_onnx
     from reid.export.precision import quantize_int8
     from reid.export.precision_export import _parity_pixels
-    from tests.inference.test_runtimes import _model_and_cfg
+    from tests.inference.test_backends import _model_and_cfg
 
     model, _ = _model_and_cfg()
     src = export_onnx(model, tmp_path / "m.onnx", (64, 32))

@@ -19,7 +19,8 @@ import torch
 
 from reid.config import load_config
 from reid.inference import Predictor, load_exported
-from reid.export.boxmot import BoxMOTInput, boxmot_input, check_tracker_export, export_for_boxmot
+from reid.export.boxmot import BoxMOTInput, check_tracker_export, export_for_boxmot
+from reid.export.pixels import boxmot_input
 from reid.modeling import build_model
 from tests._tools import load_tool
 

@@ -21,6 +21,15 @@ def test_box_iou_is_intersection_over_union():
     assert np.allclose(iou, [[50 / 150, 0], [50 / 150, 0]])
 
 
+def test_box_iou_of_boxes_without_area_and_of_no_boxes():
+    point, line = np.array([[5, 5, 0, 0]], float), np.array([[0, 5, 10, 0]], float)
+    box = np.array([[0, 0, 10, 10]], float)
+    # 0 / 0 for two boxes without area (torchvision gives NaN) is no overlap, as is a line inside a box
+    assert box_iou(point, point).tolist() == [[0.0]] and box_iou(line, box).tolist() == [[0.0]]
+    assert box_iou(np.zeros((0, 4)), box).shape == (0, 1) and box_iou(box, np.zeros((0, 4))).shape == (1, 0)
+    assert box_iou(box.astype(np.int64), box).dtype == np.float64
+
+
 def test_each_detection_takes_the_ground_truth_id_it_overlaps_best_one_to_one():
     gt = _rows([1, 1, 2], [[0, 0, 10, 20], [8, 0, 10, 20], [50, 50, 10, 20]], ids=[7, 8, 9])
     # frame 1: detection 0 overlaps both gt boxes (more of id 8), detection 1 only id 8: the

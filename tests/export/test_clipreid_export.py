@@ -11,7 +11,8 @@ pytest.importorskip("open_clip", reason="CLIP-ReID models need open_clip (pip in
 from reid.config import get_cfg  # noqa: E402
 from reid.export.writer import compare_with_export, export_onnx, export_pt2# noqa: E402
 from reid.export.exported import load_exported
-from reid.export.boxmot import boxmot_input, export_for_boxmot  # noqa: E402
+from reid.export.boxmot import export_for_boxmot  # noqa: E402
+from reid.export.pixels import boxmot_input  # noqa: E402
 from reid.modeling import build_model  # noqa: E402
 from reid.modeling.backbones import clip as clip_module  # noqa: E402
 

@@ -65,7 +65,7 @@ def test_runtimes_refuse_a_file_whose_inputs_do_not_fit_the_model():
     assert "export it again with tools/export.py" in str(info.value)
     with pytest.raises(ValueError, match=r"m.onnx takes camera ids \(camids\) and this model does not"):
         _check_inputs("m.onnx", ["images", "camids"], nn.Identity(), None)
-    _check_inputs("m.onnx", ["images", "camids"], _Sie(), '{"num_cameras": 6}')
+    _check_inputs("m.onnx", ["images", "camids"], _Sie(), 6)
     _check_inputs("m.onnx", ["images", "camids"], _Sie(), None)  # a file without the record: ids checked per call
     _check_inputs("m.onnx", ["images"], nn.Identity(), None)
 
@@ -74,7 +74,7 @@ def test_runtimes_refuse_a_file_whose_inputs_do_not_fit_the_model():
 def test_runtimes_refuse_a_file_of_another_camera_count(recorded):
     # 8: the model's id 7 would reach a graph without it; 4: ids 0..3 would take the other model's embeddings.
     with pytest.raises(ValueError) as info:
-        _check_inputs("m.onnx", ["images", "camids"], _Sie(), f'{{"num_cameras": {recorded}}}')
+        _check_inputs("m.onnx", ["images", "camids"], _Sie(), recorded)
     message = str(info.value)
     assert f"m.onnx was exported from a model with {recorded} cameras (SIE), this model has 6" in message
     assert "export this one again with tools/export.py" in message and "\n" not in message
