@@ -58,8 +58,8 @@ ARCHS: Dict[str, Dict[str, object]] = {
     "vit_clipreid_sie_olp": {
         "theirs": {"NAME": "ViT-B-16", "BUILDER": "make_model_clipreid", "STRIDE_SIZE": [12, 12],
                    "SIE_CAMERA": True, "SIE_COE": 1.0},
-        "opts": ["MODEL.TRANSREID.STRIDE_SIZE", [12, 12], "MODEL.TRANSREID.SIE_CAMERA", True,
-                 "MODEL.TRANSREID.NUM_CAMERAS", lineage.NUM_CAMERAS]},
+        "opts": ["MODEL.CLIP.STRIDE_SIZE", [12, 12], "MODEL.CLIP.SIE_CAMERA", True,
+                 "MODEL.CLIP.NUM_CAMERAS", lineage.NUM_CAMERAS]},
     "rn50_clipreid": {"theirs": {"NAME": "RN50", "BUILDER": "make_model_clipreid", "PIXEL": "imagenet"},
                       "opts": ["MODEL.BACKBONE.NAME", "clip_rn50"] + _IMAGENET},
     "vit_baseline": {"theirs": {"NAME": "ViT-B-16", "BUILDER": "make_model"}, "opts": []},

@@ -24,15 +24,13 @@ from yacs.config import CfgNode
 from reid.utils.path_kinds import MISSING, file_problem, is_missing
 
 from .defaults import _C, FILE_KEYS, NUMBER_OR_WORD
+from .errors import ConfigError
+from .sie_keys import move_clip_keys
 from .yaml_text import MAX_BYTES, YamlBool, YamlTextError, brief, parse_yaml_text
 
 BASE_KEY = "_BASE_"
 #: Longest chain of files included through _BASE_ (the shipped configs use 2).
 MAX_BASE_DEPTH = 16
-
-
-class ConfigError(ValueError):
-    """A configuration file or override is invalid (unknown key, wrong type, bad file)."""
 
 
 def get_cfg() -> CfgNode:
@@ -445,6 +443,8 @@ def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]]
         merge_from_file(cfg, config_file, allow_bases=allow_bases)
     if opts:
         merge_from_list(cfg, opts)
+    source = f"config file {config_file}" if config_file else "command line"
+    move_clip_keys(cfg, _C, source)  # a CLIP model's keys of the previous layout, with a note
     check_ranges(cfg, f"config file {config_file}" if config_file else "config")
     cfg.freeze()
     return cfg
@@ -458,6 +458,7 @@ def load_config_from_text(text: str, source: str, opts: Optional[Sequence[Any]] 
     merge_from_text(cfg, text, source, unknown)
     if opts:
         merge_from_list(cfg, opts)
+    move_clip_keys(cfg, _C, source)
     check_ranges(cfg, source)
     cfg.freeze()
     return cfg

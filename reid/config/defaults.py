@@ -66,11 +66,11 @@ _C.MODEL.BACKBONE.TOKEN_FEATURE = "cls"
 _C.MODEL.BACKBONE.DROP_PATH = 0.0
 
 _C.MODEL.TRANSREID = CN()
-# vit_*_transreid, clip_vit_b16: stride [y, x] of the overlapping 16x16 patch embedding; 16 = no overlap (TransReID, CLIP-ReID's SIE-OLP: 12).
+# vit_*_transreid: stride [y, x] of the overlapping 16x16 patch embedding; 16 = no overlap (TransReID: 12).
 _C.MODEL.TRANSREID.STRIDE_SIZE = [16, 16]
-# SIE: a learned embedding per camera added to the ViT's tokens (clip_vit_b16: to its class token); needs camera ids in the data.
+# SIE: a learned embedding per camera added to the ViT's tokens; needs camera ids in the data.
 _C.MODEL.TRANSREID.SIE_CAMERA = False
-# SIE coefficient lambda scaling the camera embedding (TransReID: 3.0; CLIP-ReID's released SIE models: 1.0).
+# SIE coefficient lambda scaling the camera embedding (TransReID: 3.0).
 _C.MODEL.TRANSREID.SIE_COEF = 3.0
 # Cameras of the SIE embedding; 0 = set by tools/train.py from the training data (largest camera id + 1).
 _C.MODEL.TRANSREID.NUM_CAMERAS = 0
@@ -82,6 +82,17 @@ _C.MODEL.TRANSREID.JPM_GROUPS = 2
 _C.MODEL.TRANSREID.JPM_PARTS = 4
 # JPM: shift and shuffle the patches before splitting (False: consecutive stripes of patches).
 _C.MODEL.TRANSREID.JPM_REARRANGE = True
+
+# CLIP's image encoders (clip_*); defaults equal TRANSREID's, so runs of the previous layout (which set those) load alike.
+_C.MODEL.CLIP = CN()
+# clip_vit_b16: stride [y, x] of the overlapping 16x16 patch embedding; 16 = no overlap (CLIP-ReID's SIE-OLP: 12).
+_C.MODEL.CLIP.STRIDE_SIZE = [16, 16]
+# clip_vit_b16: SIE, a learned embedding per camera added to the class token; needs camera ids in the data.
+_C.MODEL.CLIP.SIE_CAMERA = False
+# SIE coefficient lambda (CLIP-ReID's released SIE models: 1.0, set by configs/Base-clipreid.yml).
+_C.MODEL.CLIP.SIE_COEF = 3.0
+# Cameras of the SIE embedding; 0 = set by tools/train.py from the training data (largest camera id + 1).
+_C.MODEL.CLIP.NUM_CAMERAS = 0
 
 _C.MODEL.CLIPREID = CN()
 # clipreid: CLIP-ReID's two stages: first learn a text prompt per identity with the encoders frozen, then train the image encoder with the image-to-text loss too (False: its baseline, one stage).

@@ -73,9 +73,9 @@ def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optio
 def check_tracker_model(tracker: str, model: nn.Module) -> None:
     """A one-line ValueError when `model` needs more than the image crops a tracker gives it (SIE)."""
     if camera_count(model):
-        raise ValueError(f"--for {tracker}: this model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True) and "
+        raise ValueError(f"--for {tracker}: this model uses camera ids (SIE: SIE_CAMERA True in MODEL.TRANSREID or MODEL.CLIP) and "
                          "BoxMOT gives re-ID models image crops only; export without --for (the file then takes "
-                         "images and camids), or use a model trained with MODEL.TRANSREID.SIE_CAMERA False.")
+                         "images and camids), or use a model trained with SIE_CAMERA False.")
 
 
 def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int],

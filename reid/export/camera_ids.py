@@ -18,7 +18,7 @@ CAMIDS_NAME = "camids"  # the exported models' second input
 CamIds = Union[torch.Tensor, np.ndarray, Sequence[int]]
 
 #: Where images without camera ids meet a model that needs them (a folder, an image file, arrays).
-NO_CAMIDS = ("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True): each feature needs its image's "
+NO_CAMIDS = ("This model uses camera ids (SIE: SIE_CAMERA True in MODEL.TRANSREID or MODEL.CLIP): each feature needs its image's "
              "camera id, and these images have none (folders and image files have no camera ids). Give "
              "tools/extract.py a list file of 'path pid camid' lines, or pass camids=... in Python.")
 

@@ -115,7 +115,7 @@ def _check_inputs(path: str, names: Sequence[str], model: nn.Module, recorded: O
     # A file without the record (written before it existed) cannot be checked; its ids are still range-checked.
     if cameras and recorded is not None and recorded != cameras:
         raise ValueError(f"{path} was exported from a model with {recorded} cameras (SIE), this model has {cameras} "
-                         "(MODEL.TRANSREID.NUM_CAMERAS): the file comes from another model; export this one "
+                         "(its NUM_CAMERAS): the file comes from another model; export this one "
                          "again with tools/export.py.")
 
 

@@ -92,7 +92,7 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
     exported file's: then no config; its calibration travels in the file)."""
     if predictor.uses_camids:
         raise ValueError(f"{source}: this model uses camera ids (SIE) and a tracker gives image crops only; use a "
-                         "model trained with MODEL.TRANSREID.SIE_CAMERA False.")
+                         "model trained with SIE_CAMERA False.")
     identity = {"file": os.path.abspath(source) if predictor.exported else source, "backend": predictor.backend,
                 "weights_sha256": predictor.weights_sha256}
     cfg = None

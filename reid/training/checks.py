@@ -3,6 +3,7 @@ train to no purpose (made before the training set is loaded)."""
 from __future__ import annotations
 
 from reid.config import ConfigError
+from reid.config.sie_keys import sie_node
 
 
 def check_batch_identities(cfg, world_size: int = 1) -> None:
@@ -38,13 +39,14 @@ def check_unlabelled_keys(cfg) -> None:
 
 
 def check_camera_count(cfg, items) -> int:
-    """The cameras SIE embeds: ``MODEL.TRANSREID.NUM_CAMERAS``, or 0 there: counted from the training
-    `items` (a ValueError when the data has more than the key allows)."""
+    """The cameras SIE embeds: ``NUM_CAMERAS`` of the model's node (``reid.config.sie_keys``), or when 0
+    there: counted from the training `items` (a ValueError when the data has more than the key allows)."""
+    node, key = sie_node(cfg)
     cameras = 1 + max((int(item[2]) for item in items), default=0)
-    if cameras > int(cfg.MODEL.TRANSREID.NUM_CAMERAS) > 0:
-        raise ValueError(f"The training data has camera ids up to {cameras - 1} but MODEL.TRANSREID.NUM_CAMERAS "
-                         f"is {cfg.MODEL.TRANSREID.NUM_CAMERAS}: set it to {cameras} (or 0 to count them).")
-    return int(cfg.MODEL.TRANSREID.NUM_CAMERAS) or cameras
+    if cameras > int(node.NUM_CAMERAS) > 0:
+        raise ValueError(f"The training data has camera ids up to {cameras - 1} but {key}.NUM_CAMERAS "
+                         f"is {node.NUM_CAMERAS}: set it to {cameras} (or 0 to count them).")
+    return int(node.NUM_CAMERAS) or cameras
 
 
 __all__ = ["check_batch_identities", "check_camera_count", "check_unlabelled_keys"]

@@ -24,6 +24,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Type
 
 from torch import nn
 
+from reid.config.sie_keys import sie_node
 from reid.data import TrainData, build_train_data, build_train_loader
 from reid.data.build import check_dataset_names
 from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
@@ -109,8 +110,9 @@ class TrainingRun:
         cfg = self.cfg
         cfg.defrost()
         cfg.MODEL.HEADS.NUM_CLASSES = 0 if self.unlabelled else int(data.num_classes)
-        if cfg.MODEL.TRANSREID.SIE_CAMERA:  # SIE: one embedding per camera of the training data
-            cfg.MODEL.TRANSREID.NUM_CAMERAS = check_camera_count(cfg, data.items)
+        node, _ = sie_node(cfg)
+        if node.SIE_CAMERA:  # SIE: one embedding per camera of the training data
+            node.NUM_CAMERAS = check_camera_count(cfg, data.items)
         cfg.freeze()
 
     def build_model(self) -> nn.Module:

@@ -30,9 +30,9 @@ def _model(name: str, sie: bool):
     cfg.MODEL.META_ARCHITECTURE = "clipreid"
     cfg.MODEL.BACKBONE.NAME = name
     cfg.MODEL.BACKBONE.PRETRAINED = False
-    cfg.MODEL.TRANSREID.STRIDE_SIZE = [12, 12]
-    cfg.MODEL.TRANSREID.SIE_CAMERA = sie
-    cfg.MODEL.TRANSREID.NUM_CAMERAS = CAMERAS if sie else 0
+    cfg.MODEL.CLIP.STRIDE_SIZE = [12, 12]
+    cfg.MODEL.CLIP.SIE_CAMERA = sie
+    cfg.MODEL.CLIP.NUM_CAMERAS = CAMERAS if sie else 0
     cfg.MODEL.DEVICE = "cpu"
     cfg.INPUT.SIZE_TRAIN = list(SIZE)
     cfg.INPUT.SIZE_TEST = list(SIZE)

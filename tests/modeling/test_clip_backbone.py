@@ -44,10 +44,10 @@ def _cfg(name: str, meta: str = "clipreid", sie: bool = False, stride: int = 16,
     cfg.MODEL.META_ARCHITECTURE = meta
     cfg.INPUT.SIZE_TRAIN = list(SIZE)
     cfg.INPUT.SIZE_TEST = list(SIZE)
-    cfg.MODEL.TRANSREID.STRIDE_SIZE = [stride, stride]
-    cfg.MODEL.TRANSREID.SIE_CAMERA = sie
-    cfg.MODEL.TRANSREID.NUM_CAMERAS = 3 if sie else 0
-    cfg.MODEL.TRANSREID.SIE_COEF = 1.5
+    cfg.MODEL.CLIP.STRIDE_SIZE = [stride, stride]
+    cfg.MODEL.CLIP.SIE_CAMERA = sie
+    cfg.MODEL.CLIP.NUM_CAMERAS = 3 if sie else 0
+    cfg.MODEL.CLIP.SIE_COEF = 1.5
     cfg.MODEL.HEADS.NAME = "linear"
     cfg.MODEL.HEADS.NUM_CLASSES = 4
     cfg.MODEL.LOSSES.NAMES = ["identity", "triplet"]
@@ -93,7 +93,7 @@ def test_overlapping_patches_make_clip_reids_grid():
 
 @pytest.mark.parametrize("stride", [[0, 12], [12, 17], [12]])
 def test_a_stride_outside_the_patch_is_one_line(stride):
-    with pytest.raises(ValueError, match=r"^MODEL.TRANSREID.STRIDE_SIZE must be between 1 and the patch size 16"):
+    with pytest.raises(ValueError, match=r"^MODEL.CLIP.STRIDE_SIZE must be between 1 and the patch size 16"):
         ClipViT("clip_vit_b16", TINY_VIT, SIZE, stride)
     with pytest.raises(ValueError, match="smaller than one 16-pixel patch"):
         ClipViT("clip_vit_b16", TINY_VIT, (8, 32), (16, 16))

@@ -470,10 +470,14 @@ def test_every_shipped_config_builds_its_model_and_runs_a_forward_pass(path, one
     from reid.config import load_config
 
     opts = ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.HEADS.NUM_CLASSES", 4, "MODEL.DEVICE", "cpu"]
-    h, w = load_config(path).INPUT.SIZE_TRAIN
+    from reid.config.sie_keys import sie_node
+
+    shipped = load_config(path)
+    h, w = shipped.INPUT.SIZE_TRAIN
     # Half the configured size: the same model and code paths at a quarter of the CPU time (a ViT's
     # patch grid is built for the input size; SIE gets the cameras that tools/train.py counts).
-    opts += ["INPUT.SIZE_TRAIN", [h // 2, w // 2], "INPUT.SIZE_TEST", [h // 2, w // 2], "MODEL.TRANSREID.NUM_CAMERAS", 6]
+    opts += ["INPUT.SIZE_TRAIN", [h // 2, w // 2], "INPUT.SIZE_TEST", [h // 2, w // 2],
+             f"{sie_node(shipped)[1]}.NUM_CAMERAS", 6]
     cfg = load_config(path, opts)
     torch.manual_seed(0)
     model = build_model(cfg)

@@ -200,7 +200,7 @@ def check_folder_cameras(query_path: str, gallery_path: str) -> None:
     """A model with SIE embeds each image with its camera: folders without camera ids cannot feed it
     (the cameras the evaluation assigns them are bookkeeping, not the images' cameras)."""
     if not folders_have_cameras(query_path, gallery_path):
-        raise ValueError("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA True), and the --check-on or "
+        raise ValueError("This model uses camera ids (SIE: SIE_CAMERA True in MODEL.TRANSREID or MODEL.CLIP), and the --check-on or "
                          "--query / --gallery images have none: give list files of 'path identity camid' lines.")
 
 

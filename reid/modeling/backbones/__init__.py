@@ -10,6 +10,7 @@ from functools import partial
 
 from torch import nn
 
+from reid.config.sie_keys import sie_node
 from reid.utils.registry import Registry
 
 from .clip import CLIP_SPECS, ClipResNet, ClipViT
@@ -82,11 +83,11 @@ def _one_grid(name: str, cfg) -> None:
 def _sie_cameras(cfg) -> int:
     """The SIE camera count of a ViT (TransReID's or CLIP's): 0 without SIE; one error line
     when SIE is on but the data has fewer than 2 cameras."""
-    tr = cfg.MODEL.TRANSREID
+    tr, key = sie_node(cfg)
     cameras = int(tr.NUM_CAMERAS) if bool(tr.SIE_CAMERA) else 0
     if bool(tr.SIE_CAMERA) and cameras < 2:
-        raise ValueError("MODEL.TRANSREID.SIE_CAMERA needs camera ids from at least 2 cameras, but "
-                         f"MODEL.TRANSREID.NUM_CAMERAS is {cameras} (tools/train.py sets it from the training data; "
+        raise ValueError(f"{key}.SIE_CAMERA needs camera ids from at least 2 cameras, but "
+                         f"{key}.NUM_CAMERAS is {cameras} (tools/train.py sets it from the training data; "
                          "data whose images all have one camera id has none): set SIE_CAMERA False, or use data "
                          "with camera ids (list files of 'path pid camid' lines).")
     return cameras
@@ -103,7 +104,7 @@ def _build_vit(name: str, cfg) -> ReIDViT:
 
 
 def _build_clip(name: str, cfg) -> nn.Module:
-    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.CLIP
     spec = CLIP_SPECS[name]
     size = list(cfg.INPUT.SIZE_TRAIN)
     _one_grid(name, cfg)
@@ -111,7 +112,7 @@ def _build_clip(name: str, cfg) -> nn.Module:
         model: nn.Module = ClipViT(name, spec, size, list(tr.STRIDE_SIZE), _sie_cameras(cfg), float(tr.SIE_COEF))
     else:
         if bool(tr.SIE_CAMERA):
-            raise ValueError(f"MODEL.TRANSREID.SIE_CAMERA: {name} has no camera embedding (CLIP-ReID's SIE is the "
+            raise ValueError(f"MODEL.CLIP.SIE_CAMERA: {name} has no camera embedding (CLIP-ReID's SIE is the "
                              "ViT's); set it False, or use clip_vit_b16.")
         model = ClipResNet(name, spec, size)
     if bool(bb.PRETRAINED):

@@ -7,9 +7,9 @@ OpenAI's parameter names), so OpenAI's CLIP files (their ``visual.`` tensors) an
 ``image_encoder.`` tensors map onto them name for name. What CLIP-ReID changes, done here:
 
 * ViT-B/16 (``clip_vit_b16``): QuickGELU as in OpenAI's models; the patch convolution may
-  overlap (``MODEL.TRANSREID.STRIDE_SIZE``, 12 in CLIP-ReID's best models: 256x128 -> 21 x 10
+  overlap (``MODEL.CLIP.STRIDE_SIZE``, 12 in CLIP-ReID's best models: 256x128 -> 21 x 10
   patches); the position embedding of OpenAI's 14 x 14 grid is resized bilinearly to the re-ID
-  grid; SIE (``MODEL.TRANSREID.SIE_CAMERA``): a learned vector per camera, scaled by
+  grid; SIE (``MODEL.CLIP.SIE_CAMERA``): a learned vector per camera, scaled by
   ``SIE_COEF``, added to the class token alone before the position embedding (CLIP-ReID's code;
   TransReID adds it to every token). :meth:`ClipViT.features` gives the class token before the
   last block, after the last block and ``ln_post`` (768 wide) and its projection (512 wide).
@@ -108,7 +108,7 @@ class ClipViT(nn.Module):
                  stride: Sequence[int] = (16, 16), num_cameras: int = 0, sie_coef: float = 1.0) -> None:
         super().__init__()
         if len(stride) != 2 or not all(0 < int(s) <= spec.patch for s in stride):
-            raise ValueError(f"MODEL.TRANSREID.STRIDE_SIZE must be between 1 and the patch size {spec.patch}, "
+            raise ValueError(f"MODEL.CLIP.STRIDE_SIZE must be between 1 and the patch size {spec.patch}, "
                              f"got {list(stride)}.")
         require_open_clip()
         from open_clip.transformer import QuickGELU, VisionTransformer

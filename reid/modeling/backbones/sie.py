@@ -7,7 +7,7 @@ from typing import Optional
 
 import torch
 
-NO_CAMIDS = ("This model uses camera ids (SIE, MODEL.TRANSREID.SIE_CAMERA): call model(images, camids=...), "
+NO_CAMIDS = ("This model uses camera ids (SIE: SIE_CAMERA of MODEL.TRANSREID or MODEL.CLIP): call model(images, camids=...), "
              "or give tools/extract.py a list file of 'path pid camid' lines.")
 
 

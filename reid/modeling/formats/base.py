@@ -176,10 +176,11 @@ def vit_description(settings: Mapping[str, object]) -> List[str]:
     """The parts of a ViT file's one-line description that its settings give: the backbone name,
     the patch stride and SIE's camera count (TransReID's and CLIP-ReID's formats)."""
     what = [str(settings["MODEL.BACKBONE.NAME"])]
-    if "MODEL.TRANSREID.STRIDE_SIZE" in settings:
-        what.append(f"stride {settings['MODEL.TRANSREID.STRIDE_SIZE'][0]}")
-    if settings.get("MODEL.TRANSREID.SIE_CAMERA"):
-        what.append(f"SIE {settings['MODEL.TRANSREID.NUM_CAMERAS']} cameras")
+    node = "MODEL.CLIP" if "MODEL.CLIP.SIE_CAMERA" in settings else "MODEL.TRANSREID"
+    if f"{node}.STRIDE_SIZE" in settings:
+        what.append(f"stride {settings[f'{node}.STRIDE_SIZE'][0]}")
+    if settings.get(f"{node}.SIE_CAMERA"):
+        what.append(f"SIE {settings[f'{node}.NUM_CAMERAS']} cameras")
     return what
 
 

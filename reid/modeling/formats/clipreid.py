@@ -79,12 +79,12 @@ def clipreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
         settings["INPUT.SIZE_TRAIN"] = list(size)
         settings["INPUT.SIZE_TEST"] = list(size)
         if vit:
-            settings["MODEL.TRANSREID.STRIDE_SIZE"] = [stride, stride]
+            settings["MODEL.CLIP.STRIDE_SIZE"] = [stride, stride]
     sie = state.get("cv_embed")
-    settings["MODEL.TRANSREID.SIE_CAMERA"] = sie is not None
+    settings["MODEL.CLIP.SIE_CAMERA"] = sie is not None
     if sie is not None:
-        settings["MODEL.TRANSREID.NUM_CAMERAS"] = int(sie.shape[0])
-        settings["MODEL.TRANSREID.SIE_COEF"] = 1.0
+        settings["MODEL.CLIP.NUM_CAMERAS"] = int(sie.shape[0])
+        settings["MODEL.CLIP.SIE_COEF"] = 1.0
     settings["MODEL.HEADS.NECK"] = "bnneck"
     return settings
 
@@ -98,7 +98,7 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and the shipped config to start from."""
     settings = clipreid_architecture(state)
     dataset = "MSMT17" if classifier_classes(state) in _MSMT17_CLASSES else "Market1501"
-    name = "clip_vit_b16_sie_olp" if settings["MODEL.TRANSREID.SIE_CAMERA"] else (
+    name = "clip_vit_b16_sie_olp" if settings["MODEL.CLIP.SIE_CAMERA"] else (
         "clip_vit_b16_baseline" if _is_vit(state) else "clip_rn50_baseline")
     return f"{settings_text(settings)} (e.g. --config-file configs/{dataset}/{name}.yml with these overrides)"
 

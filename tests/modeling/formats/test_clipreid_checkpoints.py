@@ -80,11 +80,11 @@ def test_the_file_says_which_model_it_needs():
     h, w = _size()
     assert clipreid_architecture(plain) == {
         "MODEL.META_ARCHITECTURE": "clipreid", "MODEL.BACKBONE.NAME": "clip_vit_b16", "INPUT.SIZE_TRAIN": [h, w],
-        "INPUT.SIZE_TEST": [h, w], "MODEL.TRANSREID.STRIDE_SIZE": [16, 16], "MODEL.TRANSREID.SIE_CAMERA": False,
+        "INPUT.SIZE_TEST": [h, w], "MODEL.CLIP.STRIDE_SIZE": [16, 16], "MODEL.CLIP.SIE_CAMERA": False,
         "MODEL.HEADS.NECK": "bnneck"}
     got = clipreid_architecture(sie)
-    assert got["MODEL.TRANSREID.STRIDE_SIZE"] == [12, 12] and got["MODEL.TRANSREID.NUM_CAMERAS"] == 6
-    assert got["MODEL.TRANSREID.SIE_COEF"] == 1.0
+    assert got["MODEL.CLIP.STRIDE_SIZE"] == [12, 12] and got["MODEL.CLIP.NUM_CAMERAS"] == 6
+    assert got["MODEL.CLIP.SIE_COEF"] == 1.0
     assert clipreid_architecture(rn50)["MODEL.BACKBONE.NAME"] == "clip_rn50"
     assert "configs/Market1501/clip_rn50_baseline.yml" in suggest_config(rn50)
 
@@ -128,5 +128,5 @@ def test_classifiers_load_the_text_side_is_noted_and_a_wrong_config_is_one_line(
     assert load_tool("extract").main(argv) == 1
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(err) == 1 and "CLIP-ReID checkpoint" in err[0], err
-    assert "MODEL.TRANSREID.STRIDE_SIZE [12,12]" in err[0] and "MODEL.TRANSREID.SIE_CAMERA True" in err[0]
+    assert "MODEL.CLIP.STRIDE_SIZE [12,12]" in err[0] and "MODEL.CLIP.SIE_CAMERA True" in err[0]
     assert "configs/Market1501/clip_vit_b16_sie_olp.yml" in err[0]
