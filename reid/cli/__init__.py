@@ -1,1 +1,1 @@
-"""Command-line programs (the wiring behind tools/*.py): the only layer that joins engine and evaluation."""
+"""Command-line programs (the code behind tools/*.py): each parses its flags, then calls the library."""
