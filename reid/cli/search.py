@@ -51,10 +51,10 @@ from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
 
 if TYPE_CHECKING:  # the library loads torch: imported where the work starts, after the arguments
-    from reid.search.index_base import SearchIndex
     from reid.inference.predictor import Predictor
 
 Log = Callable[[str], None]
+
 
 def _check_gallery_fits(predictor: Predictor, dim: int, meta: Dict[str, str], source: str, log: Log,
                         calibrated: bool = False) -> None:

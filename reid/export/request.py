@@ -23,7 +23,6 @@ from .options import (
     CALIBRATION_METHODS,
     DEFAULT_CALIBRATION_IMAGES,
     DEFAULT_OPSET,
-    PRECISIONS,
     QUANTIZERS,
     TRACKERS,
     check_precision,

@@ -1,5 +1,4 @@
 """Search never answers a query with its own image: the same file under any name, or a copy of it."""
-import os
 import shutil
 
 import numpy as np

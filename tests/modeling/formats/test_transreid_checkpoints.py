@@ -13,8 +13,6 @@ import pytest
 import torch
 
 from reid.config import load_config
-from reid.data.image_io import read_image
-from reid.data.transforms import build_transforms
 from reid.engine.checkpoint_files import load_checkpoint
 from reid.modeling import build_model
 from tests._tools import load_benchmark, load_fixture, load_tool
