@@ -96,6 +96,7 @@ def main(argv=None) -> int:
         from reid.tracking.appearance import load_appearance_models
         from reid.tracking.cross_camera import LinkSettings, link_cameras, trackeval_score
         from reid.tracking.linking import load_transitions
+        from reid.tracking.outputs import claim_output
         from reid.tracking.sequences import find_sequences
         from reid.tracking.tracker_env import tracker_python
 
@@ -107,19 +108,25 @@ def main(argv=None) -> int:
         threshold = args.threshold
         if threshold is None and not exported:
             threshold = _calibrated_distance(args, far)
-        model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
-                                       config_file=args.config_file, opts=overrides(args) or None,
-                                       device=args.device)[0]
-        if threshold is None:
-            threshold = _calibrated_distance(args, far, model.predictor)
-        settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
-        scored = not args.no_metrics and all(s.gt_path for s in sequences)
-        python = tracker_python(args.tracker_python) if scored else None
+        inputs = [args.sequences] + ([args.tracks] if args.tracks != "gt" else [])
+        lock = claim_output(args.output, "link_cameras", inputs=inputs, writes=["tracks", "multicamera", "scoring"])
+        try:
+            model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
+                                           config_file=args.config_file, opts=overrides(args) or None,
+                                           device=args.device)[0]
+            if threshold is None:
+                threshold = _calibrated_distance(args, far, model.predictor)
+            settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
+            scored = not args.no_metrics and all(s.gt_path for s in sequences)
+            python = tracker_python(args.tracker_python) if scored else None
 
-        def score(entries, results, workdir):
-            return trackeval_score(entries, results, workdir, python)
+            def score(entries, results, workdir):
+                return trackeval_score(entries, results, workdir, python)
 
-        link_cameras(sequences, args.tracks, model, args.output, settings, score=score, metrics=not args.no_metrics)
+            link_cameras(sequences, args.tracks, model, args.output, settings, score=score,
+                         metrics=not args.no_metrics)
+        finally:
+            lock.release()
 
     return run_main(work)
 

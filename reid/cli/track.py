@@ -122,8 +122,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         from reid.tracking.tracker_runs import sequence_detections, track_runs, tracked_models
         from reid.tracking.report import table, write_report
         from reid.tracking.sequences import find_sequences
+        from reid.tracking.outputs import claim_output
         from reid.tracking.tracker_env import tracker_python
-        from reid.utils.file_io import check_output_folder
 
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
         if args.threads:
@@ -132,18 +132,23 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.set_num_threads(args.threads)  # before the models: ONNX Runtime sessions take torch's count
         sequences = find_sequences(args.sequences)
         boxes = [sequence_detections(s, args.detections) for s in sequences]  # bad files fail before any work
-        check_output_folder(args.output, "--output")
-        models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
-                                        opts=args.opts, device=args.device, backend=args.backend,
-                                        input_size=args.input_size) if named else []
-        python = tracker_python(args.tracker_python, log=log)
-        runs = track_runs(sequences, tracked_models(models, args.tracker), args.tracker, args.output, python,
-                          detections=args.detections, appearance_threshold=args.appearance_threshold, far=args.far,
-                          tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet), log=log, boxes=boxes)
-        settings = {"sequences": args.sequences, "tracker": args.tracker, "detections": args.detections,
-                    "far": args.far, "tracker_options": dict(args.tracker_option),
-                    "sequence_names": [s.name for s in sequences]}
-        paths = write_report(runs, args.output, settings)
+        # Held for the whole run: another tool's results, or a second run at once, are refused before any work.
+        lock = claim_output(args.output, "track", inputs=[args.sequences], writes=["features"])
+        try:
+            models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
+                                            opts=args.opts, device=args.device, backend=args.backend,
+                                            input_size=args.input_size) if named else []
+            python = tracker_python(args.tracker_python, log=log)
+            runs = track_runs(sequences, tracked_models(models, args.tracker), args.tracker, args.output, python,
+                              detections=args.detections, appearance_threshold=args.appearance_threshold,
+                              far=args.far, tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet),
+                              log=log, boxes=boxes)
+            settings = {"sequences": args.sequences, "tracker": args.tracker, "detections": args.detections,
+                        "far": args.far, "tracker_options": dict(args.tracker_option),
+                        "sequence_names": [s.name for s in sequences]}
+            paths = write_report(runs, args.output, settings)
+        finally:
+            lock.release()
         print(table(runs))
         if not any(r.metrics for r in runs):
             print("no scores: not every sequence has gt/gt.txt (result files written)")

@@ -34,6 +34,7 @@ SEQINFO = "seqinfo.ini"
 SECTION = "Sequence"
 #: Keys every seqinfo.ini needs (MOTChallenge's spelling; read case-insensitively).
 REQUIRED_KEYS = ("frameRate", "seqLength", "imWidth", "imHeight")
+MAX_SIDE = 16384  # pixels: imWidth / imHeight beyond this are typing errors
 
 LAYOUT = ("a sequence folder holds seqinfo.ini and img1/000001.jpg ...; DIR is one sequence, a folder of "
           "sequences (DIR/MOT17-02/seqinfo.ini), or a folder of such folders (DIR/train/MOT17-02/seqinfo.ini)")
@@ -135,12 +136,13 @@ def _default_camera(folder: str) -> int:
 
 def _check_frames(image_dir: str, ext: str, length: int, ini: str) -> None:
     names = {e.name for e in os.scandir(image_dir) if e.name.endswith(ext)}
-    expected = [f"{i:06d}{ext}" for i in range(1, length + 1)]
-    missing = [n for n in expected if n not in names]
-    if missing:
+    # Only names that can be frames are counted: a seqLength of 10^11 costs nothing before it is refused.
+    present = sum(1 for n in names if len(n) == 6 + len(ext) and n[:6].isdigit() and 1 <= int(n[:6]) <= length)
+    if present < length:
+        first = next(i for i in range(1, present + 2) if f"{i:06d}{ext}" not in names)
         raise SequenceError(
-            f"{image_dir}: {len(missing)} of the {length} frames (seqLength in {ini}) are missing, the first "
-            f"{os.path.join(image_dir, missing[0])} (frame {int(missing[0][:6])}; {len(names)} {ext} files found); "
+            f"{image_dir}: {length - present} of the {length} frames (seqLength in {ini}) are missing, the first "
+            f"{os.path.join(image_dir, f'{first:06d}{ext}')} (frame {first}; {len(names)} {ext} files found); "
             "add the frames or correct seqLength / imExt."
         )
 
@@ -155,6 +157,10 @@ def read_sequence(folder: str) -> Sequence:
     length = _number(info, "seqLength", ini, int)
     width = _number(info, "imWidth", ini, int)
     height = _number(info, "imHeight", ini, int)
+    for key, value in (("imWidth", width), ("imHeight", height)):
+        if value > MAX_SIDE:  # a frame buffer of that size would be allocated before the first frame is read
+            raise SequenceError(f"{ini}: {key}={value} is larger than any camera's frames (at most {MAX_SIDE}); "
+                                "write the frames' size.")
     ext = info.get("imext") or ".jpg"
     ext = ext if ext.startswith(".") else "." + ext
     image_dir = os.path.join(folder, info.get("imdir") or "img1")
@@ -175,8 +181,22 @@ def identity_scope(sequence: Sequence) -> str:
     return f"scene:{sequence.scene}" if "scene" in read_seqinfo(sequence.root) else f"sequence:{sequence.root}"
 
 
+def _looks_like_sequence(folder: str) -> bool:
+    """A folder with MOTChallenge's img1/, det/det.txt or gt/gt.txt: a sequence, if it had a seqinfo.ini."""
+    return any(os.path.exists(os.path.join(folder, p)) for p in ("img1", os.path.join("det", "det.txt"),
+                                                                  os.path.join("gt", "gt.txt")))
+
+
 def _sequence_folders(folder: str) -> List[str]:
-    return sorted(e.path for e in os.scandir(folder) if e.is_dir() and is_sequence_folder(e.path))
+    found = sorted(e.path for e in os.scandir(folder) if e.is_dir() and is_sequence_folder(e.path))
+    if found:  # a sequence beside them without seqinfo.ini would be left out without a word
+        lost = sorted(e.path for e in os.scandir(folder)
+                      if e.is_dir() and not is_sequence_folder(e.path) and _looks_like_sequence(e.path))
+        if lost:
+            raise SequenceError(f"{lost[0]} looks like a sequence (img1/, det/ or gt/) but has no {SEQINFO}, and the "
+                                f"sequences beside it have one; add its {SEQINFO} (frameRate, seqLength, imWidth, "
+                                "imHeight), or move the folder out.")
+    return found
 
 
 def find_sequences(folder: str) -> List[Sequence]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -29,6 +30,9 @@ BOXMOT_VERSION = "25.0.0"
 REQUIREMENT = f"boxmot[trackeval]=={BOXMOT_VERSION}"
 SIDE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boxmot_side.py")
 _READY = ".circle-reid-ready"
+# Written before anything else: a folder holding it (and not _READY) is an environment whose making was
+# cut short, the only non-empty folder this module ever clears.
+_MAKING = ".circle-reid-making"
 Log = Callable[[str], None]
 
 
@@ -72,15 +76,27 @@ def check_python(python: str) -> str:
 def create_env(env_dir: str, log: Log = print) -> str:
     """Make the tracker environment in `env_dir` (once; concurrent callers wait for the first)."""
     os.makedirs(os.path.dirname(env_dir) or ".", exist_ok=True)
-    with open(env_dir + ".lock", "w") as lock:
+    with open(env_dir + ".lock", "a") as lock:  # "a": a file of that name is never truncated
         fcntl.flock(lock, fcntl.LOCK_EX)  # two tools (or test workers) starting at once make it once
         python = _env_python(env_dir)
         if os.path.exists(os.path.join(env_dir, _READY)):
             return python
+        half_made = os.path.exists(os.path.join(env_dir, _MAKING))
+        if os.path.lexists(env_dir) and (not os.path.isdir(env_dir) or os.listdir(env_dir)) and not half_made:
+            raise TrackerEnvError(f"the tracker environment's folder {env_dir} ($REID_TRACKER_ENV, or the cache) holds "
+                                  "something that is not a tracker environment of circle-reid, and it is never "
+                                  "cleared; name an empty or new folder in REID_TRACKER_ENV (or delete that one if an "
+                                  f"earlier making left it), or pass a Python with \"{REQUIREMENT}\" as --tracker-python.")
+        if half_made:
+            log(f"The tracker environment in {env_dir} was left half-made (its making was cut short); making it again.")
         log(f"Making the tracker environment (BoxMOT {BOXMOT_VERSION} and TrackEval from the package index) "
             f"in {env_dir}; this happens once and takes about a minute.")
-        steps = [[sys.executable, "-m", "venv", "--clear", env_dir]]
-        _run_steps(steps, env_dir)
+        os.makedirs(env_dir, exist_ok=True)
+        atomic_write_text(os.path.join(env_dir, _MAKING), REQUIREMENT + "\n")  # first: a cut-short making is known
+        for entry in os.scandir(env_dir):  # what a cut-short making left, the marker kept
+            if entry.name != _MAKING:
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.remove(entry.path)
+        _run_steps([[sys.executable, "-m", "venv", env_dir]], env_dir)
         site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
         ours = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
@@ -88,6 +104,7 @@ def create_env(env_dir: str, log: Log = print) -> str:
         _run_steps([[python, "-m", "pip", "install", "-q", "--disable-pip-version-check", REQUIREMENT]], env_dir)
         check_python(python)
         atomic_write_text(os.path.join(env_dir, _READY), REQUIREMENT + "\n")
+        os.remove(os.path.join(env_dir, _MAKING))
         return python
 
 
@@ -108,7 +125,11 @@ def tracker_python(python: Optional[str] = None, env_dir: Optional[str] = None, 
         return check_python(python)
     env_dir = env_dir or default_env_dir()
     if os.path.exists(os.path.join(env_dir, _READY)):
-        return _env_python(env_dir)
+        python = _env_python(env_dir)
+        if not os.access(python, os.X_OK):  # removed or broken since it was made: said, not rebuilt unasked
+            raise TrackerEnvError(f"the tracker environment in {env_dir} is marked ready but has no Python ({python}); "
+                                  "delete that folder to have it made again, or pass --tracker-python.")
+        return python
     return create_env(env_dir, log)
 
 

@@ -91,3 +91,29 @@ def test_two_sequences_of_one_name_are_refused(tmp_path):
         write_sequence(str(tmp_path / "all" / parent / "cam1"), length=1)
     with pytest.raises(SequenceError, match=r"are both named 'cam1'.* distinct names"):
         find_sequences(str(tmp_path / "all"))
+
+
+def test_a_sequence_without_seqinfo_beside_others_is_one_line_not_dropped(tmp_path):
+    write_sequence(str(tmp_path / "cams" / "c1"))
+    lost = tmp_path / "cams" / "c2"
+    write_sequence(str(lost))
+    os.remove(lost / "seqinfo.ini")
+    (tmp_path / "cams" / "notes").mkdir()  # a folder that is no sequence stays allowed
+    with pytest.raises(SequenceError, match=r"c2 looks like a sequence \(img1/, det/ or gt/\) but has no seqinfo.ini"):
+        find_sequences(str(tmp_path / "cams"))
+
+
+def test_an_absurd_seq_length_or_frame_size_is_one_line_before_anything_is_allocated(tmp_path):
+    import tracemalloc
+
+    # 2 * 10^7: the old check built every expected name first (about 1.5 GB here; 10^11 was killed by the kernel)
+    folder = write_sequence(str(tmp_path / "s"), length=3, extra={"seqLength": "20000000"})
+    tracemalloc.start()
+    with pytest.raises(SequenceError, match=r"19999997 of the 20000000 frames .* the first .*000004.png"):
+        read_sequence(folder)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50 << 20  # the old check built every expected frame name: gigabytes
+    big = write_sequence(str(tmp_path / "b"), length=3, extra={"imWidth": "1000000000"})
+    with pytest.raises(SequenceError, match=r"imWidth=1000000000 is larger than any camera's frames \(at most 16384\)"):
+        read_sequence(big)
