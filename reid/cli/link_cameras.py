@@ -101,7 +101,8 @@ def main(argv=None) -> int:
         from reid.tracking.tracker_env import tracker_python
 
         sequences = find_sequences(args.sequences)
-        transitions = load_transitions(args.transitions) if args.transitions else None
+        transitions = load_transitions(args.transitions).check_cameras([s.camera for s in sequences],
+                                                                       args.transitions) if args.transitions else None
         # The model's calibrated threshold, checked as tools/search.py --far checks it: a checkpoint's before the
         # model loads (a refused one costs nothing), an exported file's once it is open (the file carries it).
         far, exported = DEFAULT_FAR if args.far is None else args.far, is_exported_file(args.weights or "")

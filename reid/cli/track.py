@@ -119,7 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def work() -> None:
         from reid.tracking.appearance import load_appearance_models
-        from reid.tracking.tracker_runs import sequence_detections, track_runs, tracked_models
+        from reid.tracking.tracker_runs import check_tracker, sequence_detections, track_runs, tracked_models
         from reid.tracking.report import table, write_report
         from reid.tracking.sequences import find_sequences
         from reid.tracking.outputs import claim_output
@@ -130,6 +130,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             import torch
 
             torch.set_num_threads(args.threads)  # before the models: ONNX Runtime sessions take torch's count
+        if args.appearance_threshold is not None and check_tracker(args.tracker).threshold_option is None:
+            raise ValueError(f"--appearance-threshold: {args.tracker} has no appearance gate (appearance is one weight "
+                             "of its cost), so the value would be ignored; leave it out, or use --tracker botsort or "
+                             "strongsort.")
         sequences = find_sequences(args.sequences)
         boxes = [sequence_detections(s, args.detections) for s in sequences]  # bad files fail before any work
         # Held for the whole run: another tool's results, or a second run at once, are refused before any work.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -42,6 +42,16 @@ class Transitions:
     """Allowed camera pairs (unordered) and their travel time range in seconds."""
 
     pairs: Dict[Tuple[int, int], Tuple[float, float]]
+
+    def check_cameras(self, cameras: Sequence[int], path: str) -> "Transitions":
+        """`self` when every camera it names is one of the scene's `cameras`; a one-line ValueError otherwise
+        (a pair naming no camera of the scene would leave the pairs meant for it unlisted: never linked)."""
+        unknown = sorted({c for pair in self.pairs for c in pair} - set(int(c) for c in cameras))
+        if unknown:
+            raise ValueError(f"{path}: camera {unknown[0]} is not a camera of these sequences (cameras "
+                             f"{', '.join(map(str, sorted(set(cameras))))}: seqinfo.ini camera=, else their order); "
+                             "correct the camera numbers.")
+        return self
 
     def allowed(self, camera_a: int, camera_b: int) -> Optional[Tuple[float, float]]:
         """``(min_seconds, max_seconds)`` of the pair, or None when it is not listed."""

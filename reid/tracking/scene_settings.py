@@ -12,6 +12,11 @@ from dataclasses import dataclass
 _MAX_OCCUPANCY = 0.85  # most of a person's time that can be spent in view
 
 
+def _flag(name: str) -> str:
+    """The tool's flag of a setting: width and height are --size WxH."""
+    return "--size WxH" if name in ("width", "height") else "--" + name.replace("_", "-")
+
+
 @dataclass(frozen=True)
 class SequenceSettings:
     """What :func:`make_sequences` draws; each field is the tool's flag of the same name."""
@@ -40,7 +45,7 @@ class SequenceSettings:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) \
                     or not math.isfinite(value) or not low <= value <= high:
                 raise ValueError(f"{name} {value!r} is out of range: it must lie in [{low}, {high}] "
-                                 f"(--{name.replace('_', '-')}); pick a value there")
+                                 f"({_flag(name)}); pick a value there")
         for name in ("cameras", "identities", "frames", "width", "height", "seed"):
             if int(getattr(self, name)) != getattr(self, name):
                 raise ValueError(f"{name} {getattr(self, name)!r} is not a whole number; give an integer")

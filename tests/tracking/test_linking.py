@@ -395,3 +395,12 @@ def test_sequences_without_a_declared_scene_get_no_multi_camera_score(tmp_path):
     scores = cross_camera.score_cameras(sequences, files, str(tmp_path / "out"), scorer)
     assert calls == [["MOT-02", "MOT-04"]] and scores["multi_camera"] == {}
     assert all(v["IDF1"] == pytest.approx(1.0) for v in scores["per_camera"].values())
+
+
+def test_transitions_naming_a_camera_the_scene_lacks_are_one_line(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text('{"transitions": [{"cameras": [1, 2]}, {"cameras": [2, 7]}]}')
+    transitions = load_transitions(str(path))
+    assert transitions.check_cameras([1, 2, 7], str(path)) is transitions
+    with pytest.raises(ValueError, match=r"t.json: camera 7 is not a camera of these sequences \(cameras 1, 2"):
+        transitions.check_cameras([1, 2], str(path))

@@ -215,7 +215,7 @@ def test_plan_gives_every_camera_people_near_the_target_density():
 
 @pytest.mark.parametrize("bad, words", [
     (dict(cameras=0), "cameras 0"), (dict(cameras=9), "cameras 9"), (dict(frames=0), "frames 0"),
-    (dict(width=10), "width 10"), (dict(miss_rate=1.0), "miss_rate 1.0"), (dict(jitter=-1.0), "jitter -1.0"),
+    (dict(width=10), "--size WxH"), (dict(miss_rate=1.0), "miss_rate 1.0"), (dict(jitter=-1.0), "jitter -1.0"),
     (dict(false_positives=float("nan")), "false_positives nan"), (dict(people_per_frame=50.0), "--identities"),
     (dict(scene="a/b"), "scene 'a/b'"), (dict(style="nope"), "style 'nope'"), (dict(frames=2.5), "frames 2.5"),
 ])

@@ -156,3 +156,10 @@ def test_a_det_or_gt_file_that_is_no_file_is_one_line_not_a_missing_file(tmp_pat
     expected = {"fifo": "is a FIFO (named pipe), not a file", "folder": "is a folder, not a file",
                 "device": "is a character device, not a file"}[kind]
     assert "\n" not in err and f"{target} {expected}" in err
+
+
+def test_an_appearance_threshold_for_a_tracker_without_a_gate_is_one_line(tmp_path, capsys):
+    rc = load_tool("track").main(["--sequences", str(tmp_path), "--weights", "w.pth", "--tracker", "deepocsort",
+                                  "--appearance-threshold", "0.3", "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and "deepocsort has no appearance gate" in err[0]
