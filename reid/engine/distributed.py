@@ -214,10 +214,27 @@ def run_on_main(fn: Callable[[], T], what: str, device: torch.device) -> Optiona
     return result
 
 
+#: How long the ranks wait for each other at the end of a run before each leaves on its own.
+LEAVE_TIMEOUT = timedelta(seconds=20)
+
+
 def cleanup_distributed() -> None:
-    """Leave the process group if one was created (call at the end of a run)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    """Leave the process group if one was created (call at the end of a run).
+
+    The ranks first meet (gloo: a barrier that gives up after :data:`LEAVE_TIMEOUT`, so a rank whose
+    peer is gone still leaves): rank 0 hosts the group's store, and a rank still using it when rank 0
+    has left aborts in gloo's teardown ("terminate called without an active exception", exit -6).
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    try:
+        if dist.get_backend() == "gloo":
+            dist.monitored_barrier(timeout=LEAVE_TIMEOUT)
+        else:
+            dist.barrier()
+    except Exception:  # a peer failed or left: nothing to wait for
+        pass
+    dist.destroy_process_group()
 
 
 def convert_sync_bn(model: nn.Module, device: torch.device) -> nn.Module:
