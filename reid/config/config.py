@@ -443,8 +443,8 @@ def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]]
         merge_from_file(cfg, config_file, allow_bases=allow_bases)
     if opts:
         merge_from_list(cfg, opts)
-    source = f"config file {config_file}" if config_file else "command line"
-    move_clip_keys(cfg, _C, source)  # a CLIP model's keys of the previous layout, with a note
+    # A CLIP model's keys of the previous layout (MODEL.TRANSREID), moved with one warning line.
+    move_clip_keys(cfg, _C, f"config file {config_file}" if config_file else "command line", list(opts or [])[0::2])
     check_ranges(cfg, f"config file {config_file}" if config_file else "config")
     cfg.freeze()
     return cfg
@@ -458,7 +458,7 @@ def load_config_from_text(text: str, source: str, opts: Optional[Sequence[Any]] 
     merge_from_text(cfg, text, source, unknown)
     if opts:
         merge_from_list(cfg, opts)
-    move_clip_keys(cfg, _C, source)
+    move_clip_keys(cfg, _C, source, list(opts or [])[0::2])  # an old checkpoint's CLIP keys (MODEL.TRANSREID)
     check_ranges(cfg, source)
     cfg.freeze()
     return cfg

@@ -18,6 +18,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
+from reid.config.sie_keys import either_key
 from reid.modeling import camera_count
 
 from .identity import weights_identity
@@ -73,9 +74,9 @@ def check_tracker_export(tracker: str, outputs: Sequence[str], input_size: Optio
 def check_tracker_model(tracker: str, model: nn.Module) -> None:
     """A one-line ValueError when `model` needs more than the image crops a tracker gives it (SIE)."""
     if camera_count(model):
-        raise ValueError(f"--for {tracker}: this model uses camera ids (SIE: SIE_CAMERA True in MODEL.TRANSREID or MODEL.CLIP) and "
-                         "BoxMOT gives re-ID models image crops only; export without --for (the file then takes "
-                         "images and camids), or use a model trained with SIE_CAMERA False.")
+        raise ValueError(f"--for {tracker}: this model uses camera ids (SIE) and BoxMOT gives re-ID models image "
+                         "crops only; export without --for (the file then takes images and camids), or use a model "
+                         f"trained with {either_key('SIE_CAMERA', 'False')}.")
 
 
 def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int],

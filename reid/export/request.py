@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from torch import nn
 
+from reid.config.sie_keys import either_key
 from reid.modeling import camera_count
 from reid.utils.file_io import check_output_file
 
@@ -29,7 +30,8 @@ from .options import (
 )
 
 INT8_NO_CAMIDS = ("--precision int8 is not offered for a model that takes camera ids (SIE): its calibration feeds "
-                  "images only; export it at fp16 or fp32, or use a model trained with SIE_CAMERA False.")
+                  "images only; export it at fp16 or fp32, or use a model trained with "
+                  f"{either_key('SIE_CAMERA', 'False')}.")
 INT8_NEEDS_CALIBRATION = ("--precision int8 needs calibration crops: pass --calibration with a folder, list file or "
                           "dataset name of a few hundred crops of your cameras.")
 

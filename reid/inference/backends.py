@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from reid.config.sie_keys import either_key
 from reid.export.exported import FORMAT_RUNTIMES, ExportedModel
 from reid.export.files import export_format
 from reid.export.identity import short, weights_hash
@@ -115,7 +116,7 @@ def _check_inputs(path: str, names: Sequence[str], model: nn.Module, recorded: O
     # A file without the record (written before it existed) cannot be checked; its ids are still range-checked.
     if cameras and recorded is not None and recorded != cameras:
         raise ValueError(f"{path} was exported from a model with {recorded} cameras (SIE), this model has {cameras} "
-                         "(its NUM_CAMERAS): the file comes from another model; export this one "
+                         f"({either_key('NUM_CAMERAS')}): the file comes from another model; export this one "
                          "again with tools/export.py.")
 
 

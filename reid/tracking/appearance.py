@@ -17,6 +17,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence as Seq, Tuple
 
 import numpy as np
 
+from reid.config.sie_keys import either_key, sie_node
+
 from .frames import clip_boxes, frame_crops
 from .mot_files import MOTRows
 from .sequences import Sequence
@@ -91,8 +93,11 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
     """A :class:`reid.inference.predictor.Predictor` as an appearance model (a checkpoint's, or an
     exported file's: then no config; its calibration travels in the file)."""
     if predictor.uses_camids:
+        # An exported file has no config to say which node its model's SIE key is in.
+        key = f"{sie_node(predictor.cfg)[1]}.SIE_CAMERA False" if predictor.model is not None else \
+            either_key("SIE_CAMERA", "False")
         raise ValueError(f"{source}: this model uses camera ids (SIE) and a tracker gives image crops only; use a "
-                         "model trained with SIE_CAMERA False.")
+                         f"model trained with {key}.")
     identity = {"file": os.path.abspath(source) if predictor.exported else source, "backend": predictor.backend,
                 "weights_sha256": predictor.weights_sha256}
     cfg = None

@@ -99,6 +99,25 @@ def test_a_stride_outside_the_patch_is_one_line(stride):
         ClipViT("clip_vit_b16", TINY_VIT, (8, 32), (16, 16))
 
 
+def test_the_clip_backbone_reads_model_clip_and_not_model_transreid():
+    # TransReID's keys set for another model in the same config tree: the CLIP encoder ignores them.
+    cfg = _cfg("clip_vit_b16", meta="baseline", **{"MODEL.TRANSREID.STRIDE_SIZE": [8, 8],
+                                                   "MODEL.TRANSREID.SIE_CAMERA": True,
+                                                   "MODEL.TRANSREID.NUM_CAMERAS": 7})
+    plain = build_backbone(cfg)
+    assert plain.conv1.stride == (16, 16) and not plain.uses_camids and not hasattr(plain, "sie_embed")
+    cfg = _cfg("clip_vit_b16", meta="baseline", sie=True, stride=12)
+    vit = build_backbone(cfg)
+    assert vit.conv1.stride == (12, 12) and vit.grid == patch_grid(SIZE, 16, (12, 12))
+    assert vit.sie_embed.shape == (3, 32) and vit.num_cameras == 3 and vit.sie_coef == 1.5
+    cfg.MODEL.CLIP.NUM_CAMERAS = 0  # SIE on, but no cameras counted: the message names the key read
+    with pytest.raises(ValueError, match=r"^MODEL.CLIP.SIE_CAMERA needs camera ids from at least 2 cameras, but "
+                                         r"MODEL.CLIP.NUM_CAMERAS is 0"):
+        build_backbone(cfg)
+    with pytest.raises(ValueError, match=r"^MODEL.CLIP.SIE_CAMERA: clip_rn50 has no camera embedding"):
+        build_backbone(_cfg("clip_rn50", meta="baseline", sie=True))
+
+
 def test_sie_is_added_to_the_class_token_alone():
     vit = ClipViT("clip_vit_b16", TINY_VIT, SIZE, num_cameras=3, sie_coef=1.5).eval()
     _randomise(vit)

@@ -57,3 +57,21 @@ def test_a_new_run_over_a_finished_one_is_refused_before_anything_is_built(tmp_p
     with pytest.raises(CheckpointError, match="already holds a training run"):
         run_training(cfg, TrainingRequest(), run_class=Recorded)
     assert Recorded.calls == []
+
+
+@pytest.mark.parametrize("backbone, node", [("clip_vit_b16", "CLIP"), ("vit_base_transreid", "TRANSREID")])
+def test_complete_config_counts_the_cameras_into_the_models_own_sie_node(backbone, node):
+    from types import SimpleNamespace
+
+    other = {"CLIP": "TRANSREID", "TRANSREID": "CLIP"}[node]
+    cfg = load_config(None, ["MODEL.BACKBONE.NAME", backbone, f"MODEL.{node}.SIE_CAMERA", True])
+    data = SimpleNamespace(num_classes=3, items=[("a.jpg", 0, 0), ("b.jpg", 1, 4), ("c.jpg", 2, 2)])
+    run = TrainingRun(cfg.clone(), TrainingRequest())
+    run.complete_config(data)
+    assert run.cfg.MODEL[node].NUM_CAMERAS == 5 and run.cfg.MODEL[other].NUM_CAMERAS == 0
+    assert run.cfg.MODEL.HEADS.NUM_CLASSES == 3
+    # A key too small for the data names the key that model reads.
+    run = TrainingRun(load_config(None, ["MODEL.BACKBONE.NAME", backbone, f"MODEL.{node}.SIE_CAMERA", True,
+                                         f"MODEL.{node}.NUM_CAMERAS", 3]), TrainingRequest())
+    with pytest.raises(ValueError, match=rf"camera ids up to 4 but MODEL.{node}.NUM_CAMERAS is 3: set it to 5"):
+        run.complete_config(data)

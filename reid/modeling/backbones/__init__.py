@@ -94,7 +94,7 @@ def _sie_cameras(cfg) -> int:
 
 
 def _build_vit(name: str, cfg) -> ReIDViT:
-    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.TRANSREID
+    bb, (tr, _) = cfg.MODEL.BACKBONE, sie_node(cfg)
     _one_grid(name, cfg)
     vit = ReIDViT(name, img_size=list(cfg.INPUT.SIZE_TRAIN), stride=list(tr.STRIDE_SIZE),
                   drop_path_rate=float(bb.DROP_PATH), num_cameras=_sie_cameras(cfg), sie_coef=float(tr.SIE_COEF))
@@ -104,7 +104,7 @@ def _build_vit(name: str, cfg) -> ReIDViT:
 
 
 def _build_clip(name: str, cfg) -> nn.Module:
-    bb, tr = cfg.MODEL.BACKBONE, cfg.MODEL.CLIP
+    bb, (tr, key) = cfg.MODEL.BACKBONE, sie_node(cfg)
     spec = CLIP_SPECS[name]
     size = list(cfg.INPUT.SIZE_TRAIN)
     _one_grid(name, cfg)
@@ -112,7 +112,7 @@ def _build_clip(name: str, cfg) -> nn.Module:
         model: nn.Module = ClipViT(name, spec, size, list(tr.STRIDE_SIZE), _sie_cameras(cfg), float(tr.SIE_COEF))
     else:
         if bool(tr.SIE_CAMERA):
-            raise ValueError(f"MODEL.CLIP.SIE_CAMERA: {name} has no camera embedding (CLIP-ReID's SIE is the "
+            raise ValueError(f"{key}.SIE_CAMERA: {name} has no camera embedding (CLIP-ReID's SIE is the "
                              "ViT's); set it False, or use clip_vit_b16.")
         model = ClipResNet(name, spec, size)
     if bool(bb.PRETRAINED):

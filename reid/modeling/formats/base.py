@@ -21,6 +21,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Typ
 import torch
 from torch import nn
 
+from reid.config.sie_keys import sie_prefix
+
 from ..state_fit import misfit, part_of
 
 State = Mapping[str, torch.Tensor]
@@ -176,7 +178,7 @@ def vit_description(settings: Mapping[str, object]) -> List[str]:
     """The parts of a ViT file's one-line description that its settings give: the backbone name,
     the patch stride and SIE's camera count (TransReID's and CLIP-ReID's formats)."""
     what = [str(settings["MODEL.BACKBONE.NAME"])]
-    node = "MODEL.CLIP" if "MODEL.CLIP.SIE_CAMERA" in settings else "MODEL.TRANSREID"
+    node = sie_prefix(what[0])
     if f"{node}.STRIDE_SIZE" in settings:
         what.append(f"stride {settings[f'{node}.STRIDE_SIZE'][0]}")
     if settings.get(f"{node}.SIE_CAMERA"):

@@ -28,6 +28,8 @@ from typing import Mapping, Optional, Tuple
 import torch
 from torch import nn
 
+from reid.config.sie_keys import sie_prefix
+
 from ..backbones.pos_embed import patch_grid
 from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, dropped, map_state,
                    refusal, rename_by_rules, settings_text, vit_description)
@@ -69,6 +71,7 @@ def clipreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
     settings["MODEL.META_ARCHITECTURE"] = "clipreid"
     vit = _is_vit(state)
     settings["MODEL.BACKBONE.NAME"] = "clip_vit_b16" if vit else "clip_rn50"
+    node = sie_prefix(str(settings["MODEL.BACKBONE.NAME"]))
     key = "image_encoder.positional_embedding" if vit else "image_encoder.attnpool.positional_embedding"
     table = state.get(key)
     # ViT: 16-pixel patches, any stride; RN50: a 16-pixel grid (last stride 1).
@@ -79,12 +82,12 @@ def clipreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
         settings["INPUT.SIZE_TRAIN"] = list(size)
         settings["INPUT.SIZE_TEST"] = list(size)
         if vit:
-            settings["MODEL.CLIP.STRIDE_SIZE"] = [stride, stride]
+            settings[f"{node}.STRIDE_SIZE"] = [stride, stride]
     sie = state.get("cv_embed")
-    settings["MODEL.CLIP.SIE_CAMERA"] = sie is not None
+    settings[f"{node}.SIE_CAMERA"] = sie is not None
     if sie is not None:
-        settings["MODEL.CLIP.NUM_CAMERAS"] = int(sie.shape[0])
-        settings["MODEL.CLIP.SIE_COEF"] = 1.0
+        settings[f"{node}.NUM_CAMERAS"] = int(sie.shape[0])
+        settings[f"{node}.SIE_COEF"] = 1.0
     settings["MODEL.HEADS.NECK"] = "bnneck"
     return settings
 
@@ -98,7 +101,8 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and the shipped config to start from."""
     settings = clipreid_architecture(state)
     dataset = "MSMT17" if classifier_classes(state) in _MSMT17_CLASSES else "Market1501"
-    name = "clip_vit_b16_sie_olp" if settings["MODEL.CLIP.SIE_CAMERA"] else (
+    sie = settings[f"{sie_prefix(str(settings['MODEL.BACKBONE.NAME']))}.SIE_CAMERA"]
+    name = "clip_vit_b16_sie_olp" if sie else (
         "clip_vit_b16_baseline" if _is_vit(state) else "clip_rn50_baseline")
     return f"{settings_text(settings)} (e.g. --config-file configs/{dataset}/{name}.yml with these overrides)"
 

@@ -19,6 +19,7 @@ from reid.config import load_config  # noqa: E402
 from reid.engine.checkpoint_files import load_checkpoint  # noqa: E402
 from reid.modeling import build_model  # noqa: E402
 from reid.modeling.formats import detect_format  # noqa: E402
+from reid.modeling.formats.base import vit_description  # noqa: E402
 from reid.modeling.formats.clipreid import clipreid_architecture, suggest_config  # noqa: E402
 from tests._tools import load_benchmark, load_fixture, load_tool  # noqa: E402
 
@@ -85,6 +86,7 @@ def test_the_file_says_which_model_it_needs():
     got = clipreid_architecture(sie)
     assert got["MODEL.CLIP.STRIDE_SIZE"] == [12, 12] and got["MODEL.CLIP.NUM_CAMERAS"] == 6
     assert got["MODEL.CLIP.SIE_COEF"] == 1.0
+    assert vit_description(got) == ["clip_vit_b16", "stride 12", "SIE 6 cameras"]  # read from MODEL.CLIP
     assert clipreid_architecture(rn50)["MODEL.BACKBONE.NAME"] == "clip_rn50"
     assert "configs/Market1501/clip_rn50_baseline.yml" in suggest_config(rn50)
 
