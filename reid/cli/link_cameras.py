@@ -11,6 +11,9 @@ unless told). Tracklets of one camera that overlap in time are never one person;
 --transitions add time and camera-pair limits. A person no other camera saw keeps an identity of
 their own.
 
+Takes video files instead of sequence folders with --video (docs/tracking.md, "Videos in, pictures
+out"); --save-video / --save-frames draw each sequence with its global ids into <output>/tracks/.
+
 Writes <output>/tracks/<sequence name>.txt (global ids), <output>/identities.json and, when every
 sequence has ground truth, <output>/metrics.json (multi-camera IDF1/IDP/IDR per scene: the cameras
 concatenated in time, as AI City's MTMC evaluation; and per-camera metrics; scored by TrackEval).
@@ -28,11 +31,13 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
+from .sequence_args import add_input_arguments, add_picture_arguments
 
 #: The false accept rate whose calibrated threshold is used when neither --threshold nor --far is given.
 DEFAULT_FAR = 1e-2
@@ -57,8 +62,7 @@ def _calibrated_distance(args: argparse.Namespace, far: float, predictor=None) -
 
 def build_parser() -> argparse.ArgumentParser:
     p = tool_parser(__doc__)
-    p.add_argument("--sequences", required=True, metavar="DIR",
-                   help="a MOTChallenge sequence, a folder of them, or a folder of such folders")
+    add_input_arguments(p, "a MOTChallenge sequence, a folder of them, or a folder of such folders")
     p.add_argument("--tracks", required=True, metavar="DIR",
                    help="folder of per-camera result files <sequence name>.txt, or 'gt' (ground truth, ids made "
                         "camera-local)")
@@ -80,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracker-python", metavar="PYTHON",
                    help="a Python with boxmot[trackeval]==25.0.0 for the scores (default: the tracker environment, "
                         "made once; docs/tracking.md)")
+    add_picture_arguments(p, "<output>/tracks")
     add_model_arguments(p)
     return p
 
@@ -99,19 +104,26 @@ def main(argv=None) -> int:
         from reid.tracking.outputs import claim_output
         from reid.tracking.sequences import find_sequences
         from reid.tracking.tracker_env import tracker_python
+        from reid.tracking.annotated import write_result_pictures
+        from reid.tracking.videos import VIDEO_FOLDER, find_videos, video_sequences
 
-        sequences = find_sequences(args.sequences)
-        transitions = load_transitions(args.transitions).check_cameras([s.camera for s in sequences],
-                                                                       args.transitions) if args.transitions else None
+        videos = find_videos(args.video, need="gt" if args.tracks == "gt" else None) if args.video else None
+        sequences = None if videos else find_sequences(args.sequences)
+        cameras = list(range(1, len(videos) + 1)) if videos else [s.camera for s in sequences]
+        transitions = load_transitions(args.transitions).check_cameras(cameras, args.transitions) \
+            if args.transitions else None
         # The model's calibrated threshold, checked as tools/search.py --far checks it: a checkpoint's before the
         # model loads (a refused one costs nothing), an exported file's once it is open (the file carries it).
         far, exported = DEFAULT_FAR if args.far is None else args.far, is_exported_file(args.weights or "")
         threshold = args.threshold
         if threshold is None and not exported:
             threshold = _calibrated_distance(args, far)
-        inputs = [args.sequences] + ([args.tracks] if args.tracks != "gt" else [])
-        lock = claim_output(args.output, "link_cameras", inputs=inputs, writes=["tracks", "multicamera", "scoring"])
+        inputs = (videos or [args.sequences]) + ([args.tracks] if args.tracks != "gt" else [])
+        lock = claim_output(args.output, "link_cameras", inputs=inputs,
+                            writes=["tracks", "multicamera", "scoring", VIDEO_FOLDER])
         try:
+            if videos:
+                sequences = video_sequences(videos, args.output)
             model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
                                            config_file=args.config_file, opts=overrides(args) or None,
                                            device=args.device)[0]
@@ -126,6 +138,10 @@ def main(argv=None) -> int:
 
             link_cameras(sequences, args.tracks, model, args.output, settings, score=score,
                          metrics=not args.no_metrics)
+            if args.save_video or args.save_frames:
+                pictures = write_result_pictures(sequences, os.path.join(args.output, "tracks"), args.save_video,
+                                                 args.save_frames)
+                print(f"wrote {len(pictures)} pictures of the tracks with their global ids")
         finally:
             lock.release()
 

@@ -9,7 +9,9 @@ else from the model's thresholds.json) and reported. BoxMOT and TrackEval run in
 Python environment, made once on first use (docs/tracking.md).
 
 Writes, under --output: <model>/<sequence>.txt (MOT result files), metrics.json (per sequence
-and overall, thresholds, speed), summary.md (the table) and tracking_gain.png.
+and overall, thresholds, speed), summary.md (the table) and tracking_gain.png; with --save-video
+/ --save-frames, <model>/<sequence>.mp4 / <model>/<sequence>/ with every track drawn. Video files
+(--video, detections beside each as <name>.det.txt) are decoded into videos/ first.
 
 Examples:
     # motion only against the demo model, on the synthetic multi-camera sequences
@@ -19,6 +21,8 @@ Examples:
     python tools/track.py --sequences MOT17/train --weights a.pth osnet.onnx --tracker deepocsort --output out/t
     # motion only
     python tools/track.py --sequences datasets/synth_mot --no-reid --output output/track_motion
+    # video files (cam1.mp4 with cam1.det.txt beside it, ...), an annotated video of each run
+    python tools/track.py --video videos/lobby --run output/demo --output output/track_lobby --save-video
 
 See docs/tracking.md.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -35,6 +40,7 @@ from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NA
 from .args import float_in, int_in, parse_args, tool_parser
 from .errors import run_main
 from .model_args import add_model_arguments, check_model_arguments
+from .sequence_args import add_input_arguments, add_picture_arguments
 
 
 
@@ -50,8 +56,7 @@ def _option(text: str) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     p = tool_parser(__doc__)
-    p.add_argument("--sequences", required=True, metavar="DIR",
-                   help="a MOTChallenge sequence folder, or a folder of them (MOT17/train, ...)")
+    add_input_arguments(p, "a MOTChallenge sequence folder, or a folder of them (MOT17/train, ...)")
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the results, metrics and plot")
     add_model_arguments(p, override_example="TEST.IMS_PER_BATCH 64", many_weights=True)
     p.add_argument("--no-reid", action="store_true", help="motion only (the baseline; always run beside models)")
@@ -74,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int_in(1, 256), default=None,
                    help="CPU threads of torch and ONNX Runtime (default: torch's; 1 is fastest for per-frame "
                         "batches with --backend onnxruntime on a small CPU, docs/benchmarks.md)")
+    add_picture_arguments(p, "<output>/<model>")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -118,12 +124,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                      "--config-file out (or give one --weights)")
 
     def work() -> None:
-        from reid.tracking.appearance import load_appearance_models
+        from reid.tracking.appearance import label_folder, load_appearance_models
         from reid.tracking.tracker_runs import check_tracker, sequence_detections, track_runs, tracked_models
         from reid.tracking.report import table, write_report
         from reid.tracking.sequences import find_sequences
         from reid.tracking.outputs import claim_output
         from reid.tracking.tracker_env import tracker_python
+        from reid.tracking.annotated import write_result_pictures
+        from reid.tracking.videos import VIDEO_FOLDER, find_videos, video_sequences
 
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
         if args.threads:
@@ -134,11 +142,17 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise ValueError(f"--appearance-threshold: {args.tracker} has no appearance gate (appearance is one weight "
                              "of its cost), so the value would be ignored; leave it out, or use --tracker botsort or "
                              "strongsort.")
-        sequences = find_sequences(args.sequences)
-        boxes = [sequence_detections(s, args.detections) for s in sequences]  # bad files fail before any work
+        # Bad files fail before any work: sequences whole, videos as far as reading them takes (decoding is work).
+        videos = find_videos(args.video, need=args.detections) if args.video else None
+        sequences = None if videos else find_sequences(args.sequences)
+        boxes = None if videos else [sequence_detections(s, args.detections) for s in sequences]
         # Held for the whole run: another tool's results, or a second run at once, are refused before any work.
-        lock = claim_output(args.output, "track", inputs=[args.sequences], writes=["features"])
+        lock = claim_output(args.output, "track", inputs=videos or [args.sequences],
+                            writes=["features", VIDEO_FOLDER])
         try:
+            if videos:
+                sequences = video_sequences(videos, args.output, log)
+                boxes = [sequence_detections(s, args.detections) for s in sequences]
             models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
                                             opts=args.opts, device=args.device, backend=args.backend,
                                             input_size=args.input_size) if named else []
@@ -147,8 +161,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                               detections=args.detections, appearance_threshold=args.appearance_threshold,
                               far=args.far, tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet),
                               log=log, boxes=boxes)
-            settings = {"sequences": args.sequences, "tracker": args.tracker, "detections": args.detections,
-                        "far": args.far, "tracker_options": dict(args.tracker_option),
+            pictures = [p for run in runs for p in write_result_pictures(
+                sequences, os.path.join(args.output, label_folder(run.label)), args.save_video, args.save_frames)
+            ] if args.save_video or args.save_frames else []
+            settings = {"sequences": args.sequences, "videos": videos, "tracker": args.tracker,
+                        "detections": args.detections, "far": args.far, "tracker_options": dict(args.tracker_option),
                         "sequence_names": [s.name for s in sequences]}
             paths = write_report(runs, args.output, settings)
         finally:
@@ -156,7 +173,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(table(runs))
         if not any(r.metrics for r in runs):
             print("no scores: not every sequence has gt/gt.txt (result files written)")
-        print("wrote " + ", ".join(paths))
+        print("wrote " + ", ".join(paths) + (f" and {len(pictures)} pictures of the tracks" if pictures else ""))
 
     return run_main(work)
 

@@ -163,3 +163,44 @@ def test_an_appearance_threshold_for_a_tracker_without_a_gate_is_one_line(tmp_pa
                                   "--appearance-threshold", "0.3", "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "deepocsort has no appearance gate" in err[0]
+
+
+@pytest.mark.slow
+def test_videos_go_through_track_and_link_cameras_to_annotated_videos(synth, model_files, tmp_path, tracker_python,
+                                                                       capsys):
+    import cv2
+
+    from reid.tracking.annotated import id_colour
+    from tests.tracking.video_files import read_video, sequences_as_videos
+
+    weights, _ = model_files
+    videos = sequences_as_videos(synth, str(tmp_path / "scene"))
+    out, links = tmp_path / "track", tmp_path / "links"
+    rc = load_tool("track").main(["--video", str(tmp_path / "scene"), "--weights", weights, "--output", str(out),
+                                  "--tracker-python", tracker_python, "--quiet", "--save-video"])
+    assert rc == 0, capsys.readouterr().err
+    record = json.load(open(out / "metrics.json"))
+    assert record["settings"]["videos"] == videos and set(record["runs"]) == {"motion only", "tiny"}
+    sequences = find_sequences(synth)
+    for s in sequences:
+        for label in ("motion_only", "tiny"):
+            assert len(read_video(str(out / label / f"{s.name}.mp4"))) == s.length
+        assert record["runs"]["tiny"]["metrics"][s.name]["HOTA"] > 0  # the videos' ground truth scored them
+    rc = load_tool("link_cameras").main(["--video", *videos, "--tracks", str(out / "tiny"), "--weights", weights,
+                                         "--threshold", "0.3", "--output", str(links), "--no-metrics",
+                                         "--save-video", "--save-frames"])
+    assert rc == 0, capsys.readouterr().err
+    for s in sequences:
+        rows = read_results(str(links / "tracks" / f"{s.name}.txt"), s)
+        frames = read_video(str(links / "tracks" / f"{s.name}.mp4"))
+        assert len(frames) == s.length == len(os.listdir(links / "tracks" / s.name))
+        # each global id's colour sits on its box's left edge, in the video and in the frame images
+        for i in np.flatnonzero(rows.boxes[:, 2] >= 8)[:20]:
+            x, y, w, h = (int(v) for v in rows.boxes[i])
+            if x < 1 or y < 0 or x + 2 > s.width or y + h > s.height or h < 12:
+                continue
+            colour = np.array(id_colour(int(rows.track_id[i])), float)
+            for frame in (frames[rows.frame[i] - 1],
+                          cv2.imread(str(links / "tracks" / s.name / f"{rows.frame[i]:06d}.jpg"))):
+                edge = frame[y + 4:y + h - 4, x:x + 2].reshape(-1, 3).astype(float)
+                assert np.abs(edge - colour).sum(1).min() < 60, (s.name, rows.frame[i], rows.track_id[i])
