@@ -35,7 +35,7 @@ import os
 import sys
 
 from .args import float_in, int_in, overrides, parse_args, tool_parser
-from .errors import run_main
+from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
 from .sequence_args import add_input_arguments, add_picture_arguments
 
@@ -120,7 +120,8 @@ def main(argv=None) -> int:
             threshold = _calibrated_distance(args, far)
         inputs = (videos or [args.sequences]) + ([args.tracks] if args.tracks != "gt" else [])
         lock = claim_output(args.output, "link_cameras", inputs=inputs,
-                            writes=["tracks", "multicamera", "scoring", VIDEO_FOLDER])
+                            writes=["tracks", "multicamera", "scoring", VIDEO_FOLDER],
+                            reports=["identities.json", "metrics.json"])
         try:
             if videos:
                 sequences = video_sequences(videos, args.output)
@@ -145,7 +146,8 @@ def main(argv=None) -> int:
         finally:
             lock.release()
 
-    return run_main(work)
+    return run_stoppable(work, f"{args.output} holds no identities.json (any tracks/ written so far are each "
+                               "whole); run the same command again to link them all.")
 
 
 if __name__ == "__main__":

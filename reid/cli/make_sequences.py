@@ -30,7 +30,7 @@ from typing import List, Optional, Tuple
 from reid.tracking.scene_settings import SequenceSettings
 
 from .args import parse_args, tool_parser
-from .errors import run_main
+from .interrupts import run_stoppable
 
 
 def _size(text: str) -> Tuple[int, int]:
@@ -82,7 +82,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         summary = make_sequences(args.output, settings, overwrite=args.overwrite, log=log)
         print(f"wrote {len(summary['sequences'])} sequences and {SUMMARY_FILE} to {args.output}")
 
-    return run_main(work)
+    return run_stoppable(work, "each sequence folder is whole or absent (drawn aside, renamed when done) and "
+                               "sequences.json is written last; run the same command with --overwrite.")
 
 
 if __name__ == "__main__":

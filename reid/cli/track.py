@@ -38,7 +38,7 @@ from reid.inference.options import BACKEND_NAMES
 from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
 
 from .args import float_in, int_in, parse_args, tool_parser
-from .errors import run_main
+from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
 from .sequence_args import add_input_arguments, add_picture_arguments
 
@@ -126,7 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     def work() -> None:
         from reid.tracking.appearance import label_folder, load_appearance_models
         from reid.tracking.tracker_runs import check_tracker, sequence_detections, track_runs, tracked_models
-        from reid.tracking.report import table, write_report
+        from reid.tracking.report import REPORT_FILES, table, write_report
         from reid.tracking.sequences import find_sequences
         from reid.tracking.outputs import claim_output
         from reid.tracking.tracker_env import tracker_python
@@ -148,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         boxes = None if videos else [sequence_detections(s, args.detections) for s in sequences]
         # Held for the whole run: another tool's results, or a second run at once, are refused before any work.
         lock = claim_output(args.output, "track", inputs=videos or [args.sequences],
-                            writes=["features", VIDEO_FOLDER])
+                            writes=["features", VIDEO_FOLDER], reports=REPORT_FILES)
         try:
             if videos:
                 sequences = video_sequences(videos, args.output, log)
@@ -164,7 +164,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             pictures = [p for run in runs for p in write_result_pictures(
                 sequences, os.path.join(args.output, label_folder(run.label)), args.save_video, args.save_frames)
             ] if args.save_video or args.save_frames else []
-            settings = {"sequences": args.sequences, "videos": videos, "tracker": args.tracker,
+            settings = {"sequences": args.sequences or os.path.join(args.output, VIDEO_FOLDER), "videos": videos, "tracker": args.tracker,
                         "detections": args.detections, "far": args.far, "tracker_options": dict(args.tracker_option),
                         "sequence_names": [s.name for s in sequences]}
             paths = write_report(runs, args.output, settings)
@@ -175,7 +175,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("no scores: not every sequence has gt/gt.txt (result files written)")
         print("wrote " + ", ".join(paths) + (f" and {len(pictures)} pictures of the tracks" if pictures else ""))
 
-    return run_main(work)
+    return run_stoppable(work, f"{args.output} holds the result files finished so far, each whole, and no "
+                               "metrics.json or summary.md; run the same command again to redo the run.")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import argparse
 import sys
 
 from .args import float_in, int_in, parse_args, tool_parser
-from .errors import run_main
+from .interrupts import run_stoppable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,7 +62,8 @@ def main(argv=None) -> int:
         else:
             gt_to_reid(sequences, args.output, settings)
 
-    return run_main(work)
+    return run_stoppable(work, f"nothing is in {args.output}: it is built aside and renamed when complete; "
+                               "run the same command again.")
 
 
 if __name__ == "__main__":

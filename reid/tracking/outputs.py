@@ -36,12 +36,15 @@ def output_owner(folder: str) -> str:
                  if any(os.path.exists(os.path.join(folder, n)) for n in names)), "")
 
 
-def claim_output(folder: str, tool: str, inputs: Sequence[str] = (), writes: Sequence[str] = ()) -> RunLock:
+def claim_output(folder: str, tool: str, inputs: Sequence[str] = (), writes: Sequence[str] = (),
+                 reports: Sequence[str] = ()) -> RunLock:
     """Check `folder` for `tool`, take it, and return its held lock (``lock.release()`` when the tool is done).
 
     One-line ValueErrors: the folder holds another tool's results; an input (`inputs`) lies in the
     output folder's sub-folders the tool writes (`writes`, relative to `folder`), or the output folder
-    lies inside an input (its results would mix with the user's files).
+    lies inside an input (its results would mix with the user's files). An earlier run's `reports`
+    (files relative to `folder` that the tool writes last) are removed once the folder is held, so a
+    run stopped midway leaves none beside its new results: their absence says it did not finish.
     """
     check_output_folder(folder, "--output")
     owner = output_owner(folder) if os.path.isdir(folder) else ""
@@ -60,6 +63,9 @@ def claim_output(folder: str, tool: str, inputs: Sequence[str] = (), writes: Seq
     lock = RunLock(folder, f"tools/{tool}.py", "choose another --output folder").acquire()
     try:
         atomic_write_text(os.path.join(folder, OWNER_FILE), tool + "\n")
+        for name in reports:
+            if os.path.isfile(os.path.join(folder, name)):
+                os.remove(os.path.join(folder, name))
     except BaseException:
         lock.release()
         raise

@@ -70,15 +70,19 @@ def plot(runs: Seq[RunResult], path: str, title: str) -> str:
     return path
 
 
+#: What write_report writes, last of a run.
+REPORT_FILES = ("metrics.json", "summary.md", "tracking_gain.png")
+
+
 def write_report(runs: Seq[RunResult], output: str, settings: Dict[str, Any]) -> List[str]:
     """metrics.json, summary.md and (when scored) tracking_gain.png in `output`; returns the paths."""
-    paths = [os.path.join(output, "metrics.json"), os.path.join(output, "summary.md")]
+    paths = [os.path.join(output, name) for name in REPORT_FILES[:2]]
     atomic_write_text(paths[0], json.dumps(report_record(runs, settings), indent=1))
     atomic_write_text(paths[1], table(runs) + "\n")
     if any(r.metrics for r in runs):
-        paths.append(plot(runs, os.path.join(output, "tracking_gain.png"),
+        paths.append(plot(runs, os.path.join(output, REPORT_FILES[2]),
                           f"{settings['tracker']} on {settings['sequences']} ({settings['detections']} boxes)"))
     return paths
 
 
-__all__ = ["PLOT_METRICS", "TABLE_METRICS", "plot", "report_record", "table", "write_report"]
+__all__ = ["PLOT_METRICS", "REPORT_FILES", "TABLE_METRICS", "plot", "report_record", "table", "write_report"]

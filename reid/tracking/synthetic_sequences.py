@@ -149,6 +149,8 @@ def make_sequences(output: str, settings: SequenceSettings = SequenceSettings(),
             if not os.path.isfile(os.path.join(path, "seqinfo.ini")):
                 raise FileExistsError(f"{path} exists and is not a sequence folder (no seqinfo.ini); move it away "
                                       "or choose another --output")
+    if os.path.isfile(os.path.join(output, SUMMARY_FILE)):
+        os.remove(os.path.join(output, SUMMARY_FILE))  # written last: a folder without it was not finished
     start = time.time()
     visits = plan_visits(s)
     truths = ground_truth(s, visits)

@@ -59,3 +59,14 @@ def test_link_cameras_refuses_to_write_over_its_input_tracks_in_one_line(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "where tools/link_cameras.py writes its results" in err[0]
     assert (tracks / "c1.txt").read_text() == "1,1,5,5,20,40,1,-1,-1,-1\n"
+
+
+def test_an_earlier_runs_reports_go_when_the_folder_is_taken_and_nothing_else(tmp_path):
+    from reid.tracking.outputs import claim_output
+
+    out = tmp_path / "out"
+    claim_output(str(out), "track").release()
+    for name in ("metrics.json", "summary.md", "notes.txt"):
+        (out / name).write_text("earlier")
+    claim_output(str(out), "track", reports=["metrics.json", "summary.md", "tracking_gain.png"]).release()
+    assert sorted(os.listdir(out)) == [".circle-reid-tool", ".run.lock", "notes.txt"]

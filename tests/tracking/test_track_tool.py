@@ -204,3 +204,51 @@ def test_videos_go_through_track_and_link_cameras_to_annotated_videos(synth, mod
                           cv2.imread(str(links / "tracks" / s.name / f"{rows.frame[i]:06d}.jpg"))):
                 edge = frame[y + 4:y + h - 4, x:x + 2].reshape(-1, 3).astype(float)
                 assert np.abs(edge - colour).sum(1).min() < 60, (s.name, rows.frame[i], rows.track_id[i])
+
+
+def _processes_naming(text: str):
+    """PIDs of this machine's processes whose command line contains `text`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_mid_run_is_one_line_and_leaves_no_report_no_tracker_and_a_free_folder(tmp_path, tracker_python):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from reid.tracking.outputs import claim_output
+    from reid.tracking.synthetic_scene import SequenceSettings
+    from reid.tracking.synthetic_sequences import make_sequences
+
+    seqs = str(tmp_path / "seqs")
+    make_sequences(seqs, SequenceSettings(cameras=1, frames=300, width=320, height=180, seed=2), log=lambda _: None)
+    out = tmp_path / "out"
+    claim_output(str(out), "track").release()
+    (out / "metrics.json").write_text("{}")  # an earlier run's report: it must not stay beside a stopped run
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "track.py")
+    proc = subprocess.Popen([sys.executable, tool, "--sequences", seqs, "--no-reid", "--output", str(out),
+                             "--tracker-python", tracker_python, "--quiet"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    job = str(out / "features" / "motion_only" / "job.json")
+    deadline = time.time() + 120
+    while not _processes_naming(job) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    lines = stderr.strip().splitlines()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: stopped by SIGTERM: {out} holds the result files"), stderr
+    assert not (out / "metrics.json").exists() and not (out / "summary.md").exists()
+    assert _processes_naming(job) == []  # the tracker's process ended with the tool
+    claim_output(str(out), "track").release()  # and the folder's lock went with it
