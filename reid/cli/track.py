@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--far", type=float_in(0, 1, "a false-accept rate", open_low=True, open_high=True), default=1e-2,
                    help="false-accept rate at which the appearance threshold is calibrated (default: 0.01)")
     p.add_argument("--tracker-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                   help="a BoxMOT tracker setting, e.g. use_cmc=false or track_buffer=60 (repeatable)")
+                   help="a BoxMOT tracker setting, e.g. use_cmc=false or track_buffer=60 (repeatable); checked "
+                        "against the tracker's settings in BoxMOT's configs/trackers/<name>.yaml")
     p.add_argument("--tracker-python", metavar="PYTHON",
                    help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
     p.add_argument("--threads", type=int_in(1, 256), default=None,
@@ -130,6 +131,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from reid.tracking.sequences import find_sequences
         from reid.tracking.outputs import claim_output
         from reid.tracking.tracker_env import tracker_python
+        from reid.tracking.tracker_options import check_options_in_env
         from reid.tracking.annotated import write_result_pictures
         from reid.tracking.videos import VIDEO_FOLDER, find_videos, video_sequences
 
@@ -153,10 +155,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             if videos:
                 sequences = video_sequences(videos, args.output, log)
                 boxes = [sequence_detections(s, args.detections) for s in sequences]
+            # the tracker's settings are checked against its BoxMOT before any crop is embedded
+            python = tracker_python(args.tracker_python, log=log)
+            check_options_in_env(dict(args.tracker_option), python, args.tracker,
+                                 check_tracker(args.tracker).threshold_option, log=log)
             models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
                                             opts=args.opts, device=args.device, backend=args.backend,
                                             input_size=args.input_size) if named else []
-            python = tracker_python(args.tracker_python, log=log)
             runs = track_runs(sequences, tracked_models(models, args.tracker), args.tracker, args.output, python,
                               detections=args.detections, appearance_threshold=args.appearance_threshold,
                               far=args.far, tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet),
