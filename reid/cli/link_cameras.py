@@ -6,8 +6,9 @@ its ids made camera-local, to measure the linking alone), pools one appearance f
 (up to --crops-per-tracklet crops over its time, weighted by detection confidence, box inside the
 image, box not covered by others, box height) and merges tracklets of the cameras of one scene
 (seqinfo.ini scene=) by average-linkage clustering on cosine distance below a threshold:
---threshold D, or the model's calibrated distance at --far F (thresholds.json of the run; F 0.01
-unless told). Tracklets of one camera that overlap in time are never one person; --max-gap and
+--threshold D, or the distance at false-accept rate --far F (F 0.01 unless told) calibrated from the
+ground truth when every sequence has it (as tools/track.py does), else the model's (thresholds.json
+of the run, or the exported file's). Tracklets of one camera that overlap in time are never one person; --max-gap and
 --transitions add time and camera-pair limits. A person no other camera saw keeps an identity of
 their own.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Tuple
 
 from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .interrupts import run_stoppable
@@ -43,10 +45,10 @@ from .sequence_args import add_input_arguments, add_picture_arguments
 DEFAULT_FAR = 1e-2
 
 
-def _calibrated_distance(args: argparse.Namespace, far: float, predictor=None) -> float:
-    """The cosine distance threshold at `far` calibrated for the model (1 - its similarity): the
-    thresholds.json beside its checkpoint (read before the model loads), or the thresholds the
-    exported file that `predictor` runs carries."""
+def _calibrated_distance(args: argparse.Namespace, far: float, predictor=None) -> Tuple[float, str]:
+    """The cosine distance threshold at `far` calibrated for the model (1 - its similarity) and where it
+    is from: the thresholds.json beside its checkpoint (read before the model loads), or the thresholds
+    the exported file that `predictor` runs carries."""
     from reid.inference.decision_thresholds import calibrated_similarity, model_similarity
     from reid.inference.loading import resolve_model
 
@@ -57,7 +59,7 @@ def _calibrated_distance(args: argparse.Namespace, far: float, predictor=None) -
         cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
         similarity, path, description = calibrated_similarity(cfg, weights, far, other=other)
     print(f"threshold: cosine distance {1.0 - similarity:.4f} from {path}; {description}")
-    return 1.0 - similarity
+    return 1.0 - similarity, f"{path}; {description}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,8 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--threshold", type=float_in(0, 2, "a cosine distance", open_low=True), default=None, metavar="D",
                         help="link identities whose average cosine distance is below D, in (0, 2]")
     decide.add_argument("--far", type=float_in(0, 1, "a false accept rate", open_low=True, open_high=True), default=None, metavar="F",
-                        help=f"the distance calibrated at false accept rate F (thresholds.json next to --run / "
-                             f"--weights; default: {DEFAULT_FAR:g} when --threshold is not given)")
+                        help=f"the distance calibrated at false accept rate F: from the ground truth when every "
+                             f"sequence has it (its tracklets' pairs of different people), else thresholds.json next to "
+                             f"--run / --weights (default: {DEFAULT_FAR:g} when --threshold is not given)")
+    p.add_argument("--calibration", choices=("auto", "gt", "model"), default="auto",
+                   help="where the threshold at --far comes from without --threshold: gt, the sequences' ground truth; "
+                        "model, the model's thresholds.json (or its exported file's); auto (default): gt when every "
+                        "sequence has it, else model")
     p.add_argument("--max-gap", type=float_in(0, None, "a number of seconds"), default=None, metavar="SECONDS",
                    help="tracklets of two cameras further apart in time are not linked (default: no limit)")
     p.add_argument("--transitions", metavar="FILE", default=None,
@@ -105,19 +112,25 @@ def main(argv=None) -> int:
         from reid.tracking.sequences import find_sequences
         from reid.tracking.tracker_env import tracker_python
         from reid.tracking.annotated import write_result_pictures
-        from reid.tracking.videos import VIDEO_FOLDER, find_videos, video_sequences
+        from reid.tracking.videos import VIDEO_FOLDER, find_videos, video_ground_truth, video_sequences
 
         videos = find_videos(args.video, need="gt" if args.tracks == "gt" else None) if args.video else None
         sequences = None if videos else find_sequences(args.sequences)
         cameras = list(range(1, len(videos) + 1)) if videos else [s.camera for s in sequences]
         transitions = load_transitions(args.transitions).check_cameras(cameras, args.transitions) \
             if args.transitions else None
-        # The model's calibrated threshold, checked as tools/search.py --far checks it: a checkpoint's before the
-        # model loads (a refused one costs nothing), an exported file's once it is open (the file carries it).
+        # Without --threshold: the ground truth's threshold where every sequence has one (as track.py's), else the
+        # model's calibrated one, checked as tools/search.py --far checks it: a checkpoint's before the model loads
+        # (a refused one costs nothing), an exported file's once it is open (the file carries it).
         far, exported = DEFAULT_FAR if args.far is None else args.far, is_exported_file(args.weights or "")
-        threshold = args.threshold
-        if threshold is None and not exported:
-            threshold = _calibrated_distance(args, far)
+        truth = all(video_ground_truth(v) for v in videos) if videos else all(s.gt_path for s in sequences)
+        if args.calibration == "gt" and not truth:
+            raise ValueError("--calibration gt: not every sequence has ground truth (gt/gt.txt, or <name>.gt.txt "
+                             "beside a video); pass --calibration model or --threshold D.")
+        from_truth = args.threshold is None and truth and args.calibration != "model"
+        early = None
+        if args.threshold is None and not from_truth and not exported:
+            early = _calibrated_distance(args, far)
         inputs = (videos or [args.sequences]) + ([args.tracks] if args.tracks != "gt" else [])
         lock = claim_output(args.output, "link_cameras", inputs=inputs,
                             writes=["tracks", "multicamera", "scoring", VIDEO_FOLDER],
@@ -128,9 +141,9 @@ def main(argv=None) -> int:
             model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
                                            config_file=args.config_file, opts=overrides(args) or None,
                                            device=args.device)[0]
-            if threshold is None:
-                threshold = _calibrated_distance(args, far, model.predictor)
-            settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions).check()
+            threshold = args.threshold if args.threshold is not None or from_truth else \
+                (early or _calibrated_distance(args, far, model.predictor))[0]
+            settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions, far).check()
             scored = not args.no_metrics and all(s.gt_path for s in sequences)
             python = tracker_python(args.tracker_python) if scored else None
 
@@ -138,7 +151,8 @@ def main(argv=None) -> int:
                 return trackeval_score(entries, results, workdir, python)
 
             link_cameras(sequences, args.tracks, model, args.output, settings, score=score,
-                         metrics=not args.no_metrics)
+                         metrics=not args.no_metrics,
+                         fallback=lambda: _calibrated_distance(args, far, model.predictor))
             if args.save_video or args.save_frames:
                 pictures = write_result_pictures(sequences, os.path.join(args.output, "tracks"), args.save_video,
                                                  args.save_frames)

@@ -89,4 +89,24 @@ def calibrate_from_ground_truth(features: Seq[np.ndarray], ids: Seq[np.ndarray],
             "num_genuine": record["num_genuine"], "source": "ground truth", "far": far}
 
 
-__all__ = ["MATCH_IOU", "box_iou", "calibrate_from_ground_truth", "match_to_ground_truth"]
+def tracklet_identities(rows: MOTRows, gt: MOTRows, local_ids: np.ndarray) -> np.ndarray:
+    """The ground-truth id of each tracklet of `rows` (one per id of the sorted `local_ids`): the id that
+    more than half of its boxes match (:func:`match_to_ground_truth`); -1 where none does (a tracklet
+    that a tracker's id switch made of two people is no one's, not the larger part's)."""
+    matched = match_to_ground_truth(rows, gt)
+    track = np.searchsorted(local_ids, rows.track_id)
+    out = np.full(len(local_ids), -1, np.int64)
+    ok = matched >= 0
+    if not ok.any():
+        return out
+    pairs, counts = np.unique(np.c_[track[ok], matched[ok]], axis=0, return_counts=True)
+    order = np.lexsort((-counts, pairs[:, 0]))  # each tracklet's most matched id first
+    pairs, counts = pairs[order], counts[order]
+    first = np.r_[True, pairs[1:, 0] != pairs[:-1, 0]]
+    best, ids, votes = pairs[first, 0], pairs[first, 1], counts[first]
+    majority = votes * 2 > np.bincount(track, minlength=len(local_ids))[best]
+    out[best[majority]] = ids[majority]
+    return out
+
+
+__all__ = ["MATCH_IOU", "box_iou", "calibrate_from_ground_truth", "match_to_ground_truth", "tracklet_identities"]

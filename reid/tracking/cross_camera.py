@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence as Seq, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence as Seq, Tuple
 
 import numpy as np
 
 from reid.utils.file_io import atomic_write_text, check_output_folder
 
 from .appearance import AppearanceModel
+from .appearance_threshold import calibrate_from_ground_truth, tracklet_identities
 from .linking import Transitions, link_tracklets
 from .mot_files import MOTRows, read_gt, read_results, result_files, write_gt, write_results
 from .sequences import Sequence, identity_scope
@@ -48,14 +49,18 @@ MULTI_CAMERA_METRICS = ("IDF1", "IDP", "IDR")
 class LinkSettings:
     """How tracklets are linked (reid/tracking/linking.py)."""
 
-    threshold: float                          # cosine distance below which identities may merge, (0, 2]
+    threshold: Optional[float]                # cosine distance below which identities may merge, (0, 2]; None:
+    #                                           calibrated at `far` from the ground truth (link_cameras)
     crops_per_tracklet: int = DEFAULT_CROPS   # crops pooled into a tracklet's feature
     max_gap: Optional[float] = None           # seconds; tracklets of two cameras further apart: not linked
     transitions: Optional[Transitions] = None  # allowed camera pairs and travel times
+    far: float = 1e-2                         # false-accept rate of a threshold calibrated from the ground truth
 
     def check(self) -> "LinkSettings":
         """Self, or one line naming the setting that cannot work."""
-        if not 0.0 < self.threshold <= 2.0:
+        if not 0.0 < self.far < 1.0:
+            raise ValueError(f"false accept rate {self.far} must lie in (0, 1) (e.g. 0.01).")
+        if self.threshold is not None and not 0.0 < self.threshold <= 2.0:
             raise ValueError(f"threshold {self.threshold} must be a cosine distance in (0, 2] (e.g. 0.5).")
         if self.crops_per_tracklet < 1:
             raise ValueError(f"crops per tracklet {self.crops_per_tracklet} must be >= 1.")
@@ -155,12 +160,57 @@ def score_cameras(sequences: Seq[Sequence], result_files: Seq[str], output: str,
                         "(AI City MTMC); per camera: each sequence's gt against its global-id results"}
 
 
+def ground_truth_threshold(sequences: Seq[Sequence], rows: Seq[MOTRows], tracklets: Tracklets,
+                           far: float) -> Dict[str, Any]:
+    """The cosine distance at FAR `far` between tracklet features of different people, each tracklet
+    taking the ground-truth id most of its boxes match (ids unique per scene, as :func:`identity_scope`
+    says), pairs across sequences; ``{"distance": None, "reason"}`` when the tracklets cannot resolve it."""
+    features, ids, cameras = [], [], []
+    scopes: Dict[str, int] = {}
+    for k, (seq, r) in enumerate(zip(sequences, rows)):
+        gt = read_gt(seq.gt_path, seq)
+        gt = gt.select((gt.conf > 0) & (gt.cls == PEDESTRIAN))
+        mine = tracklets.sequence == k
+        found = tracklet_identities(r, gt, tracklets.local_id[mine])
+        base = scopes.setdefault(identity_scope(seq), len(scopes)) << 32
+        features.append(tracklets.features[mine])
+        ids.append(np.where(found >= 0, found + base, -1))
+        cameras.append(np.zeros(int(mine.sum()), np.int64))  # one "camera" per sequence: pairs across them
+    found = calibrate_from_ground_truth(features, ids, cameras, far)
+    if found.get("source"):
+        found["source"] = "ground truth (tracklets matched to it)"
+    return found
+
+
+def _threshold(settings: LinkSettings, sequences: Seq[Sequence], rows: Seq[MOTRows], tracklets: Tracklets,
+               fallback: Optional[Callable[[], Tuple[float, str]]], log: Log) -> Dict[str, Any]:
+    """The linking threshold and where it came from: given, else the ground truth's, else `fallback`'s."""
+    if settings.threshold is not None:
+        return {"distance": settings.threshold, "source": "given"}
+    note = "not every sequence has ground truth"
+    if all(s.gt_path for s in sequences):
+        found = ground_truth_threshold(sequences, rows, tracklets, settings.far)
+        if found["distance"] is not None:
+            log(f"threshold: cosine distance {found['distance']:.4f} at FAR {settings.far:g} from the ground truth "
+                f"({found['num_impostor']} pairs of different people's tracklets)")
+            return found
+        note = f"not calibrated from the ground truth: {found['reason']}"
+    if fallback is None:
+        raise ValueError(f"no linking threshold: {note}; pass --threshold D (a cosine distance in (0, 2]).")
+    distance, source = fallback()
+    return {"distance": distance, "source": source, "note": note}
+
+
 def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, output: str,
                  settings: LinkSettings, score: Optional[Scorer] = None, metrics: bool = True,
-                 log: Log = print) -> Dict:
+                 log: Log = print, fallback: Optional[Callable[[], Tuple[float, str]]] = None) -> Dict:
     """Link the tracklets of `tracks` (:func:`read_camera_tracks`) across the cameras of each
     scene and write the module docstring's files under `output`; returns identities.json's
-    content (with ``metrics`` when scored)."""
+    content (with ``metrics`` when scored).
+
+    The threshold is `settings.threshold`; without one it is calibrated at `settings.far` from the
+    ground truth when every sequence has it (:func:`ground_truth_threshold`), else
+    ``fallback() -> (distance, source)`` gives it (the model's calibrated thresholds)."""
     settings.check()
     check_output_folder(output)
     rows = read_camera_tracks(sequences, tracks)
@@ -169,12 +219,14 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
         parts.append(tracklet_features(seq, r, model, k, settings.crops_per_tracklet))
         log(f"{seq.name} (camera {seq.camera}, scene {seq.scene}): {len(parts[-1])} tracklets, {len(r)} boxes")
     tracklets = Tracklets.concatenate(parts)
+    threshold = _threshold(settings, sequences, rows, tracklets, fallback, log)
     scene_of = np.array([sequences[int(k)].scene for k in tracklets.sequence], dtype=object)
     global_id = np.zeros(len(tracklets), np.int64)
     next_id = 1
     for scene in sorted(set(scene_of)):  # other scenes are other people: linked apart
         members = np.flatnonzero(scene_of == scene)
-        labels = link_tracklets(tracklets.select(members), settings.threshold, settings.max_gap, settings.transitions)
+        labels = link_tracklets(tracklets.select(members), threshold["distance"], settings.max_gap,
+                                settings.transitions)
         global_id[members] = labels + next_id
         next_id += int(labels.max()) + 1 if len(labels) else 0
     os.makedirs(os.path.join(output, "tracks"), exist_ok=True)
@@ -188,7 +240,7 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
     identities = _identities(sequences, tracklets, global_id)
     multi = sum(len(i["cameras"]) > 1 for i in identities)
     record = {"tracks": os.path.abspath(tracks) if tracks != GT_TRACKS else GT_TRACKS,
-              "model": model.identity, "threshold": settings.threshold,
+              "model": model.identity, "threshold": threshold["distance"], "threshold_source": threshold,
               "crops_per_tracklet": settings.crops_per_tracklet, "max_gap": settings.max_gap,
               "transitions": None if settings.transitions is None else
               [{"cameras": list(k), "min_seconds": v[0], "max_seconds": v[1]}
@@ -212,5 +264,6 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
     return record
 
 
-__all__ = ["GT_TRACKS", "LinkSettings", "PEDESTRIAN", "concatenate_cameras", "gt_tracklets", "link_cameras",
+__all__ = ["GT_TRACKS", "LinkSettings", "PEDESTRIAN", "concatenate_cameras", "ground_truth_threshold", "gt_tracklets",
+           "link_cameras",
            "read_camera_tracks", "score_cameras", "trackeval_score"]

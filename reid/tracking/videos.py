@@ -73,6 +73,12 @@ def find_videos(paths: Seq[str], need: Optional[str] = None) -> List[str]:
     return found
 
 
+def video_ground_truth(video: str) -> Optional[str]:
+    """The ground truth beside `video` (``<name>.gt.txt``), or None."""
+    path = os.path.splitext(video)[0] + BESIDE["gt"]
+    return path if os.path.isfile(path) else None
+
+
 def _stamp(path: str) -> Optional[List[int]]:
     """Size and modification time of `path` (None when nothing is there): what a decoded folder is checked against."""
     try:
@@ -204,5 +210,5 @@ def video_sequences(videos: Seq[str], output: str, log: Log = print) -> List[Seq
     return [video_sequence(video, output, camera, log) for camera, video in enumerate(videos, start=1)]
 
 
-__all__ = ["SOURCE_FILE", "VIDEO_EXTS", "VIDEO_FOLDER", "find_videos", "video_name", "video_sequence",
+__all__ = ["SOURCE_FILE", "VIDEO_EXTS", "VIDEO_FOLDER", "find_videos", "video_ground_truth", "video_name", "video_sequence",
            "video_sequences"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from reid.tracking.mot_files import MOTRows
 from reid.tracking.appearance_threshold import box_iou, calibrate_from_ground_truth, match_to_ground_truth
@@ -63,3 +64,50 @@ def test_a_split_that_cannot_resolve_the_far_gives_no_threshold_and_says_why():
     assert found["distance"] is None and "cannot resolve FAR 0.0001" in found["reason"]
     one = calibrate_from_ground_truth([feats], [np.zeros(6, np.int64)], [np.arange(1, 7)], 1e-2)
     assert one["distance"] is None and "fewer than two" in one["reason"]
+
+
+def test_a_tracklet_takes_the_id_most_of_its_boxes_match_and_a_switched_one_none():
+    from reid.tracking.appearance_threshold import tracklet_identities
+
+    box = [[0, 0, 10, 20]]
+    gt = MOTRows(np.array([1, 2, 3, 4]), np.array([7, 7, 9, 9]), np.array(box * 4, float), np.ones(4),
+                 np.ones(4, np.int64), np.ones(4))
+    # tracklet 5 covers frames 1-3 (7, 7, 9: mostly person 7); tracklet 6 frames 1-2 and 3-4 of a far box
+    # (nobody); tracklet 8 frames 3-4 half on person 9, half off: not a majority
+    rows = MOTRows(np.array([1, 2, 3, 3, 4, 4]), np.array([5, 5, 5, 8, 8, 6]),
+                   np.array(box * 3 + [[0, 0, 10, 20], [50, 50, 10, 20], [90, 90, 5, 5]], float), np.ones(6),
+                   np.full(6, -1), np.full(6, -1.0))
+    # frame 3 has two rows on one gt box: the one-to-one matching gives it to one of them, and either way
+    # tracklet 5 has 2 of 3 boxes on person 7 and tracklet 8 at most 1 of 2 on person 9
+    assert tracklet_identities(rows, gt, np.array([5, 6, 8])).tolist() == [7, -1, -1]
+
+
+def test_the_ground_truth_linking_threshold_is_the_calibration_of_tracklet_pairs_across_cameras(tmp_path):
+    from reid.evaluation.thresholds import calibrate
+    from reid.tracking.cross_camera import ground_truth_threshold
+    from reid.tracking.sequences import read_sequence
+    from reid.tracking.tracklets import Tracklets
+    from tests.tracking.sequence_files import write_sequence
+
+    rng = np.random.default_rng(3)
+    people = rng.normal(size=(12, 8))
+    sequences, rows, parts = [], [], []
+    for k in range(2):
+        lines = "".join(f"1,{p + 1},{4 * p},{2},3,5,1,1,1\n" for p in range(12))
+        seq = read_sequence(write_sequence(str(tmp_path / f"c{k}"), length=1, gt=lines, extra={"scene": "s"}))
+        r = MOTRows(np.ones(12, np.int64), np.arange(1, 13) + 100 * k, np.array([[4 * p, 2, 3, 5] for p in range(12)],
+                    float), np.ones(12), np.full(12, -1), np.full(12, -1.0))
+        feats = people + 0.7 * rng.normal(size=people.shape)
+        feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+        n = 12
+        parts.append(Tracklets(np.full(n, k), np.full(n, k + 1), r.track_id, np.ones(n, np.int64), np.ones(n, np.int64),
+                               np.zeros(n), np.zeros(n), np.ones(n, np.int64), feats.astype(np.float32)))
+        sequences.append(seq)
+        rows.append(r)
+    tracklets = Tracklets.concatenate(parts)
+    found = ground_truth_threshold(sequences, rows, tracklets, 0.05)
+    pids = np.tile(np.arange(12), 2)
+    cams = np.repeat([0, 1], 12)
+    expected = calibrate(tracklets.features, tracklets.features, pids, pids, cams, cams, fars=[0.05])
+    assert found["distance"] == pytest.approx(expected["thresholds"]["0.05"]["distance"])
+    assert found["num_impostor"] == expected["num_impostor"]

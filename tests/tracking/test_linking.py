@@ -362,7 +362,7 @@ def test_tool_with_a_tiny_model_writes_consistent_files(synth, tmp_path, tracker
     assert 0 <= json.load(open(out / "metrics.json"))["multi_camera"]["synth-multicamera"]["IDF1"] <= 100
     # --far without calibrated thresholds next to the weights: one line saying what to do
     capsys.readouterr()
-    assert cli.main(base + ["--far", "1e-2"]) == 1
+    assert cli.main(base + ["--far", "1e-2", "--calibration", "model"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no calibrated thresholds next to" in err and "--threshold D" in err
     # calibrated thresholds next to the weights: --far picks the distance 1 - similarity at that FAR
@@ -373,10 +373,15 @@ def test_tool_with_a_tiny_model_writes_consistent_files(synth, tmp_path, tracker
     feats = rng.normal(size=(20, 16))[pids] + 0.5 * rng.normal(size=(80, 16))
     record = calibrate(feats[::2], feats[1::2], pids[::2], pids[1::2], np.zeros(40, int), np.ones(40, int), [1e-2])
     save_thresholds(str(tmp_path), dict(record, weights="model_final.pth"))
-    assert cli.main(base + ["--far", "1e-2", "--output", str(tmp_path / "far")]) == 0
+    assert cli.main(base + ["--far", "1e-2", "--output", str(tmp_path / "far"), "--calibration", "model"]) == 0
     distance = 1 - record["thresholds"]["0.01"]["similarity"]
     assert f"threshold: cosine distance {distance:.4f}" in capsys.readouterr().out
     assert json.load(open(tmp_path / "far" / "identities.json"))["threshold"] == pytest.approx(distance)
+    # without --calibration model, sequences with ground truth calibrate from it, as track.py does
+    assert cli.main(base + ["--far", "1e-2", "--output", str(tmp_path / "truth")]) == 0
+    source = json.load(open(tmp_path / "truth" / "identities.json"))["threshold_source"]
+    assert source["source"].startswith("ground truth") and source["far"] == 1e-2
+    assert "from the ground truth" in capsys.readouterr().out
 
 
 def test_sequences_without_a_declared_scene_get_no_multi_camera_score(tmp_path):
