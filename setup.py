@@ -16,6 +16,7 @@ OPTIONAL_EXTRAS = {
     "safetensors": ["safetensors>=0.8.0"],  # .safetensors galleries
     "timm": ["timm>=1.0.31"],  # MODEL.BACKBONE.NAME "timm/<model name>": any timm model as a backbone
     "clip": ["open_clip_torch>=3.3.0"],  # CLIP image encoders (clip_vit_b16, clip_rn50) and CLIP-ReID
+    "tune": ["optuna>=5.0.0"],  # tools/tune_tracker.py: a tracker's settings searched by Optuna's TPE
 }
 # --backend openvino, and int8 files quantized by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs
 # fastest. Not part of "all": with them installed, two CI runs of the suite lost an xdist worker (a crash

@@ -38,6 +38,7 @@ from reid.inference.options import BACKEND_NAMES
 from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
 
 from .args import float_in, int_in, parse_args, tool_parser
+from .errors import error_text
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
 from .sequence_args import add_input_arguments, add_picture_arguments
@@ -60,7 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the results, metrics and plot")
     add_model_arguments(p, override_example="TEST.IMS_PER_BATCH 64", many_weights=True)
     p.add_argument("--no-reid", action="store_true", help="motion only (the baseline; always run beside models)")
-    p.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKER_NAMES, help=f"BoxMOT tracker (default: {DEFAULT_TRACKER})")
+    p.add_argument("--tracker", default=None, choices=TRACKER_NAMES,
+                   help=f"BoxMOT tracker (default: --tracker-config's, else {DEFAULT_TRACKER})")
+    p.add_argument("--tracker-config", metavar="FILE",
+                   help="tracker_settings.json of tools/tune_tracker.py: its tracker and settings (--tracker-option "
+                        "given beside it wins)")
     p.add_argument("--detections", default="det", choices=DETECTION_SOURCES,
                    help="det: each sequence's det/det.txt (default); gt: its ground-truth boxes")
     p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
@@ -109,9 +114,30 @@ class _Bars:
             self.bars.pop(key).close()
 
 
+def _tracker_settings(args: argparse.Namespace) -> None:
+    """--tracker and --tracker-option completed from --tracker-config (the options given beside it win)."""
+    if args.tracker_config:
+        from reid.tracking.tracker_options import read_settings_file
+
+        tracker, options = read_settings_file(args.tracker_config)
+        if tracker not in TRACKER_NAMES:
+            raise ValueError(f"{args.tracker_config}: tracker {tracker!r} is not one of {', '.join(TRACKER_NAMES)}.")
+        if args.tracker not in (None, tracker):
+            raise ValueError(f"--tracker-config {args.tracker_config} holds settings of {tracker}, not of --tracker "
+                             f"{args.tracker}; leave --tracker out, or tune {args.tracker} with tools/tune_tracker.py.")
+        args.tracker = tracker
+        args.tracker_option = list(options.items()) + args.tracker_option
+    args.tracker = args.tracker or DEFAULT_TRACKER
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
+    try:
+        _tracker_settings(args)
+    except (ValueError, OSError) as e:
+        print(error_text(e), file=sys.stderr)
+        return 1
     check_model_arguments(parser, args, lists=("weights",))
     named = bool(args.weights or args.run or args.config_file)
     if not named and not args.no_reid:
@@ -169,8 +195,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             pictures = [p for run in runs for p in write_result_pictures(
                 sequences, os.path.join(args.output, label_folder(run.label)), args.save_video, args.save_frames)
             ] if args.save_video or args.save_frames else []
-            settings = {"sequences": args.sequences or os.path.join(args.output, VIDEO_FOLDER), "videos": videos, "tracker": args.tracker,
-                        "detections": args.detections, "far": args.far, "tracker_options": dict(args.tracker_option),
+            settings = {"sequences": args.sequences or os.path.join(args.output, VIDEO_FOLDER), "videos": videos,
+                        "tracker": args.tracker, "detections": args.detections, "far": args.far,
+                        "tracker_config": args.tracker_config, "tracker_options": dict(args.tracker_option),
                         "sequence_names": [s.name for s in sequences]}
             paths = write_report(runs, args.output, settings)
         finally:

@@ -18,7 +18,8 @@ from reid.utils.run_lock import RunLock
 
 OWNER_FILE = ".circle-reid-tool"
 #: What each tool leaves in its folder: a folder of results older than the owner file is known by them.
-SIGNATURES = {"track": ("summary.md",), "link_cameras": ("identities.json",)}
+SIGNATURES = {"track": ("summary.md",), "link_cameras": ("identities.json",),
+              "tune_tracker": ("tracker_settings.json",)}
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -49,8 +50,8 @@ def claim_output(folder: str, tool: str, inputs: Sequence[str] = (), writes: Seq
     check_output_folder(folder, "--output")
     owner = output_owner(folder) if os.path.isdir(folder) else ""
     if owner and owner != tool:
-        raise ValueError(f"--output {folder} holds the results of tools/{owner}.py, and tools/{tool}.py would replace "
-                         f"its metrics.json; choose another --output folder.")
+        raise ValueError(f"--output {folder} holds the results of tools/{owner}.py, and tools/{tool}.py would mix its "
+                         f"own with them (or replace them); choose another --output folder.")
     for given in inputs:
         if _inside(folder, given):
             raise ValueError(f"--output {folder} lies inside the input {given}: the results would mix with the files "

@@ -14,10 +14,16 @@ yes/no, one of named options) and refuses only values outside that kind.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import subprocess
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
+
+from reid.utils.path_kinds import check_file
+
+#: A settings file is a few hundred bytes; a larger one is not one (and is not read into memory).
+MAX_SETTINGS_BYTES = 1 << 20
 
 #: Where a BoxMOT package keeps each tracker's settings (``<name>.yaml``).
 SPEC_FOLDER = os.path.join("configs", "trackers")
@@ -102,4 +108,23 @@ def check_options_in_env(options: Dict[str, Any], python: str, tracker: str, dis
     check_tracker_options(options, read_spec(path), tracker, path, distance)
 
 
-__all__ = ["check_options_in_env", "check_tracker_options", "read_spec", "spec_path"]
+def read_settings_file(path: str) -> Tuple[str, Dict[str, Any]]:
+    """The tracker and its settings that a settings file (``tools/tune_tracker.py``'s tracker_settings.json:
+    ``{"tracker": NAME, "options": {...}}``) names; one line for anything else."""
+    check_file(path, "--tracker-config", "name the tracker_settings.json that tools/tune_tracker.py wrote.",
+               missing_hint="check the path.")
+    what = 'a tracker settings file: {"tracker": NAME, "options": {...}}, as tools/tune_tracker.py writes'
+    if os.path.getsize(path) > MAX_SETTINGS_BYTES:
+        raise ValueError(f"{path}: {os.path.getsize(path)} bytes, too large for {what}.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not JSON ({' '.join(str(e).split())[:200]}); give {what}.") from None
+    if not (isinstance(record, dict) and isinstance(record.get("tracker"), str)
+            and isinstance(record.get("options"), dict)):
+        raise ValueError(f"{path}: not {what}.")
+    return record["tracker"], record["options"]
+
+
+__all__ = ["MAX_SETTINGS_BYTES", "read_settings_file", "check_options_in_env", "check_tracker_options", "read_spec", "spec_path"]

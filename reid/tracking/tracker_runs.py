@@ -107,9 +107,10 @@ class RunResult:
                 "appearance_share": self.embed_seconds / total if total > 0 else 0.0}
 
 
-def _threshold(kind: TrackerKind, model: AppearanceModel, sequences: Seq[Sequence], detections: Seq[MOTRows],
-               features: Seq[np.ndarray], given: Optional[float], far: float,
-               calibrated: Optional[Callable[[AppearanceModel, float], Optional[Dict[str, Any]]]]) -> Dict[str, Any]:
+def gate_threshold(kind: TrackerKind, model: AppearanceModel, sequences: Seq[Sequence], detections: Seq[MOTRows],
+                   features: Seq[np.ndarray], given: Optional[float], far: float,
+                   calibrated: Optional[Callable[[AppearanceModel, float], Optional[Dict[str, Any]]]]
+                   ) -> Dict[str, Any]:
     """The appearance threshold for `model` and where it came from (the module docstring's order)."""
     if kind.threshold_option is None:
         return {"option": None, "distance": None, "source": "this tracker weights appearance, it has no threshold"}
@@ -189,31 +190,20 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
         threshold: Dict[str, Any] = {}
         if model is not None:
             given = (tracker_options or {}).get(kind.threshold_option, appearance_threshold)
-            threshold = _threshold(kind, model, sequences, boxes, features, given, far, calibrated)
+            threshold = gate_threshold(kind, model, sequences, boxes, features, given, far, calibrated)
             if threshold.get("distance") is not None:
                 options[kind.threshold_option] = float(threshold["distance"])
         # the user's settings apply to every run, except those that decide appearance: the baseline stays motion only
         appearance_keys = set(kind.appearance_options) | set(kind.motion_options or {}) | {kind.threshold_option}
         options.update({k: v for k, v in (tracker_options or {}).items() if model is not None or k not in appearance_keys})
-        job = {"command": "track", "tracker": tracker, "options": options, "sequences": [
-            {"name": s.name, "length": s.length, "width": s.width, "height": s.height,
-             "detections": _npz(os.path.join(inputs, s.name + ".npz"), rows, f),
-             "output": os.path.join(folder, s.name + ".txt"),
-             "frames": [s.frame_path(k) for k in range(1, s.length + 1)] if _needs_frames(tracker, options) else None}
-            for s, rows, f in zip(sequences, boxes, features)]}
-        seconds = [0.0]
-
-        def on_line(line: Dict[str, Any], label: str = label) -> None:
-            if line.get("done"):
-                seconds[0] += float(line["seconds"])
-            if progress is not None:
-                progress(label, line)
-
-        run_side(python, job, os.path.join(inputs, "job.json"), on_line)
+        tracker_inputs = [_npz(os.path.join(inputs, s.name + ".npz"), rows, f)
+                          for s, rows, f in zip(sequences, boxes, features)]
+        results, seconds = run_tracker(sequences, tracker_inputs, tracker, options, folder, python,
+                                       os.path.join(inputs, "job.json"),
+                                       None if progress is None else (lambda line, label=label: progress(label, line)))
         identity = {"label": label} if model is None else {"label": label, **model.identity}
-        runs.append(RunResult(label, identity, threshold, {s.name: os.path.join(folder, s.name + ".txt")
-                                                             for s in sequences}, embed_seconds, seconds[0], frames))
-        log(f"{label}: tracked {len(sequences)} sequences ({frames} frames) in {embed_seconds + seconds[0]:.1f} s"
+        runs.append(RunResult(label, identity, threshold, results, embed_seconds, seconds, frames))
+        log(f"{label}: tracked {len(sequences)} sequences ({frames} frames) in {embed_seconds + seconds:.1f} s"
             + (f"; appearance threshold {threshold['distance']:.4f} ({threshold['source']})"
                if threshold.get("distance") is not None else ""))
     if all(s.gt_path for s in sequences):
@@ -221,6 +211,30 @@ def track_runs(sequences: Seq[Sequence], models: Seq[Optional[AppearanceModel]],
         for run in runs:
             run.metrics = score_results(entries, run.results, os.path.join(output, "features", "scoring"), python)
     return runs
+
+
+def run_tracker(sequences: Seq[Sequence], inputs: Seq[str], tracker: str, options: Dict[str, Any], folder: str,
+                python: str, job_path: str, progress: Optional[Callable[[Dict[str, Any]], None]] = None
+                ) -> Tuple[Dict[str, str], float]:
+    """Run BoxMOT's `tracker` with `options` over `sequences` (their boxes and features in the ``.npz``
+    files `inputs`) in the tracker environment; returns (sequence name -> result file in `folder`, the
+    tracker's seconds). `progress` receives the environment's progress lines."""
+    os.makedirs(folder, exist_ok=True)
+    job = {"command": "track", "tracker": tracker, "options": options, "sequences": [
+        {"name": s.name, "length": s.length, "width": s.width, "height": s.height, "detections": path,
+         "output": os.path.join(folder, s.name + ".txt"),
+         "frames": [s.frame_path(k) for k in range(1, s.length + 1)] if _needs_frames(tracker, options) else None}
+        for s, path in zip(sequences, inputs)]}
+    seconds = [0.0]
+
+    def on_line(line: Dict[str, Any]) -> None:
+        if line.get("done"):
+            seconds[0] += float(line["seconds"])
+        if progress is not None:
+            progress(line)
+
+    run_side(python, job, job_path, on_line)
+    return {s.name: os.path.join(folder, s.name + ".txt") for s in sequences}, seconds[0]
 
 
 def _stage(progress: Optional[Callable[[str, Dict[str, Any]], None]], label: str, sequence: str):
@@ -262,4 +276,5 @@ def tracked_models(models: Seq[AppearanceModel], tracker: str) -> Tuple[Optional
 
 
 __all__ = ["DEFAULT_TRACKER", "DETECTION_SOURCES", "MOTION_ONLY", "RunResult", "TRACKERS", "TrackerKind",
-           "check_tracker", "differences", "sequence_detections", "thresholds_file", "track_runs", "tracked_models"]
+           "check_tracker", "differences", "gate_threshold", "run_tracker", "sequence_detections", "thresholds_file", "track_runs",
+           "tracked_models"]

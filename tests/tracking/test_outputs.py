@@ -17,7 +17,7 @@ def test_one_folder_holds_one_tools_results(tmp_path):
     assert output_owner(out) == "track" and open(os.path.join(out, OWNER_FILE)).read() == "track\n"
     claim_output(out, "track").release()  # the same tool again: its own results, replaced
     with pytest.raises(ValueError, match=r"--output .*out holds the results of tools/track.py, and "
-                                         r"tools/link_cameras.py would replace its metrics.json"):
+                                         r"tools/link_cameras.py would mix its own with them"):
         claim_output(out, "link_cameras")
     older = tmp_path / "older"  # a folder of results written before the owner file existed
     older.mkdir()
