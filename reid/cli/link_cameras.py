@@ -39,7 +39,7 @@ from typing import Tuple
 from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
-from .sequence_args import add_input_arguments, add_picture_arguments
+from .sequence_args import add_convention_argument, add_input_arguments, add_picture_arguments
 
 #: The false accept rate whose calibrated threshold is used when neither --threshold nor --far is given.
 DEFAULT_FAR = 1e-2
@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "made once; docs/tracking.md)")
     add_picture_arguments(p, "<output>/tracks")
     add_model_arguments(p)
+    add_convention_argument(p)
     return p
 
 
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
                 sequences = video_sequences(videos, args.output)
             model = load_appearance_models(weights=[args.weights] if args.weights else [], run=args.run,
                                            config_file=args.config_file, opts=overrides(args) or None,
-                                           device=args.device)[0]
+                                           device=args.device, input_convention=args.input_convention)[0]
             threshold = args.threshold if args.threshold is not None or from_truth else \
                 (early or _calibrated_distance(args, far, model.predictor))[0]
             settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions, far).check()

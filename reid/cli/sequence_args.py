@@ -21,3 +21,10 @@ def add_picture_arguments(p: argparse.ArgumentParser, where: str) -> None:
                    help=f"write each sequence with every track's box, id and colour drawn: {where}/<sequence>.mp4")
     p.add_argument("--save-frames", action="store_true",
                    help=f"the same pictures as frame images: {where}/<sequence>/000001.jpg ...")
+
+
+def add_convention_argument(p: argparse.ArgumentParser) -> None:
+    """``--input-convention``: how to feed an exported file that records none (another exporter's)."""
+    p.add_argument("--input-convention", choices=("raw", "boxmot"), default=None,
+                   help="an exported file that records no input convention (not written by tools/export.py) is "
+                        "refused unless named: raw (RGB pixels 0-255) or boxmot (RGB / 255, ImageNet mean and std)")

@@ -41,7 +41,7 @@ from .args import float_in, int_in, parse_args, tool_parser
 from .errors import error_text
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
-from .sequence_args import add_input_arguments, add_picture_arguments
+from .sequence_args import add_convention_argument, add_input_arguments, add_picture_arguments
 
 
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_input_arguments(p, "a MOTChallenge sequence folder, or a folder of them (MOT17/train, ...)")
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the results, metrics and plot")
     add_model_arguments(p, override_example="TEST.IMS_PER_BATCH 64", many_weights=True)
+    add_convention_argument(p)
     p.add_argument("--no-reid", action="store_true", help="motion only (the baseline; always run beside models)")
     p.add_argument("--tracker", default=None, choices=TRACKER_NAMES,
                    help=f"BoxMOT tracker (default: --tracker-config's, else {DEFAULT_TRACKER})")
@@ -187,7 +188,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  check_tracker(args.tracker).threshold_option, log=log)
             models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
                                             opts=args.opts, device=args.device, backend=args.backend,
-                                            input_size=args.input_size) if named else []
+                                            input_size=args.input_size,
+                                            input_convention=args.input_convention) if named else []
             runs = track_runs(sequences, tracked_models(models, args.tracker), args.tracker, args.output, python,
                               detections=args.detections, appearance_threshold=args.appearance_threshold,
                               far=args.far, tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet),

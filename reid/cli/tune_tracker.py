@@ -34,7 +34,7 @@ from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NA
 from .args import float_in, int_in, parse_args, tool_parser
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
-from .sequence_args import add_input_arguments
+from .sequence_args import add_convention_argument, add_input_arguments
 
 SETTINGS_FILE = "tracker_settings.json"
 SHOWN = ("HOTA", "IDF1", "AssA", "IDSW")
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "settings on")
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the settings, trials and summary")
     add_model_arguments(p)
+    add_convention_argument(p)
     p.add_argument("--no-reid", action="store_true", help="tune motion only (no appearance model)")
     p.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKER_NAMES,
                    help=f"BoxMOT tracker (default: {DEFAULT_TRACKER})")
@@ -122,7 +123,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  "are the search space; use the tracker environment (BoxMOT 25.0.0).")
             model = None if args.no_reid else load_appearance_models(
                 weights=[args.weights] if args.weights else [], run=args.run, config_file=args.config_file,
-                opts=args.opts or None, device=args.device)[0]
+                opts=args.opts or None, device=args.device, input_convention=args.input_convention)[0]
             features = os.path.join(args.output, "features")
             tuning = prepare(sequences, [sequence_detections(s, args.detections) for s in sequences], model,
                              os.path.join(features, "tuning"))

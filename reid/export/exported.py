@@ -159,6 +159,15 @@ class ExportedModel:
             )
         return x
 
+    def assume_convention(self, convention: str) -> None:
+        """Feed a file that records no input convention (another exporter's) as `convention` ("raw" or
+        "boxmot") says; a ValueError for a file that records one (its own is the truth)."""
+        if self.convention is not None:
+            raise ValueError(f"{self.path} records its input convention ({self.convention}); it needs none named.")
+        if convention not in ("raw", "boxmot"):
+            raise ValueError(f"input convention {convention!r}: choose raw or boxmot.")
+        self.convention, self._to_input = convention, from_raw_pixels(convention)
+
     @property
     def needs_camids(self) -> bool:
         """Whether the file takes camera ids (``camids``) beside the images: a model with SIE."""

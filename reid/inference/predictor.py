@@ -254,6 +254,11 @@ class Predictor:
         return self._runtime.file.record if self._runtime is not None else {}
 
     @property
+    def exported_model(self) -> Optional[Any]:
+        """The opened exported file the predictor runs (:class:`reid.export.exported.ExportedModel`), else None."""
+        return getattr(self._runtime, "file", None)
+
+    @property
     def exported(self) -> Optional[str]:
         """The exported file a backend other than torch runs when one was given, else None."""
         return getattr(self._runtime, "path", None)

@@ -110,14 +110,32 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
                            lambda crops: predictor.extract_arrays(crops), cfg=cfg, predictor=predictor)
 
 
+def check_convention(predictor: Any, path: str, named: Optional[str]) -> None:
+    """An exported file that records no input convention (another exporter's) runs in a tracker only as
+    the user names it (`named`: "raw" or "boxmot"): guessed, every feature could be wrong without a sign."""
+    opened = predictor.exported_model
+    if opened is None or opened.convention is not None:
+        if named is not None and opened is not None and opened.convention != named:
+            raise ValueError(f"{path} records its input convention ({opened.convention}); leave --input-convention "
+                             f"{named} out.")
+        return
+    if named is None:
+        raise ValueError(f"{path} records no input convention (it was not written by tools/export.py), and a tracker "
+                         "would feed it crops it may not expect; name it with --input-convention raw (RGB pixels 0-255) "
+                         "or boxmot (RGB / 255 with ImageNet mean and std), or export the model with tools/export.py.")
+    opened.assume_convention(named)
+
+
 def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, config_file: Optional[str] = None,
                            opts: Optional[Seq[Any]] = None, device: Optional[str] = None, backend: Optional[str] = None,
-                           input_size: Optional[Seq[int]] = None) -> List[AppearanceModel]:
+                           input_size: Optional[Seq[int]] = None, input_convention: Optional[str] = None
+                           ) -> List[AppearanceModel]:
     """Every model named by the tools' options: each of `weights` (checkpoints or exported files; an
     exported file with `run` / `config_file` runs instead of that run's checkpoint, checked against its
     weights), or one model from `run` / `config_file`. `input_size` (H, W) resizes the crops of
     checkpoints (``INPUT.SIZE_TEST``); an exported file whose fixed size differs is refused. `backend`
-    None: PyTorch for checkpoints, each exported file's own runtime."""
+    None: PyTorch for checkpoints, each exported file's own runtime. An exported file that records no
+    input convention is refused unless `input_convention` names it (:func:`check_convention`)."""
     from reid.export.options import is_exported_file
     from reid.inference.predictor import load_predictor
 
@@ -130,6 +148,8 @@ def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, co
         predictor = load_predictor(run=run, config_file=config_file, weights=path,
                                    opts=(list(opts or []) + ([] if alone else size_opts)) or None, device=device,
                                    backend=backend, flip=False if exported or backend not in (None, "torch") else None)
+        if exported:
+            check_convention(predictor, os.fspath(path), input_convention)
         if alone:
             check_input_size(predictor.input_size, input_size, os.fspath(path))
         source = os.fspath(path) if path else str(predictor.cfg.MODEL.WEIGHTS)

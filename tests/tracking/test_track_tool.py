@@ -252,3 +252,23 @@ def test_sigterm_mid_run_is_one_line_and_leaves_no_report_no_tracker_and_a_free_
     assert not (out / "metrics.json").exists() and not (out / "summary.md").exists()
     assert _processes_naming(job) == []  # the tracker's process ended with the tool
     claim_output(str(out), "track").release()  # and the folder's lock went with it
+
+
+def test_a_file_without_an_input_convention_runs_only_as_the_user_names_it(model_files, tmp_path):
+    import onnx
+
+    _, onnx_path = model_files
+    graph = onnx.load(onnx_path)
+    del graph.metadata_props[:]  # what another exporter writes: no circle_reid record
+    foreign = str(tmp_path / "foreign.onnx")
+    onnx.save(graph, foreign)
+    with pytest.raises(ValueError, match=r"foreign.onnx records no input convention .*--input-convention raw"):
+        load_appearance_models([foreign])
+    crops = [np.random.default_rng(i).integers(0, 256, (40, 20, 3), dtype=np.uint8) for i in range(4)]
+    (ours,) = load_appearance_models([onnx_path])
+    (raw,) = load_appearance_models([foreign], input_convention="raw")
+    (boxmot,) = load_appearance_models([foreign], input_convention="boxmot")
+    assert np.abs(raw.embed(crops) - ours.embed(crops)).max() < 1e-6  # raw pixels: what our export takes
+    assert np.abs(boxmot.embed(crops) - ours.embed(crops)).max() > 1e-3  # normalised crops: another input
+    with pytest.raises(ValueError, match=r"tiny.onnx records its input convention \(raw\); leave --input-convention"):
+        load_appearance_models([onnx_path], input_convention="boxmot")
