@@ -11,7 +11,7 @@ import shlex
 import sys
 from typing import Callable, List, Optional, Sequence
 
-from reid.config import load_config, value_range
+from reid.config import value_range
 
 #: Upper bounds of command-line numbers that no config key bounds; each sizes an allocation.
 #: Matches per query (search -k, plot --max-rank): results hold queries x k entries.
@@ -29,19 +29,6 @@ def tool_parser(description: str, epilog: str = "") -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
         description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-
-
-def base_parser(description: str, epilog: str = "") -> argparse.ArgumentParser:
-    """A parser with ``--config-file`` and trailing ``KEY VALUE`` config overrides."""
-    parser = tool_parser(description, epilog)
-    parser.add_argument("--config-file", default="", metavar="FILE", help="YAML config (may use _BASE_)")
-    parser.add_argument(
-        "opts",
-        nargs="*",
-        metavar="KEY VALUE",
-        help="config overrides, e.g. SOLVER.BASE_LR 0.001 OUTPUT_DIR out/run1",
-    )
-    return parser
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -113,10 +100,5 @@ def config_int(key: str, low: Optional[int] = None) -> Callable[[str], int]:
     return int_in(key_low if low is None else max(low, key_low), key_high, key)
 
 
-def load_cfg_from_args(args: argparse.Namespace, extra_opts: Optional[List[str]] = None):
-    """The merged, frozen config: file, then command-line overrides, then `extra_opts`."""
-    return load_config(args.config_file or None, overrides(args) + list(extra_opts or []))
-
-
-__all__ = ["MAX_BINS", "MAX_GRID", "MAX_MATCHES", "MAX_TILES", "base_parser", "command_line", "config_int", "int_in",
-           "load_cfg_from_args", "overrides", "parse_args", "tool_parser"]
+__all__ = ["MAX_BINS", "MAX_GRID", "MAX_MATCHES", "MAX_TILES", "command_line", "config_int", "int_in", "overrides",
+           "parse_args", "tool_parser"]

@@ -56,14 +56,13 @@ def convert_command(src: str, dst: str, config_file: str, opts: Sequence[str] = 
         )
     base = ["MODEL.BACKBONE.PRETRAINED", False, "MODEL.WEIGHTS", ""]
     classes = fmt.classifier_classes(state)
-    cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", classes])
-    model = build_model(cfg)
-    converted = convert_foreign_state(model, state, src, log=False)
-    if converted.head_dropped:
-        # No head rather than a randomly initialised one: fine-tuning then asks for --drop-head.
-        cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", 0])
+    # A head that does not fit is left out, not initialised randomly: fine-tuning then asks for --drop-head.
+    for num_classes in (classes, 0):
+        cfg = load_config(config_file, list(opts) + base + ["MODEL.HEADS.NUM_CLASSES", num_classes])
         model = build_model(cfg)
         converted = convert_foreign_state(model, state, src, log=False)
+        if not converted.head_dropped:
+            break
     load_model_state(model, converted.state, src)
     save_checkpoint(dst, model=model.state_dict(), cfg=cfg.dump(), converted_from=os.path.abspath(src))
     log(f"{converted.description} {src}: key mapping")

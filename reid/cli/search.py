@@ -46,9 +46,9 @@ from reid.utils.file_io import atomic_write_text
 from reid.utils.text_files import brief, printable
 from reid.visualization.options import MIN_TILE_HEIGHT
 
-from .args import MAX_MATCHES, MAX_TILES, config_int, int_in, overrides, parse_args, tool_parser
+from .args import MAX_MATCHES, MAX_TILES, config_int, int_in, parse_args, tool_parser
 from .errors import run_main
-from .model_args import add_model_arguments, check_model_arguments, predictor_from_args
+from .model_args import add_model_arguments, check_model_arguments, model_config, predictor_from_args
 
 if TYPE_CHECKING:  # the library loads torch: imported where the work starts, after the arguments
     from reid.inference.predictor import Predictor
@@ -144,15 +144,11 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     if note:
         log(note)
     records: List[Dict[str, Any]] = []
+    labels = [(key, ids) for key, ids in (("pid", index.pids), ("camid", index.camids)) if ids is not None]
     for qi, q_path in enumerate(q_paths):
-        matches = []
-        for rank, (gi, score) in enumerate(zip(result.indices[qi], result.scores[qi]), start=1):
-            m: Dict[str, Any] = {"rank": rank, "score": float(score), "path": paths[gi], "index": int(gi)}
-            if index.pids is not None:
-                m["pid"] = int(index.pids[gi])
-            if index.camids is not None:
-                m["camid"] = int(index.camids[gi])
-            matches.append(m)
+        matches = [{"rank": rank, "score": float(score), "path": paths[gi], "index": int(gi),
+                    **{key: int(ids[gi]) for key, ids in labels}}
+                   for rank, (gi, score) in enumerate(zip(result.indices[qi], result.scores[qi]), start=1)]
         record: Dict[str, Any] = {"query": q_path, "matches": matches, "own_images_left_out": len(result.left_out[qi])}
         header = f"query {qi + 1}/{len(q_paths)}: {printable(q_path)}"
         if threshold is not None:
@@ -189,13 +185,11 @@ def decision_threshold(args: argparse.Namespace, predictor: Optional[Predictor] 
     if args.far is None:
         return args.threshold, ""
     from reid.inference.decision_thresholds import calibrated_similarity, model_similarity
-    from reid.inference.loading import resolve_model
 
     if predictor is not None:
         similarity, path, description = model_similarity(predictor, args.far)
     else:
-        cfg, weights = resolve_model(args.run, args.config_file, args.weights, overrides(args) or None)
-        similarity, path, description = calibrated_similarity(cfg, weights, args.far)
+        similarity, path, description = calibrated_similarity(*model_config(args), args.far)
     print(f"threshold: similarity {similarity:.4f} from {path}; {description}")
     return similarity, f", calibrated at FAR {args.far:g}: {path}"
 

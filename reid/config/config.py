@@ -13,9 +13,12 @@ number); the second gets an error that explains the rule and shows the quoted fo
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import difflib
+import functools
 import math
+import operator
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -24,6 +27,7 @@ from yacs.config import CfgNode
 from reid.utils.path_kinds import MISSING, file_problem, is_missing
 
 from .defaults import _C, FILE_KEYS, NUMBER_OR_WORD
+from .differences import leaves
 from .errors import ConfigError
 from .sie_keys import move_clip_keys
 from .yaml_text import MAX_BYTES, YamlBool, YamlTextError, brief, parse_yaml_text
@@ -38,19 +42,13 @@ def get_cfg() -> CfgNode:
     return _C.clone()
 
 
-def _all_keys(node: CfgNode, prefix: str = "") -> List[str]:
-    keys = []
-    for k, v in node.items():
-        full = f"{prefix}{k}"
-        if isinstance(v, CfgNode):
-            keys.extend(_all_keys(v, full + "."))
-        else:
-            keys.append(full)
-    return keys
+def key_value(node: Any, key: str) -> Any:
+    """The value of dotted `key` (e.g. ``"SOLVER.BASE_LR"``) in config `node`."""
+    return functools.reduce(operator.getitem, key.split("."), node)
 
 
 def _suggest(key: str, root: CfgNode) -> str:
-    candidates = _all_keys(root)
+    candidates = [k for k, _ in leaves(root)]
     close = difflib.get_close_matches(key, candidates, n=3, cutoff=0.5)
     if not close:
         # Fall back to matching the last component (e.g. "LR" -> "SOLVER.BASE_LR").
@@ -106,7 +104,9 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
         number = _number_from_text(value) if isinstance(value, str) else value
         if isinstance(number, (int, float)) and not isinstance(number, bool):
             return float(number)
-        return _fail_number_or_word(key, value, words, source)
+        raise ConfigError(f"{source}: key {key} expects a number or {' or '.join(repr(w) for w in words)}, "
+                          f"got {brief(value)} ({type(value).__name__}).")
+    number = _number_from_text(value) if isinstance(value, str) and from_yaml else value
     if isinstance(current, bool):
         if isinstance(value, bool):
             return value
@@ -114,7 +114,6 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
     if isinstance(current, int):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        number = _number_from_text(value) if isinstance(value, str) and from_yaml else value
         if isinstance(number, float) and number.is_integer():
             # int() of the text keeps every digit of a long integer that a float would round
             try:
@@ -123,7 +122,6 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
                 return int(number)
         raise fail()
     if isinstance(current, float):
-        number = _number_from_text(value) if isinstance(value, str) and from_yaml else value
         if isinstance(number, (int, float)) and not isinstance(number, bool):
             return float(number)
         raise fail()
@@ -155,18 +153,12 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
     return _plain(value)
 
 
-def _fail_number_or_word(key: str, value: Any, words: Sequence[str], source: str) -> Any:
-    raise ConfigError(f"{source}: key {key} expects a number or {' or '.join(repr(w) for w in words)}, "
-                      f"got {brief(value)} ({type(value).__name__}).")
-
-
 def _default_of(key: str) -> Any:
     """First element of the default list of `key` (its element type), or None if unknown/empty."""
-    node: Any = _C
-    for part in key.split("."):
-        if not isinstance(node, CfgNode) or part not in node:
-            return None
-        node = node[part]
+    try:
+        node = key_value(_C, key)
+    except (KeyError, TypeError):
+        return None
     return node[0] if isinstance(node, (list, tuple)) and node else None
 
 
@@ -192,20 +184,15 @@ def _merge_dict(cfg: CfgNode, data: Dict[str, Any], source: str, prefix: str = "
             cfg[k] = _coerce(full, current, v, source, from_yaml=True)
 
 
-def _mapping(data: Any, source: str) -> Dict[str, Any]:
-    """The document of `source` as a mapping of keys (an empty document is an empty mapping)."""
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source} must contain a mapping of keys, got {type(data).__name__}.")
-    return data
-
-
 def _parse(text: str, source: str) -> Dict[str, Any]:
+    """The document in `text` as a mapping of keys (an empty document is an empty mapping)."""
     try:
-        return _mapping(parse_yaml_text(text), source)
+        data = parse_yaml_text(text)
     except YamlTextError as e:
         raise ConfigError(f"{source} cannot be used as a config: {e}.") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{source} must contain a mapping of keys, got {type(data).__name__}.")
+    return data or {}
 
 
 def _read_yaml_file(path: str) -> Dict[str, Any]:
@@ -313,10 +300,8 @@ def merge_from_text(cfg: CfgNode, text: str, source: str, unknown: Optional[List
 def _parse_value(text: Any) -> Any:
     if not isinstance(text, str):
         return text
-    try:
+    with contextlib.suppress(ValueError, SyntaxError):
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        pass
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -332,11 +317,8 @@ def _parse_str_list(key: str, text: Any) -> Any:
     if not isinstance(text, str):
         return text
     s = text.strip()
-    try:
+    with contextlib.suppress(ValueError, SyntaxError):
         value = ast.literal_eval(s)
-    except (ValueError, SyntaxError):
-        pass
-    else:
         if isinstance(value, (list, tuple, str)):
             return value
     opened, closed = s.startswith("["), s.endswith("]")
@@ -385,22 +367,17 @@ def merge_from_list(cfg: CfgNode, opts: Iterable[Any]) -> None:
         raise ConfigError(
             f"Command-line overrides must come in KEY VALUE pairs; got {len(opts)} items: {opts}"
         )
-    for key, raw in zip(opts[0::2], opts[1::2]):
-        node = cfg
-        parts = str(key).split(".")
-        for i, part in enumerate(parts):
-            if not isinstance(node, CfgNode) or part not in node:
-                raise ConfigError(f"command line: unknown config key {key}.{_suggest(str(key), _C)}")
-            if i < len(parts) - 1:
-                node = node[part]
-        current = node[parts[-1]]
+    for key, raw in zip(map(str, opts[0::2]), opts[1::2]):
+        parent, _, name = key.rpartition(".")
+        try:
+            node = key_value(cfg, parent) if parent else cfg
+            current = node[name]
+        except (KeyError, TypeError):
+            raise ConfigError(f"command line: unknown config key {key}.{_suggest(key, _C)}") from None
         if isinstance(current, CfgNode):
             raise ConfigError(f"command line: key {key} is a section; set one of its sub-keys instead.")
-        if _is_str_list(str(key), current):
-            value = _parse_str_list(str(key), raw)
-        else:
-            value = _parse_value(raw)
-        node[parts[-1]] = _coerce(str(key), current, value, "command line")
+        value = _parse_str_list(key, raw) if _is_str_list(key, current) else _parse_value(raw)
+        node[name] = _coerce(key, current, value, "command line")
 
 
 # Bounds on values that size memory at once (input pixels, batches, worker processes): a config
@@ -423,9 +400,7 @@ def value_range(key: str) -> Tuple[int, int]:
 def check_ranges(cfg: CfgNode, source: str = "config") -> None:
     """Raise ConfigError when a key of _RANGES (or an element of it) lies outside its bounds."""
     for key, (low, high) in _RANGES.items():
-        node: Any = cfg
-        for part in key.split("."):
-            node = node[part]
+        node = key_value(cfg, key)
         for value in node if isinstance(node, (list, tuple)) else [node]:
             if not low <= value <= high:
                 raise ConfigError(f"{source}: {key} {brief(node)} is out of range; each value must lie in "
@@ -441,11 +416,17 @@ def load_config(config_file: Optional[str] = None, opts: Optional[Sequence[Any]]
     cfg = get_cfg()
     if config_file:
         merge_from_file(cfg, config_file, allow_bases=allow_bases)
+    source = f"config file {config_file}" if config_file else None
+    return _finish(cfg, opts, source or "command line", source or "config")
+
+
+def _finish(cfg: CfgNode, opts: Optional[Sequence[Any]], source: str, ranges_source: str) -> CfgNode:
+    """`cfg` with the overrides `opts`, a CLIP model's keys of the previous layout (MODEL.TRANSREID)
+    moved with one warning line naming `source`, and its ranges checked; frozen."""
     if opts:
         merge_from_list(cfg, opts)
-    # A CLIP model's keys of the previous layout (MODEL.TRANSREID), moved with one warning line.
-    move_clip_keys(cfg, _C, f"config file {config_file}" if config_file else "command line", list(opts or [])[0::2])
-    check_ranges(cfg, f"config file {config_file}" if config_file else "config")
+    move_clip_keys(cfg, _C, source, list(opts or [])[0::2])
+    check_ranges(cfg, ranges_source)
     cfg.freeze()
     return cfg
 
@@ -456,12 +437,7 @@ def load_config_from_text(text: str, source: str, opts: Optional[Sequence[Any]] 
     as there), then `opts`; frozen."""
     cfg = get_cfg()
     merge_from_text(cfg, text, source, unknown)
-    if opts:
-        merge_from_list(cfg, opts)
-    move_clip_keys(cfg, _C, source, list(opts or [])[0::2])  # an old checkpoint's CLIP keys (MODEL.TRANSREID)
-    check_ranges(cfg, source)
-    cfg.freeze()
-    return cfg
+    return _finish(cfg, opts, source, source)
 
 
 def save_config(cfg: CfgNode, path: str) -> None:

@@ -42,10 +42,11 @@ def resume_free_keys(cfg) -> frozenset:
     return RESUME_FREE_KEYS if bool(cfg.UDA.ENABLED) else RESUME_FREE_KEYS | EXTRACTION_KEYS
 
 
-def _leaves(node: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
+def leaves(node: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    """``(dotted key, value)`` of every key of config `node` (a tuple value as a list)."""
     for key, value in node.items():
         if hasattr(value, "items"):
-            yield from _leaves(value, f"{prefix}{key}.")
+            yield from leaves(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", list(value) if isinstance(value, tuple) else value
 
@@ -55,8 +56,8 @@ def changed_keys(before, after, free: frozenset = RESUME_FREE_KEYS) -> List[Tupl
 
     `before` and `after` are CfgNodes with the same keys (both built from the defaults).
     """
-    old = dict(_leaves(before))
-    return [(k, old.get(k), v) for k, v in _leaves(after) if k not in free and old.get(k) != v]
+    old = dict(leaves(before))
+    return [(k, old.get(k), v) for k, v in leaves(after) if k not in free and old.get(k) != v]
 
 
 def describe_changes(changes: List[Tuple[str, Any, Any]]) -> str:
@@ -64,4 +65,4 @@ def describe_changes(changes: List[Tuple[str, Any, Any]]) -> str:
     return ", ".join(f"{k} (checkpoint {a!r}, now {b!r})" for k, a, b in changes)
 
 
-__all__ = ["EXTRACTION_KEYS", "RESUME_FREE_KEYS", "changed_keys", "describe_changes", "resume_free_keys"]
+__all__ = ["EXTRACTION_KEYS", "RESUME_FREE_KEYS", "changed_keys", "describe_changes", "leaves", "resume_free_keys"]

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Dict, List
 
-from .config import get_cfg
+from .config import get_cfg, key_value
 
 _ASSIGN = re.compile(r"^_C\.([A-Z0-9_.]+) = (.*)$")
 HEADER = (
@@ -43,22 +43,13 @@ def key_comments(defaults_path: str) -> Dict[str, str]:
     return comments
 
 
-def _value(cfg, key: str):
-    node = cfg
-    for part in key.split("."):
-        node = node[part]
-    return node
-
-
-def render_config_docs(defaults_path: str = None) -> str:
+def render_config_docs() -> str:
     """The Markdown text of docs/configs.md: one table per top-level section."""
-    if defaults_path is None:
-        defaults_path = os.path.join(os.path.dirname(__file__), "defaults.py")
     cfg = get_cfg()
     sections: Dict[str, List[str]] = {}
-    for key, doc in key_comments(defaults_path).items():
+    for key, doc in key_comments(os.path.join(os.path.dirname(__file__), "defaults.py")).items():
         section = key.split(".")[0] if "." in key else "(top level)"
-        value = _value(cfg, key)
+        value = key_value(cfg, key)
         shown = repr(value) if isinstance(value, str) else str(value)
         cell = doc.replace("|", "\\|")
         sections.setdefault(section, []).append(f"| `{key}` | `{shown}` | {cell} |")

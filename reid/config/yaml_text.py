@@ -18,6 +18,7 @@ word the file used (``off``, ``Yes``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 import yaml
@@ -36,6 +37,7 @@ class YamlTextError(ValueError):
     """Config text that is not YAML, or exceeds the bounds above; the message says which."""
 
 
+@dataclass(slots=True, eq=False)
 class YamlBool:
     """A boolean read from a YAML file, with the word the file used (``off``, ``Yes``, ...).
 
@@ -43,11 +45,8 @@ class YamlBool:
     turns ``AMP: off`` into False) can be reported with the user's own word.
     """
 
-    __slots__ = ("value", "text")
-
-    def __init__(self, value: bool, text: str) -> None:
-        self.value = value
-        self.text = text
+    value: bool
+    text: str
 
     def __repr__(self) -> str:
         return repr(self.value)

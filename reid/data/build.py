@@ -44,41 +44,36 @@ class TrainData:
     labelled: bool = True
 
 
+#: dataset name -> its constructor kwargs from ``cfg.DATASETS`` (datasets not listed take none).
+_DATASET_KWARGS = {
+    "msmt17": lambda d: {"combine_val": bool(d.MSMT17_COMBINE_VAL), "version": str(d.MSMT17_VERSION)},
+    "cuhk03": lambda d: {"image_set": str(d.CUHK03.IMAGE_SET), "protocol": str(d.CUHK03.PROTOCOL),
+                         "classic_split": int(d.CUHK03.CLASSIC_SPLIT)},
+    "custom": lambda d: {"train_list": d.CUSTOM.TRAIN_LIST, "query_list": d.CUSTOM.QUERY_LIST,
+                         "gallery_list": d.CUSTOM.GALLERY_LIST},
+    "folders": lambda d: {"query_path": d.FOLDERS.QUERY_PATH, "gallery_path": d.FOLDERS.GALLERY_PATH},
+    "unlabelled": lambda d: {"folder": d.UNLABELLED.DIR, "list_file": d.UNLABELLED.LIST,
+                             "camera_regex": d.UNLABELLED.CAMERA_REGEX},
+    "synthetic": lambda d: {
+        "num_train_ids": d.SYNTHETIC.NUM_TRAIN_IDS,
+        "num_test_ids": d.SYNTHETIC.NUM_TEST_IDS,
+        "num_cameras": d.SYNTHETIC.NUM_CAMERAS,
+        "images_per_camera": d.SYNTHETIC.IMAGES_PER_CAMERA,
+        "num_distractors": d.SYNTHETIC.NUM_DISTRACTORS,
+        "seed": d.SYNTHETIC.SEED,
+        "image_size": tuple(d.SYNTHETIC.IMAGE_SIZE),
+        "style": d.SYNTHETIC.STYLE,
+        "object_type": d.SYNTHETIC.OBJECT,
+    },
+    "vehicleid": lambda d: {"test_size": d.VEHICLEID.TEST_SIZE},
+    "veriwild": lambda d: {"test_size": d.VERIWILD.TEST_SIZE},
+}
+
+
 def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     """Constructor kwargs of dataset `name` taken from the config (empty for folder datasets)."""
-    name = name.lower()
-    d = cfg.DATASETS
-    if name == "msmt17":
-        return {"combine_val": bool(d.MSMT17_COMBINE_VAL), "version": str(d.MSMT17_VERSION)}
-    if name == "cuhk03":
-        c = d.CUHK03
-        return {"image_set": str(c.IMAGE_SET), "protocol": str(c.PROTOCOL), "classic_split": int(c.CLASSIC_SPLIT)}
-    if name == "custom":
-        c = d.CUSTOM
-        return {"train_list": c.TRAIN_LIST, "query_list": c.QUERY_LIST, "gallery_list": c.GALLERY_LIST}
-    if name == "folders":
-        return {"query_path": d.FOLDERS.QUERY_PATH, "gallery_path": d.FOLDERS.GALLERY_PATH}
-    if name == "unlabelled":
-        u = d.UNLABELLED
-        return {"folder": u.DIR, "list_file": u.LIST, "camera_regex": u.CAMERA_REGEX}
-    if name == "synthetic":
-        s = d.SYNTHETIC
-        return {
-            "num_train_ids": s.NUM_TRAIN_IDS,
-            "num_test_ids": s.NUM_TEST_IDS,
-            "num_cameras": s.NUM_CAMERAS,
-            "images_per_camera": s.IMAGES_PER_CAMERA,
-            "num_distractors": s.NUM_DISTRACTORS,
-            "seed": s.SEED,
-            "image_size": tuple(s.IMAGE_SIZE),
-            "style": s.STYLE,
-            "object_type": s.OBJECT,
-        }
-    if name == "vehicleid":
-        return {"test_size": d.VEHICLEID.TEST_SIZE}
-    if name == "veriwild":
-        return {"test_size": d.VERIWILD.TEST_SIZE}
-    return {}
+    make = _DATASET_KWARGS.get(name.lower())
+    return make(cfg.DATASETS) if make else {}
 
 
 def _load(cfg, name: str, log: bool = True, splits: Sequence[str] = ()) -> ReIDDataset:

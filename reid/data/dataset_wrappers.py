@@ -66,15 +66,14 @@ class ImageDataset(Dataset):
         if seed is not None:
             seed_sample(seed)
         path, pid, camid = self.items[index]
-        if target is not None:
-            pid = target
         try:
             img = read_image(path)
         except CorruptImageError:
             if not self.skip_corrupt:
                 raise
-            img, path, replaced_pid, camid = self._replacement(index)
-            pid = replaced_pid if target is None else target
+            img, path, pid, camid = self._replacement(index)
+        if target is not None:
+            pid = target
         img = self.transform(img) if self.transform is not None else to_chw_tensor(img)
         return {"images": img, "targets": pid, "camids": camid, "img_paths": path}
 

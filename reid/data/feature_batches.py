@@ -33,10 +33,6 @@ class FeatureDataset(Dataset):
         return {"images": self.features[idx], "targets": self.labels[idx]}
 
 
-def _as_batch(batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    return batch  # __getitems__ has already built it
-
-
 def check_feature_batch(num_items: int, batch_size: int, world_size: int = 1) -> None:
     """One line when `batch_size` (SOLVER.PROMPT_STAGE.IMS_PER_BATCH) cannot be split between the
     processes or is larger than the data."""
@@ -56,7 +52,7 @@ def build_feature_loader(features: torch.Tensor, labels: torch.Tensor, batch_siz
     per_process = batch_size // world_size
     sampler = ShuffleSampler(features.shape[0], per_process, seed=seed, rank=rank, world_size=world_size)
     return DataLoader(FeatureDataset(features, labels), batch_size=per_process, sampler=sampler, drop_last=True,
-                      num_workers=0, collate_fn=_as_batch)
+                      num_workers=0, collate_fn=lambda batch: batch)  # __getitems__ has built the batch
 
 
 __all__ = ["FeatureDataset", "build_feature_loader", "check_feature_batch"]

@@ -48,6 +48,13 @@ _JPEG_SOF = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 #: Image file extensions the tools look for in folders; compared case-insensitively (".JPG" is common).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+
+
+def is_image_file(path: "str | os.PathLike[str]") -> bool:
+    """Whether `path` has one of IMAGE_EXTENSIONS (the file itself is not opened)."""
+    return os.fspath(path).lower().endswith(IMAGE_EXTENSIONS)
+
+
 #: Largest image file read (bytes); re-ID crops are a few kB, a camera frame a few MB.
 MAX_IMAGE_BYTES = 1 << 28
 #: Most pixels an image may declare (64 megapixels, 192 MB decoded).
@@ -226,18 +233,15 @@ def check_image(path: str) -> Optional[str]:
     return None
 
 
-def filter_readable(
-    items: Sequence[Tuple[str, int, int]], what: str = "images", num_threads: Optional[int] = None,
-    warn: bool = True,
-) -> Tuple[List[Tuple[str, int, int]], List[str]]:
+def filter_readable(items: Sequence[Tuple[str, int, int]], what: str = "images",
+                    warn: bool = True) -> Tuple[List[Tuple[str, int, int]], List[str]]:
     """Split `items` into readable items and the paths of unreadable ones.
 
-    Decoding runs in threads (OpenCV releases the GIL). With `warn`, one warning gives the count
+    Decoding runs in up to 8 threads (OpenCV releases the GIL). With `warn`, one warning gives the count
     and the first five file names (callers that list every file themselves pass False).
     """
-    threads = num_threads or min(8, os.cpu_count() or 1)
     paths = [it[0] for it in items]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         reasons = list(pool.map(check_image, paths))
     good = [it for it, r in zip(items, reasons) if r is None]
     bad = [p for p, r in zip(paths, reasons) if r is not None]

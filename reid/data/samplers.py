@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class _EpochSampler(Sampler):
-    """Shared epoch / resume bookkeeping; subclasses implement ``_epoch_indices(epoch)``.
+    """Shared epoch / resume bookkeeping; subclasses implement ``epoch_indices(epoch)``.
 
     With `sample_seeds`, each yielded item is ``(index, seed)``: the seed is a function of
     (seed, epoch, rank, position in the epoch), so the sample at a given position is augmented
@@ -53,7 +53,7 @@ class _EpochSampler(Sampler):
         if self._pending:  # a second pass without set_epoch: move on to the next epoch
             self.epoch, self.start_batch = self.epoch + 1, 0
         self._pending = True
-        indices = self._epoch_indices(self.epoch)
+        indices = self.epoch_indices(self.epoch)
         start = self.start_batch * self.batch_size
         if not self.sample_seeds:
             return iter(indices[start:].tolist())
@@ -66,10 +66,6 @@ class _EpochSampler(Sampler):
 
     def _rng(self, epoch: int, stream: int = 0) -> np.random.Generator:
         return np.random.default_rng([self.seed, epoch, stream])
-
-    def epoch_indices(self, epoch: int) -> np.ndarray:
-        """All indices this process yields in `epoch` (no skipping); for tests and inspection."""
-        return self._epoch_indices(epoch)
 
     def state_dict(self) -> Dict[str, int]:
         """Epoch, seed and the batches to skip as last given to ``set_epoch``, to resume mid-epoch.
@@ -84,7 +80,8 @@ class _EpochSampler(Sampler):
         self.seed = int(state["seed"])
         self.set_epoch(int(state["epoch"]), int(state.get("start_batch", 0)))
 
-    def _epoch_indices(self, epoch: int) -> np.ndarray:  # pragma: no cover - abstract
+    def epoch_indices(self, epoch: int) -> np.ndarray:  # pragma: no cover - abstract
+        """All indices this process yields in `epoch` (no skipping); also for tests and inspection."""
         raise NotImplementedError
 
 
@@ -197,7 +194,7 @@ class IdentitySampler(_EpochSampler):
         pos = rng.choice(n, k, replace=False) if n >= k else rng.integers(0, n, k)
         return self._order[self._starts[ident] + pos]
 
-    def _epoch_indices(self, epoch: int) -> np.ndarray:
+    def epoch_indices(self, epoch: int) -> np.ndarray:
         shared = self._rng(epoch)  # identical on every rank: the identity split must agree
         ids = self._split_identities(shared)
         rng = self._rng(epoch, 1 + self.rank)
@@ -259,7 +256,7 @@ class ShuffleSampler(_EpochSampler):
             )
         self.num_batches = self.num_samples // self.batch_size
 
-    def _epoch_indices(self, epoch: int) -> np.ndarray:
+    def epoch_indices(self, epoch: int) -> np.ndarray:
         perm = self._rng(epoch).permutation(self.num_items)
         mine = perm[self.rank : self.num_samples * self.world_size : self.world_size]
         return mine[: self.num_batches * self.batch_size]
@@ -294,7 +291,7 @@ class PseudoLabelSampler(_EpochSampler):
                                       self.world_size)
         self.labels, self._kept = labels, kept
 
-    def _epoch_indices(self, epoch: int) -> np.ndarray:
+    def epoch_indices(self, epoch: int) -> np.ndarray:
         if self._inner is None:
             raise RuntimeError("PseudoLabelSampler: set_labels() must be called before the first epoch.")
         need, parts, have, j = self.num_batches * self.batch_size, [], 0, 0

@@ -14,18 +14,13 @@ from reid.utils.path_kinds import WrongPathKindError, file_problem, is_missing
 from reid.utils.text_files import brief, text_lines
 
 from .datasets.custom import is_header, split_list_line, strip_comment
-from .image_io import IMAGE_EXTENSIONS
+from .image_io import IMAGE_EXTENSIONS, is_image_file
 
 logger = logging.getLogger(__name__)
 
 
 PathLike = Union[str, "os.PathLike[str]"]
 _INT64 = np.iinfo(np.int64)  # labels become int64 arrays (ImageEntries.label_arrays)
-
-
-def is_image_file(path: PathLike) -> bool:
-    """Whether `path` has one of IMAGE_EXTENSIONS (the file itself is not opened)."""
-    return os.fspath(path).lower().endswith(IMAGE_EXTENSIONS)
 
 
 def images_in_folder(folder: PathLike) -> List[str]:

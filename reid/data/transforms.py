@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 import torch
 import torchvision.transforms.functional as TF
+from torchvision.transforms import Compose  # applies transforms in order
 
 Image = Union[np.ndarray, torch.Tensor]
 
@@ -189,21 +190,6 @@ class RandomErasing:
         else:
             out[:, y : y + eh_i, x : x + ew_i] = self.mean
         return out
-
-
-class Compose:
-    """Apply transforms in order."""
-
-    def __init__(self, transforms: List[Callable]) -> None:
-        self.transforms = transforms
-
-    def __call__(self, img: Image) -> torch.Tensor:
-        for t in self.transforms:
-            img = t(img)
-        return img
-
-    def __repr__(self) -> str:
-        return "Compose(" + ", ".join(type(t).__name__ for t in self.transforms) + ")"
 
 
 def build_transforms(cfg, is_train: bool = True) -> Compose:

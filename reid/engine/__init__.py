@@ -3,8 +3,8 @@
 - :class:`TrainLoop` (train_loop.py): epochs of steps; :class:`HookBase`: what runs around them.
 - hooks.py: the built-in hooks; trainer.py: :class:`Trainer`, which builds loop, checkpointer
   and hooks from a config (``build_hooks`` fixes their order).
-- checkpointer.py: what a checkpoint holds and how resume restores it; checkpoint.py: the files.
-- device.py: device, AMP, SyncBN, channels_last, DDP wrapping; distributed.py: process groups.
+- checkpointer.py: what a checkpoint holds and how resume restores it; checkpoint_files.py: the files.
+- placement.py: device, AMP, SyncBN, channels_last, DDP wrapping; distributed.py: process groups.
 
 The engine never imports ``reid.evaluation``: evaluation reaches the trainer as an
 ``eval_fn(model, epoch)`` callback built by ``reid.cli.train``.

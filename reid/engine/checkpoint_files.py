@@ -1,10 +1,8 @@
 """Checkpoint files: atomic saving, safe loading, the "last checkpoint" pointer, pruning.
 
-A training checkpoint is a dict (see docs/architecture.md) with ``model``, ``optimizer``,
-``scheduler``, ``scaler``, ``epoch`` (completed epochs), ``iteration`` (completed
-iterations), ``sampler`` (``{"epoch", "start_batch"}`` to resume at), ``rng``, ``cfg``
-(YAML text) and ``best``. Everything in it is a tensor or a plain Python value, so it
-loads with ``torch.load(..., weights_only=True)``, which cannot run code from the file.
+What a training checkpoint holds is listed in reid/engine/checkpointer.py. Everything in it is
+a tensor or a plain Python value, so it loads with ``torch.load(..., weights_only=True)``, which
+cannot run code from the file.
 """
 from __future__ import annotations
 
@@ -134,13 +132,9 @@ def _unreadable_message(path: str, error: BaseException) -> str:
         where = "a run folder holds model_final.pth (end of training) and model_XXXX.pth (periodic)"
     point = f"Point MODEL.WEIGHTS (or --weights) to a checkpoint written by training ({where})."
     head = f"Could not read checkpoint {path}:"
-    if kind == "a YAML/text file":
-        return (
-            f"{head} it is a YAML/text file (a config?), not a checkpoint readable with "
-            f"weights_only=True. {point}"
-        )
-    if kind in ("a text file", "a JSON/text file"):
-        return f"{head} it is {kind[2:]}, not a checkpoint readable with weights_only=True. {point}"
+    if kind in ("a YAML/text file", "a text file", "a JSON/text file"):
+        shown = f"{kind} (a config?)" if kind == "a YAML/text file" else kind[2:]
+        return f"{head} it is {shown}, not a checkpoint readable with weights_only=True. {point}"
     if kind == "an empty file":
         return f"{head} the file is empty (0 bytes), so it is not a checkpoint. {point}"
     if kind != "torch":
@@ -336,12 +330,8 @@ def last_checkpoint(output_dir: str) -> Optional[str]:
 
 def _periodic_files(output_dir: str) -> List[str]:
     """``model_XXXX.pth`` files in `output_dir`, oldest (lowest epoch) first."""
-    found = []
-    for path in glob.glob(os.path.join(output_dir, "model_*.pth")):
-        m = _PERIODIC_RE.match(os.path.basename(path))
-        if m:
-            found.append((int(m.group(1)), path))
-    return [p for _, p in sorted(found)]
+    found = ((_PERIODIC_RE.match(os.path.basename(p)), p) for p in glob.glob(os.path.join(output_dir, "model_*.pth")))
+    return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
 
 
 class CheckpointManager:

@@ -99,10 +99,6 @@ class Checkpointer:
         return self.files.save(name, state, resumable=False)
 
     # ------------------------------------------------------------------ loading
-    def load_weights(self, path: str, drop_head: bool = False) -> None:
-        """Initial weights for a new run (MODEL.WEIGHTS): the model only, no training state."""
-        load_checkpoint(path, model=self.loop.model, drop_head=drop_head)
-
     def resume(self, path: str, allow_config_change: bool = False) -> Dict[str, Any]:
         """Restore everything saved in `path`: weights, optimizer, schedule, scaler, position,
         RNG (one process, mid-epoch) and hook states. Returns the checkpoint dict.

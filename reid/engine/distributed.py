@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable, Iterator, Optional, TypeVar
@@ -227,13 +227,11 @@ def cleanup_distributed() -> None:
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
-    try:
+    with suppress(Exception):  # a peer failed or left: nothing to wait for
         if dist.get_backend() == "gloo":
             dist.monitored_barrier(timeout=LEAVE_TIMEOUT)
         else:
             dist.barrier()
-    except Exception:  # a peer failed or left: nothing to wait for
-        pass
     dist.destroy_process_group()
 
 
@@ -252,11 +250,6 @@ def convert_sync_bn(model: nn.Module, device: torch.device) -> nn.Module:
     return nn.SyncBatchNorm.convert_sync_batchnorm(model)
 
 
-def has_sync_bn(model: nn.Module) -> bool:
-    """Whether `model` contains SyncBatchNorm layers."""
-    return any(isinstance(m, nn.SyncBatchNorm) for m in model.modules())
-
-
 def wrap_ddp(model: nn.Module, device: torch.device, find_unused_parameters: bool = False) -> nn.Module:
     """Wrap `model` in DistributedDataParallel when more than one process runs.
 
@@ -273,7 +266,8 @@ def wrap_ddp(model: nn.Module, device: torch.device, find_unused_parameters: boo
     """
     if get_world_size() <= 1:
         return model
-    kwargs = dict(find_unused_parameters=find_unused_parameters, broadcast_buffers=not has_sync_bn(model),
+    has_sync_bn = any(isinstance(m, nn.SyncBatchNorm) for m in model.modules())
+    kwargs = dict(find_unused_parameters=find_unused_parameters, broadcast_buffers=not has_sync_bn,
                   gradient_as_bucket_view=True)
     if device.type == "cuda":
         return nn.parallel.DistributedDataParallel(model, device_ids=[device.index], output_device=device.index, **kwargs)
@@ -290,7 +284,6 @@ __all__ = [
     "convert_sync_bn",
     "get_rank",
     "get_world_size",
-    "has_sync_bn",
     "init_distributed",
     "join_timeout",
     "is_main_process",

@@ -359,13 +359,10 @@ class MetricsLogger(HookBase):
         # Head statistics: s_p and s_n first (the ones every cosine head reports), then others.
         stats = sorted((k for k in means if k not in terms and k not in ("loss", "lr", "grad_norm")),
                        key=lambda k: ({"s_p": 0, "s_n": 1}.get(k, 2), k))
-        record: Dict[str, Any] = {"type": "train", "epoch": t.epoch + 1, "iter": t.iter, "lr": means["lr"],
-                                  "loss": means["loss"]}
-        record.update({k: means[k] for k in terms + stats})
-        if "grad_norm" in means:
-            record["grad_norm"] = means["grad_norm"]
-        record.update({"images_per_s": images_per_s, "time": time.perf_counter() - self._t0, "eta_s": eta})
-        self.metrics.write(record)
+        shown = terms + stats + [k for k in ("grad_norm",) if k in means]
+        self.metrics.write({"type": "train", "epoch": t.epoch + 1, "iter": t.iter, "lr": means["lr"],
+                            "loss": means["loss"], **{k: means[k] for k in shown},
+                            "images_per_s": images_per_s, "time": time.perf_counter() - self._t0, "eta_s": eta})
         self._reset_window()
         if not self.enabled:
             return

@@ -83,8 +83,7 @@ class WarmupDecayLR(LRScheduler):
         """The multiplier of every group's base lr at iteration `it` (closed form)."""
         warm = 1.0
         if it < self.warmup_iters:
-            alpha = it / self.warmup_iters
-            warm = self.warmup_factor + (1.0 - self.warmup_factor) * alpha
+            warm = self.warmup_factor + (1.0 - self.warmup_factor) * (it / self.warmup_iters)
         if self.sched == "multistep":
             decay = self.gamma ** bisect.bisect_right(self.step_iters, it)
         else:

@@ -41,17 +41,10 @@ def build_param_groups(cfg, model: nn.Module) -> List[Dict[str, Any]]:
     for name, param, flags in classify_parameters(model):
         key = (flags["head"], flags["norm"], flags["bias"])
         if key not in buckets:
-            lr = base_lr
-            if flags["head"]:
-                lr *= float(solver.HEADS_LR_FACTOR)
-            if flags["bias"]:
-                lr *= float(solver.BIAS_LR_FACTOR)
-            if flags["norm"]:
-                decay = float(solver.WEIGHT_DECAY_NORM)
-            elif flags["bias"]:
-                decay = float(solver.WEIGHT_DECAY_BIAS)
-            else:
-                decay = float(solver.WEIGHT_DECAY)
+            lr = base_lr * (float(solver.HEADS_LR_FACTOR) if flags["head"] else 1.0)
+            lr *= float(solver.BIAS_LR_FACTOR) if flags["bias"] else 1.0
+            decay = float(solver.WEIGHT_DECAY_NORM if flags["norm"] else
+                          solver.WEIGHT_DECAY_BIAS if flags["bias"] else solver.WEIGHT_DECAY)
             buckets[key] = {"name": _group_name(flags), "params": [], "lr": lr, "weight_decay": decay}
         # (name, tensor) pairs make torch record "param_names" in the group and the state dict.
         buckets[key]["params"].append((name, param))
@@ -72,9 +65,7 @@ def _fused(cls: type, groups: List[Dict[str, Any]]) -> Dict[str, bool]:
     params = [p[1] if isinstance(p, tuple) else p for g in groups for p in g["params"]]  # (name, tensor) pairs
     if not params or not all(p.is_cuda and p.is_floating_point() for p in params):
         return {}
-    if "fused" not in inspect.signature(cls.__init__).parameters:
-        return {}
-    return {"fused": True}
+    return {"fused": True} if "fused" in inspect.signature(cls.__init__).parameters else {}
 
 
 def build_optimizer(cfg, model: nn.Module) -> torch.optim.Optimizer:

@@ -45,25 +45,14 @@ def head_names(model: nn.Module) -> Set[str]:
     if callable(custom):
         wanted = {id(p) for p in custom()}
         names.update(n for n, p in model.named_parameters() if id(p) in wanted)
-        head_modules = {
-            m_name
-            for m_name, module in model.named_modules()
-            if m_name and any(id(p) in wanted for p in module.parameters(recurse=False))
-        }
-        names.update(
-            f"{m_name}.{b_name}"
-            for m_name, module in model.named_modules()
-            if m_name in head_modules
-            for b_name, _ in module.named_buffers(recurse=False)
-        )
+        for m_name, module in model.named_modules():  # the buffers of the modules holding them
+            if m_name and any(id(p) in wanted for p in module.parameters(recurse=False)):
+                names.update(f"{m_name}.{b_name}" for b_name, _ in module.named_buffers(recurse=False))
         return names
     for m_name, module in model.named_modules():
-        if not _is_head_name(m_name):
-            continue
-        for p_name, _ in module.named_parameters(recurse=False):
-            names.add(f"{m_name}.{p_name}")
-        for b_name, _ in module.named_buffers(recurse=False):
-            names.add(f"{m_name}.{b_name}")
+        if _is_head_name(m_name):
+            own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+            names.update(f"{m_name}.{name}" for name, _ in own)
     return names
 
 

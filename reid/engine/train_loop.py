@@ -262,7 +262,6 @@ class TrainLoop:
         vec = torch.stack([p.to(torch.float32) for p in parts])
         if self.world_size > 1:
             vec = torch.cat([vec, self._local_stop_flags()])
-        if self.world_size > 1:
             dist.all_reduce(vec, op=dist.ReduceOp.SUM)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(total).backward()

@@ -60,13 +60,16 @@ def as_feature_tensor(x: ArrayLike, name: str) -> torch.Tensor:
     return t
 
 
-def check_same_dim(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -> None:
-    """Raise a ValueError when two feature matrices have different widths."""
-    if a.shape[1] != b.shape[1]:
+def as_query_gallery(q_feats: ArrayLike, g_feats: ArrayLike) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`q_feats` and `g_feats` as :func:`as_feature_tensor` makes them, the gallery on the queries'
+    device; a ValueError when their widths differ."""
+    q = as_feature_tensor(q_feats, "q_feats")
+    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
+    if q.shape[1] != g.shape[1]:
         raise ValueError(
-            f"{name_a} has dimension {a.shape[1]} but {name_b} has {b.shape[1]}; both must come "
-            "from the same model."
+            f"q_feats has dimension {q.shape[1]} but g_feats has {g.shape[1]}; both must come from the same model."
         )
+    return q, g
 
 
 def prepare_features(
@@ -205,13 +208,13 @@ def pair_distances(
     return np.sqrt(np.maximum(sq[i] + sq[j] - 2.0 * dot, 0.0)).astype(np.float32)
 
 
-def rows_per_block(num_cols: int, chunk_size: Optional[int]) -> int:
-    """Rows per block: `chunk_size` when given (must be >= 1), else a bounded default."""
+def rows_per_block(num_cols: int, chunk_size: Optional[int], elements: int = DEFAULT_BLOCK_ELEMENTS) -> int:
+    """Rows per block: `chunk_size` when given (must be >= 1), else about `elements` entries' worth."""
     if chunk_size is not None:
         if int(chunk_size) < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}.")
         return int(chunk_size)
-    return max(1, DEFAULT_BLOCK_ELEMENTS // max(1, num_cols))
+    return max(1, elements // max(1, num_cols))
 
 
 def compute_distance(
@@ -233,9 +236,7 @@ def compute_distance(
         ValueError: unknown metric, empty inputs, mismatched dimensions, NaN/inf features.
     """
     metric = check_metric(metric)
-    q = as_feature_tensor(q_feats, "q_feats")
-    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
-    check_same_dim(q, g, "q_feats", "g_feats")
+    q, g = as_query_gallery(q_feats, g_feats)
     center = feature_center(g) if metric == "euclidean" else None
     q, q_sq = prepare_features(q, metric, center)
     g, g_sq = prepare_features(g, metric, center)

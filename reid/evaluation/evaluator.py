@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from reid.utils.process import get_rank, get_world_size, shard_bounds
 
+from .distance import compute_distance
 from .extract import Features, extract_features
 from .gallery_draws import check_num_draws, draw_galleries, mean_and_std, split_draw
 from .neighbours import NeighbourSearch, neighbour_search
@@ -175,8 +176,6 @@ def evaluate_features(
     distmats: Dict[str, np.ndarray] = {}
     ids = (query.pids, gallery.pids, query.camids, gallery.camids)
     if keep_distmat:
-        from .distance import compute_distance
-
         plain = compute_distance(qf, gf, metric=metric)
         distmats["plain"] = plain
         res = evaluate_rank(plain, *ids, max_rank=max_rank)

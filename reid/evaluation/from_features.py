@@ -16,9 +16,8 @@ import torch
 
 from .distance import (
     ArrayLike,
-    as_feature_tensor,
+    as_query_gallery,
     check_metric,
-    check_same_dim,
     feature_center,
     matmul_operand,
     pairwise_block,
@@ -79,6 +78,18 @@ class GalleryGroups:
     order: np.ndarray
     start: np.ndarray
     count: np.ndarray
+
+
+def not_finite_error(bad_row: int) -> ValueError:
+    """The error for distances holding NaN or inf, naming the first bad query row."""
+    return ValueError(f"distmat contains NaN or inf (first bad query row: {bad_row}). Check the features that "
+                      "produced it (a diverged model or fp16 overflow) before evaluating.")
+
+
+def check_finite_rows(block: np.ndarray, r0: int) -> None:
+    """Raise :func:`not_finite_error` when the distance rows `block` (query rows from `r0`) hold NaN or inf."""
+    if not np.isfinite(block).all():
+        raise not_finite_error(r0 + int(np.nonzero(~np.isfinite(block).all(axis=1))[0][0]))
 
 
 def group_gallery(q_pids: np.ndarray, g_pids: np.ndarray) -> GalleryGroups:
@@ -147,9 +158,7 @@ class FeatureDistances(Distances):
     def __init__(self, q_feats: ArrayLike, g_feats: ArrayLike, q_pids: ArrayLike, g_pids: ArrayLike,
                  q_camids: ArrayLike, g_camids: ArrayLike, metric: str) -> None:
         self.metric = check_metric(metric)
-        q = as_feature_tensor(q_feats, "q_feats")
-        g = as_feature_tensor(g_feats, "g_feats").to(q.device)
-        check_same_dim(q, g, "q_feats", "g_feats")
+        q, g = as_query_gallery(q_feats, g_feats)
         self.num_q, self.num_g = q.shape[0], g.shape[0]
         self._check_ids(q_pids, g_pids, q_camids, g_camids, "query features", "gallery features")
         center = feature_center(g) if self.metric == "euclidean" else None
@@ -168,4 +177,5 @@ class FeatureDistances(Distances):
 
 
 __all__ = ["Blocks", "Distances", "FeatureDistances", "GalleryGroups", "MatrixDistances", "NUMPY_BLOCK_ELEMENTS",
-           "NumpyBlocks", "as_distmat", "as_ids", "group_gallery", "same_pid_entries"]
+           "NumpyBlocks", "as_distmat", "as_ids", "check_finite_rows", "group_gallery", "not_finite_error",
+           "same_pid_entries"]

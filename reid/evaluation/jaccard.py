@@ -21,17 +21,14 @@ exactly re-ranking's, so an eps tuned on their code may need retuning (docs/trai
 """
 from __future__ import annotations
 
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
-from .distance import as_feature_tensor, check_metric
+from .distance import ArrayLike, as_feature_tensor, check_metric
 from .neighbours import NeighbourSearch
 from .rerank import _check_params, k_reciprocal_vectors, shared_mass_sparse
-
-ArrayLike = Union[np.ndarray, torch.Tensor]
 
 
 def jaccard_graph(
@@ -73,9 +70,7 @@ def jaccard_graph(
     # d <= eps  <=>  s >= 2 (1 - eps) / (2 - eps); a slightly lower bar only pre-selects, the
     # exact test is made on d below, as a DBSCAN on the dense matrix would make it.
     s_min = 2.0 * (1.0 - eps) / (2.0 - eps) * (1.0 - 1e-9)
-    rows: List[np.ndarray] = []
-    cols: List[np.ndarray] = []
-    vals: List[np.ndarray] = []
+    parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, columns, distances) of each chunk
     for r0, chunk in shared_mass_sparse(enc.v, s_min):
         r = np.repeat(np.arange(chunk.shape[0]), np.diff(chunk.indptr)) + r0
         s = chunk.data
@@ -83,10 +78,8 @@ def jaccard_graph(
         keep = d <= eps
         r, c, d = r[keep], chunk.indices[keep], d[keep]
         d[r == c] = 0.0  # s(i, i) is 1 up to V's float32 rounding
-        rows.append(r)
-        cols.append(c.astype(np.int64))
-        vals.append(d)
-    r, c, d = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+        parts.append((r, c.astype(np.int64), d))
+    r, c, d = (np.concatenate(p) for p in zip(*parts))
     off = r != c  # each pair was computed once (b >= a): mirror it
     graph = sp.csr_matrix((np.concatenate([d, d[off]]), (np.concatenate([r, c[off]]), np.concatenate([c, r[off]]))),
                           shape=(n, n))

@@ -30,7 +30,8 @@ from typing import Any, Dict, Sequence
 import numpy as np
 
 from .distance import ArrayLike
-from .from_features import Distances, FeatureDistances, MatrixDistances, group_gallery, same_pid_entries
+from .from_features import (Distances, FeatureDistances, MatrixDistances, check_finite_rows, group_gallery,
+                            same_pid_entries)
 from .verification import DEFAULT_FARS, check_fars
 
 
@@ -62,9 +63,7 @@ def _open_set(source: Distances, fars: Sequence[float]) -> Dict[str, Any]:
     genuine_count = np.zeros(num_q, dtype=np.int64)
     blocks = source.numpy_blocks()
     for r0, block in blocks():
-        if not np.isfinite(block).all():
-            bad = r0 + int(np.nonzero(~np.isfinite(block).all(axis=1))[0][0])
-            raise ValueError(f"distmat contains NaN or inf (first bad query row: {bad}).")
+        check_finite_rows(block, r0)
         block = block.copy()  # junk is overwritten; the caller's matrix stays as it was
         rows, cols, genuine = same_pid_entries(groups, r0, block.shape[0], q_cams, g_cams)
         block[rows[~genuine], cols[~genuine]] = np.inf  # same identity, same camera: not counted

@@ -2,14 +2,12 @@
 neighbours found chunk-wise, so no N x N similarity matrix is built."""
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import torch
 
-from .distance import as_feature_tensor, check_same_dim, rows_per_block
-
-ArrayLike = Union[np.ndarray, torch.Tensor]
+from .distance import ArrayLike, as_query_gallery, rows_per_block
 
 
 def aqe(
@@ -47,9 +45,7 @@ def aqe(
         raise ValueError(f"k must be an integer >= 0, got {k}.")
     if not alpha >= 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}.")
-    q = as_feature_tensor(q_feats, "q_feats")
-    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
-    check_same_dim(q, g, "q_feats", "g_feats")
+    q, g = as_query_gallery(q_feats, g_feats)
     q = torch.nn.functional.normalize(q, dim=1)
     g = torch.nn.functional.normalize(g, dim=1)
     kk = min(int(k), g.shape[0])

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
 from .distance import ArrayLike, rows_per_block
-from .from_features import Blocks, Distances, FeatureDistances, GalleryGroups, MatrixDistances, group_gallery
+from .from_features import (Blocks, Distances, FeatureDistances, GalleryGroups, MatrixDistances, group_gallery,
+                            not_finite_error)
 
 # Entries of the distance matrix ranked per task. ~2M float32 (8 MB) keeps a task's sort
 # buffer cache-friendly and leaves enough tasks to spread over the threads.
@@ -83,7 +85,7 @@ def _rank_chunk(
     if m == 0:
         # No query of this chunk has its pid in the gallery; still reject bad values.
         if not bool(torch.isfinite(d).all()):
-            _raise_not_finite(d, r0)
+            raise not_finite_error(int((~torch.isfinite(d)).any(dim=1).nonzero()[0, 0]) + r0)
         return ap, inp, first
 
     # Same-pid gallery items of each query, padded to m columns ([c, m]).
@@ -152,14 +154,6 @@ def _ties_before(
     return extra
 
 
-def _raise_not_finite(d: torch.Tensor, r0: int) -> None:
-    bad = int((~torch.isfinite(d)).any(dim=1).nonzero()[0, 0]) + r0
-    raise ValueError(
-        f"distmat contains NaN or inf (first bad query row: {bad}). Check the features that "
-        "produced it (a diverged model or fp16 overflow) before evaluating."
-    )
-
-
 def _check_finite(
     s: torch.Tensor, vals: torch.Tensor, junk_np: np.ndarray, n_keep: np.ndarray, r0: int
 ) -> None:
@@ -175,11 +169,7 @@ def _check_finite(
     ok &= s[:, 0] > float("-inf")
     ok &= (torch.isfinite(vals) | ~torch.from_numpy(junk_np).to(s.device)).all(dim=1)
     if not bool(ok.all()):
-        bad = int((~ok).nonzero()[0, 0]) + r0
-        raise ValueError(
-            f"distmat contains NaN or inf (first bad query row: {bad}). Check the features "
-            "that produced it (a diverged model or fp16 overflow) before evaluating."
-        )
+        raise not_finite_error(int((~ok).nonzero()[0, 0]) + r0)
 
 
 def _num_threads(num_threads: Optional[int]) -> int:
@@ -246,14 +236,6 @@ def _check_max_rank(max_rank: int) -> int:
     return int(max_rank)
 
 
-def _rows_per_task(num_g: int, chunk_size: Optional[int]) -> int:
-    if chunk_size is not None:
-        if int(chunk_size) < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}.")
-        return int(chunk_size)
-    return max(1, _TASK_ELEMENTS // max(1, num_g))
-
-
 def evaluate_rank(
     distmat: ArrayLike,
     q_pids: ArrayLike,
@@ -289,7 +271,7 @@ def evaluate_rank(
     """
     max_rank = _check_max_rank(max_rank)
     source = MatrixDistances(distmat, q_pids, g_pids, q_camids, g_camids)
-    step = _rows_per_task(source.num_g, chunk_size)
+    step = rows_per_block(source.num_g, chunk_size, _TASK_ELEMENTS)
     return _rank(source, source.blocks(source.num_q), step, num_threads, max_rank)
 
 
@@ -316,8 +298,8 @@ def evaluate_rank_from_features(
     max_rank = _check_max_rank(max_rank)
     source = FeatureDistances(q_feats, g_feats, q_pids, g_pids, q_camids, g_camids, metric)
     num_g = source.num_g
-    block_rows = rows_per_block(num_g, chunk_size) if chunk_size is not None else max(1, _BLOCK_ELEMENTS // num_g)
-    task_rows = min(block_rows, _rows_per_task(num_g, None))
+    block_rows = rows_per_block(num_g, chunk_size, _BLOCK_ELEMENTS)
+    task_rows = min(block_rows, rows_per_block(num_g, None, _TASK_ELEMENTS))
     return _rank(source, source.blocks(block_rows), task_rows, num_threads, max_rank)
 
 
@@ -327,20 +309,10 @@ def _rank(source: Distances, blocks: Blocks, task_rows: int, num_threads: Option
     groups = group_gallery(source.q_pids, source.g_pids)
     threads = _num_threads(num_threads)
     parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    with ThreadPoolExecutor(threads) if threads > 1 else _NoPool() as pool:
+    with ThreadPoolExecutor(threads) if threads > 1 else nullcontext() as pool:
         for r0, block in blocks():
             parts.extend(_rank_block(block, r0, source.q_cams, source.g_cams, groups, task_rows, pool))
     return _summarise(parts, max_rank)
-
-
-class _NoPool:
-    """Stand-in for a thread pool when running on one thread (no worker threads at all)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def cross_camera_matches(q_pids: ArrayLike, g_pids: ArrayLike, q_camids: ArrayLike, g_camids: ArrayLike) -> np.ndarray:
@@ -349,10 +321,7 @@ def cross_camera_matches(q_pids: ArrayLike, g_pids: ArrayLike, q_camids: ArrayLi
     A query with 0 is skipped by `evaluate_rank` (no valid match). Vectorised: the count of the
     query's pid in the gallery minus the count of its (pid, camera) pair. int64 ``[Q]``.
     """
-    q_pids = np.asarray(q_pids).reshape(-1)
-    g_pids = np.asarray(g_pids).reshape(-1)
-    q_cams = np.asarray(q_camids).reshape(-1)
-    g_cams = np.asarray(g_camids).reshape(-1)
+    q_pids, g_pids, q_cams, g_cams = (np.asarray(a).reshape(-1) for a in (q_pids, g_pids, q_camids, g_camids))
     if len(q_pids) != len(q_cams) or len(g_pids) != len(g_cams):
         raise ValueError(
             f"{len(q_pids)} query pids but {len(q_cams)} query camids, or {len(g_pids)} gallery pids but "

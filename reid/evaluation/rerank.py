@@ -43,7 +43,7 @@ arbitrary), so exact equality holds for inputs without tied distances.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple, Union
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,17 +52,15 @@ import torch
 from reid.utils.stop_request import check_stop
 
 from .distance import (
-    as_feature_tensor,
+    ArrayLike,
+    as_query_gallery,
     check_metric,
-    check_same_dim,
     feature_center,
     pair_distances,
     prepare_features,
 )
 from .camera_neighbours import camera_balanced_pass
 from .neighbours import EXACT_BLOCK, NeighbourSearch, nearest_neighbours
-
-ArrayLike = Union[np.ndarray, torch.Tensor]
 
 # Items per chunk when building reciprocal sets and V rows.
 _ROW_CHUNK = 4096
@@ -355,13 +353,8 @@ def re_ranking(
 ) -> np.ndarray:
     """k-reciprocal re-ranked query x gallery distances, numpy float32 ``[Q, G]``.
 
-    Equal (up to float rounding) to the published algorithm on inputs without tied
-    distances: the base distance d over all N = Q + G items is the squared Euclidean
-    distance (euclidean: the plain distance squared once; cosine: 1 - cos, half the squared
-    Euclidean distance of the L2-normalised features), each row divided by its maximum; V rows are exp(-d) over the expanded k-reciprocal set, normalised to sum 1;
-    local query expansion averages V over the k2 nearest items (itself included; skipped
-    for k2 = 1); the result is ``(1 - lambda) * jaccard + lambda * d`` on the query x
-    gallery block.
+    Equal (up to float rounding) to the published algorithm (S1-S6 of the module docstring) on
+    inputs without tied distances: ``(1 - lambda) * jaccard + lambda * d`` on the query x gallery block.
 
     Args:
         q_feats, g_feats: ``[Q, D]`` and ``[G, D]`` features (numpy or torch; CUDA tensors
@@ -383,9 +376,7 @@ def re_ranking(
     """
     k1, k2, lam = _check_params(k1, k2, lambda_value)
     metric = check_metric(metric)
-    q = as_feature_tensor(q_feats, "q_feats")
-    g = as_feature_tensor(g_feats, "g_feats").to(q.device)
-    check_same_dim(q, g, "q_feats", "g_feats")
+    q, g = as_query_gallery(q_feats, g_feats)
     num_q = q.shape[0]
     x = torch.cat([q, g], dim=0)
     del q, g

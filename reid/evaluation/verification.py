@@ -35,7 +35,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from .distance import ArrayLike
-from .from_features import Distances, FeatureDistances, MatrixDistances, group_gallery, same_pid_entries
+from .from_features import (Distances, FeatureDistances, MatrixDistances, check_finite_rows, group_gallery,
+                            same_pid_entries)
 
 DEFAULT_FARS = (1e-2, 1e-3, 1e-4)
 # Points of the returned ROC curve: FARs spaced evenly on a log axis down to one impostor.
@@ -87,10 +88,7 @@ class _Counts:
         top = np.zeros(_BINS, dtype=np.int64)
         genuine: List[np.ndarray] = []
         for r0, d in self.blocks():
-            if not np.isfinite(d).all():
-                bad = r0 + int(np.nonzero(~np.isfinite(d).all(axis=1))[0][0])
-                raise ValueError(f"distmat contains NaN or inf (first bad query row: {bad}). Check the features that "
-                                 "produced it before evaluating.")
+            check_finite_rows(d, r0)
             rows, cols, is_gen = same_pid_entries(groups, r0, d.shape[0], self.q_cams, self.g_cams)
             same = d[rows, cols]
             top += np.bincount((float_keys(d).ravel() >> 16).astype(np.int64), minlength=_BINS)
@@ -200,8 +198,9 @@ def _eer(counts: _Counts, b: int) -> Tuple[float, float]:
     return float(frr[i0]), float(values[i0])
 
 
-def _verification(counts: _Counts, fars: Sequence[float], roc_points: int) -> Dict[str, Any]:
-    fars = check_fars(fars)
+def _verification(source: Distances, fars: Sequence[float], roc_points: int) -> Dict[str, Any]:
+    fars = check_fars(fars)  # before the passes over the distances
+    counts = _Counts(source)
     if counts.impostors == 0:
         raise ValueError("No impostor pair (different identities): verification needs at least two identities.")
     if len(counts.genuine) == 0:
@@ -249,8 +248,7 @@ def verification_metrics(
     Raises ValueError for a FAR outside (0, 1), NaN/inf distances, or a protocol without
     genuine or impostor pairs.
     """
-    fars = check_fars(fars)
-    return _verification(_Counts(MatrixDistances(distmat, q_pids, g_pids, q_camids, g_camids)), fars, roc_points)
+    return _verification(MatrixDistances(distmat, q_pids, g_pids, q_camids, g_camids), fars, roc_points)
 
 
 def verification_metrics_from_features(
@@ -266,9 +264,8 @@ def verification_metrics_from_features(
 ) -> Dict[str, Any]:
     """:func:`verification_metrics` of ``compute_distance(q_feats, g_feats, metric)``, computing the
     distances a block at a time (twice) so that the query x gallery matrix never exists."""
-    fars = check_fars(fars)
     source = FeatureDistances(q_feats, g_feats, q_pids, g_pids, q_camids, g_camids, metric)
-    return _verification(_Counts(source), fars, roc_points)
+    return _verification(source, fars, roc_points)
 
 
 __all__ = ["DEFAULT_FARS", "check_fars", "float_keys", "key_values", "verification_metrics",

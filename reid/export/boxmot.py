@@ -95,7 +95,6 @@ def export_for_boxmot(model: nn.Module, path: PathLike, input_size: Sequence[int
 
 
 __all__ = [
-    "TRACKERS",
     "BoxMOTInput",
     "check_tracker_export",
     "check_tracker_model",

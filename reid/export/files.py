@@ -24,13 +24,6 @@ ONNX_EXTRA_HINT = "pip install onnx onnxscript onnxruntime (or pip install 'circ
 METADATA_KEY = "circle_reid"  # ONNX metadata_props key / .pt2 extra file: what the model expects
 
 
-def _legacy_torchscript_error(path: str) -> ValueError:
-    return ValueError(
-        f"{path!r}: TorchScript (.ts/.pt) is no longer written or read (torch deprecates it); "
-        f"export to .pt2 instead (a torch.export program: tools/export.py --output model.pt2)."
-    )
-
-
 def export_format(path: PathLike) -> str:
     """"pt2" or "onnx" from the file extension of `path`."""
     p = os.fspath(path)
@@ -38,7 +31,8 @@ def export_format(path: PathLike) -> str:
     if ext in EXTENSIONS:
         return EXTENSIONS[ext]
     if ext in TORCHSCRIPT_EXTENSIONS:
-        raise _legacy_torchscript_error(p)
+        raise ValueError(f"{p!r}: TorchScript (.ts/.pt) is no longer written or read (torch deprecates it); "
+                         "export to .pt2 instead (a torch.export program: tools/export.py --output model.pt2).")
     raise ValueError(
         f"Cannot tell the export format of {p!r} from its extension; use .pt2 for a torch.export "
         "program or .onnx for ONNX."

@@ -1,7 +1,7 @@
 """What a user chooses when a model is exported: names and bounds only, so that ``tools/export.py
 --help`` and its argument checks answer without loading torch or ONNX."""
 import os
-from typing import Dict, Tuple
+from typing import Dict, Sequence, Tuple
 
 #: The arithmetic of an exported file: fp32 as PyTorch, fp16, or int8 calibrated on crops.
 PRECISIONS: Tuple[str, ...] = ("fp32", "fp16", "int8")
@@ -25,15 +25,18 @@ def is_exported_file(path: "os.PathLike[str] | str") -> bool:
     return os.path.splitext(os.fspath(path))[1].lower() in EXTENSIONS
 
 
+def check_choice(what: str, value: str, valid: Sequence[str]) -> str:
+    """`value` lower-cased if it is one of `valid`; a ValueError naming `what` and listing them otherwise."""
+    v = str(value).lower()
+    if v not in valid:
+        raise ValueError(f"Unknown {what} {value!r}; valid: {', '.join(valid)}.")
+    return v
+
 
 def check_precision(precision: str) -> str:
     """`precision` lower-cased if it is one of :data:`PRECISIONS`; a ValueError listing them otherwise."""
-    p = str(precision).lower()
-    if p not in PRECISIONS:
-        raise ValueError(f"Unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}.")
-    return p
+    return check_choice("precision", precision, PRECISIONS)
 
 
 __all__ = ["CALIBRATION_METHODS", "DEFAULT_CALIBRATION_IMAGES", "DEFAULT_OPSET", "MIN_SIDE", "PRECISIONS", "QUANTIZERS",
-           "TRACKERS", "check_precision", "is_exported_file",
-           "EXTENSIONS"]
+           "TRACKERS", "check_choice", "check_precision", "is_exported_file", "EXTENSIONS"]

@@ -52,6 +52,14 @@ def _onnx():
     return onnx
 
 
+def _nncf():
+    try:
+        import nncf
+    except ImportError as e:
+        raise ImportError(f"--quantizer nncf needs NNCF: {NNCF_HINT}.") from e
+    return nncf
+
+
 def _normalisation_tail(model) -> List[str]:
     """Names of the nodes that compute the L2 norm the output is divided by: every ancestor of the
     final Div's denominator that the numerator (the unnormalised feature) does not depend on."""
@@ -93,25 +101,15 @@ def _drop_repeated_nodes(model) -> None:
     when one tensor feeds two kept-float32 nodes (the feature feeds both the norm and the division);
     a repeat computes what the first does, and ONNX refuses two nodes of one name."""
     graph = model.graph
-    seen = set()
-    keep = []
-    for node in graph.node:
-        key = node.SerializeToString()
-        if key in seen:
-            continue
-        seen.add(key)
-        keep.append(node)
+    keep = list({node.SerializeToString(): node for node in graph.node}.values())  # a repeat serialises alike
     if len(keep) != len(graph.node):
         del graph.node[:]
         graph.node.extend(keep)
-    names = set()
-    infos = []
+    infos = {}
     for info in graph.value_info:
-        if info.name not in names:
-            names.add(info.name)
-            infos.append(info)
+        infos.setdefault(info.name, info)  # the first of each name
     del graph.value_info[:]
-    graph.value_info.extend(infos)
+    graph.value_info.extend(infos.values())
 
 
 def convert_fp16(src: str, dst: str) -> List[str]:
@@ -157,10 +155,7 @@ class CropReader:
         return self
 
     def __next__(self) -> Dict[str, np.ndarray]:
-        item = self.get_next()
-        if item is None:
-            raise StopIteration
-        return item
+        return next(self._it)
 
 
 def _reader_class():
@@ -199,18 +194,12 @@ class QuantizationResult:
                 "min_cosine": self.min_cosine}
 
 
-def _session(path: str, threads: int = 0):
+def _features(path: str, reader: CropReader) -> np.ndarray:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # the quantized graph's fusion notes are not the user's business
-    if threads:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-
-def _features(path: str, reader: CropReader) -> np.ndarray:
-    session = _session(path)
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     return np.concatenate([session.run(None, feeds)[0] for feeds in reader], axis=0)
 
 
@@ -223,11 +212,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _quantize_nncf(src: str, dst: str, reader: CropReader, exclude: Sequence[str]) -> None:
     """NNCF's post-training quantization of the ONNX file (QDQ pairs where OpenVINO fuses them)."""
-    onnx = _onnx()
-    try:
-        import nncf
-    except ImportError as e:
-        raise ImportError(f"--quantizer nncf needs NNCF: {NNCF_HINT}.") from e
+    onnx, nncf = _onnx(), _nncf()
     model = onnx.load(src)
     feeds = list(iter(reader))
     transformer = any(node.op_type == "Softmax" for node in model.graph.node)
@@ -279,15 +264,10 @@ def _input_sqnr(qdq_path: str, reader: CropReader, nodes: Dict[str, Any]) -> Dic
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     # A tensor that is zero on every crop (a dead channel group) has no signal to lose: not ranked.
-    errors = {name: {"qdq_err": compute_signal_to_quantization_noice_ratio(m["pre_qdq"], m["post_qdq"])}
-              for name, m in matches.items() if "pre_qdq" in m and "post_qdq" in m
-              and any(np.abs(a).max() > 0 for a in m["pre_qdq"])}
-    out: Dict[str, float] = {}
-    for name, node in nodes.items():
-        err = errors.get(node.input[0], {}).get("qdq_err")
-        if err is not None:
-            out[name] = float(err)
-    return out
+    sqnr = {name: compute_signal_to_quantization_noice_ratio(m["pre_qdq"], m["post_qdq"])
+            for name, m in matches.items() if "pre_qdq" in m and "post_qdq" in m
+            and any(np.abs(a).max() > 0 for a in m["pre_qdq"])}
+    return {name: float(sqnr[node.input[0]]) for name, node in nodes.items() if node.input[0] in sqnr}
 
 
 def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax",
@@ -307,10 +287,7 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     if quantizer == "nncf":
-        try:
-            import nncf  # noqa: F401
-        except ImportError as e:
-            raise ImportError(f"--quantizer nncf needs NNCF: {NNCF_HINT}.") from e
+        _nncf()
     n = len(pixels)
     n_check = max(1, int(round(n * held_out))) if n > 1 else 0
     calibration, check = pixels[:n - n_check], pixels[n - n_check:] if n_check else pixels
@@ -361,9 +338,7 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
                     _quantize(pre, proxy, calib_reader, method, [])
                 sqnr = _input_sqnr(proxy, Reader(input_name, calibration[:16]), targets)
             ranked = [name for name in sorted(sqnr, key=sqnr.get) if name not in excluded]
-            if not ranked:
-                break
-            # 1, 1, 2, 4, ... nodes more each round, never more than half of them in float
+            # 1, 1, 2, 4, ... nodes more each round, never more than half of them in float; none left: done
             trial = ranked[:min(max(1, len(excluded)), len(targets) // 2 - len(excluded))]
             if not trial:
                 break

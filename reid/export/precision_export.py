@@ -66,17 +66,10 @@ class PrecisionReport:
     forced: List[str] = field(default_factory=list)  # checks it failed and was written past (--force)
 
     def record(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"precision": self.precision}
-        if self.conversion:
-            out["conversion"] = self.conversion
-        out["batch_parity"] = self.batch_parity
-        if self.cosine_to_fp32:
-            out["cosine_to_fp32"] = self.cosine_to_fp32
-        if self.accuracy is not None:
-            out["accuracy"] = self.accuracy.record()
-        if self.forced:
-            out["forced"] = self.forced
-        return out
+        accuracy = None if self.accuracy is None else self.accuracy.record()
+        out = {"precision": self.precision, "conversion": self.conversion, "batch_parity": self.batch_parity,
+               "cosine_to_fp32": self.cosine_to_fp32, "accuracy": accuracy, "forced": self.forced}
+        return {key: value for key, value in out.items() if value or key == "batch_parity"}  # empty parts left out
 
     def fail(self, line: str, force: bool, log: Log) -> None:
         """A failed gate: PrecisionCheckError unless `force`; then a warning, recorded in the file."""
@@ -88,9 +81,7 @@ class PrecisionReport:
 
 def _camids(model: nn.Module, n: int, seed: int = 0) -> Optional[torch.Tensor]:
     cameras = camera_count(model)
-    if not cameras:
-        return None
-    return torch.randint(0, cameras, (n,), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(0, cameras, (n,), generator=torch.Generator().manual_seed(seed)) if cameras else None
 
 
 def _check_parity(path: str, precision: str, pixels: np.ndarray, to_input: Optional[Transform],

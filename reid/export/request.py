@@ -26,6 +26,7 @@ from .options import (
     DEFAULT_OPSET,
     QUANTIZERS,
     TRACKERS,
+    check_choice,
     check_precision,
 )
 
@@ -34,13 +35,6 @@ INT8_NO_CAMIDS = ("--precision int8 is not offered for a model that takes camera
                   f"{either_key('SIE_CAMERA', 'False')}.")
 INT8_NEEDS_CALIBRATION = ("--precision int8 needs calibration crops: pass --calibration with a folder, list file or "
                           "dataset name of a few hundred crops of your cameras.")
-
-
-def _choice(flag: str, value: str, valid: Sequence[str]) -> str:
-    v = str(value).lower()
-    if v not in valid:
-        raise ValueError(f"Unknown {flag} {value!r}; valid: {', '.join(valid)}.")
-    return v
 
 
 @dataclass
@@ -80,10 +74,10 @@ class ExportRequest:
         self.calibration = [str(c) for c in self.calibration or ()]
         self.check_on = [str(c) for c in self.check_on or ()]
         self.precision = check_precision(self.precision)
-        self.calibration_method = _choice("--calibration-method", self.calibration_method, CALIBRATION_METHODS)
-        self.quantizer = _choice("--quantizer", self.quantizer, QUANTIZERS)
+        self.calibration_method = check_choice("--calibration-method", self.calibration_method, CALIBRATION_METHODS)
+        self.quantizer = check_choice("--quantizer", self.quantizer, QUANTIZERS)
         if self.tracker is not None:
-            self.tracker = _choice("--for", self.tracker, TRACKERS)
+            self.tracker = check_choice("--for", self.tracker, TRACKERS)
         for out in self.outputs:  # a bad extension or a folder in the way fails before any slow work
             if export_format(check_output_file(out)) != "onnx" and self.precision != "fp32":
                 raise ValueError(f"--precision {self.precision} writes ONNX files (a .pt2 program computes in fp32, "

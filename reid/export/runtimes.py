@@ -6,7 +6,7 @@ a file is read, refused and run the same way wherever it is used.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -20,14 +20,11 @@ Runner = Callable[..., np.ndarray]
 
 def installed_runtimes() -> List[str]:
     """The runtimes installed here that run ONNX files (ONNX Runtime always; OpenVINO where installed)."""
-    names = ["onnxruntime"]
     try:
         import openvino  # noqa: F401
     except ImportError:
-        pass
-    else:
-        names.append("openvino")
-    return names
+        return ["onnxruntime"]
+    return ["onnxruntime", "openvino"]
 
 
 _INSTALL_HINTS = {"onnxruntime": f"Running an ONNX model needs onnxruntime: {ONNX_EXTRA_HINT}.",
@@ -85,7 +82,7 @@ class OnnxFile:
         self.output_shape: Sequence[Any] = session.get_outputs()[0].shape
         self.metadata: Optional[str] = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
         names = self.input_names
-        self._run = lambda x, camids=None: session.run(None, onnx_feeds(names, torch.as_tensor(x), camids))[0]
+        self.run = lambda x, camids=None: session.run(None, onnx_feeds(names, torch.as_tensor(x), camids))[0]
 
     def _open_openvino(self, threads: int) -> None:
         import openvino as ov
@@ -101,22 +98,12 @@ class OnnxFile:
         self.input_names = [i.get_any_name() for i in graph.inputs]
         self.input_shape = list(graph.input(0).get_partial_shape())
         self.output_shape = list(graph.output(0).get_partial_shape())
-        self._run = OpenVINOBatches(core, graph, threads)
-
-    @property
-    def input_size(self) -> Tuple[int, int]:
-        """(height, width) the file was exported for."""
-        h, w = (int(str(d)) for d in list(self.input_shape)[2:4])
-        return h, w
+        self.run = OpenVINOBatches(core, graph, threads)
 
     @property
     def feature_dim(self) -> int:
         """D of the output ``[batch, D]``."""
         return int(str(list(self.output_shape)[1]))
-
-    def run(self, images: Any, camids: Optional[torch.Tensor] = None) -> np.ndarray:
-        """Features ``[B, D]`` of a pixel batch ``[B, 3, H, W]`` (and camera ids where the file takes them)."""
-        return self._run(images, camids)
 
 
 def onnx_runner(path: str, runtime: str = "onnxruntime", to_input: Optional[Transform] = None) -> Runner:

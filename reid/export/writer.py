@@ -203,21 +203,15 @@ def adaptive_max_pool2d_by_bins(x: torch.Tensor, output_size: Sequence[int]) -> 
     return values, torch.zeros(values.shape, dtype=torch.long, device=x.device)
 
 
-def _require_onnx_exporter() -> None:
-    try:
-        import onnx  # noqa: F401
-        import onnxscript  # noqa: F401  (torch's torch.export-based exporter is built on it)
-    except ImportError as e:
-        raise ImportError(f"ONNX export needs the onnx and onnxscript packages: {ONNX_EXTRA_HINT}.") from e
-
-
 def check_opset(opset: int) -> int:
     """`opset` as an int, if torch's exporter can write it: from :data:`DEFAULT_OPSET` (the oldest
     it writes) to the newest the installed onnx knows (asked for a newer one, the exporter quietly
-    writes another); a ValueError otherwise. Needs the onnx package."""
-    _require_onnx_exporter()
-    import onnx
-
+    writes another); a ValueError otherwise. Needs the onnx and onnxscript packages."""
+    try:
+        import onnx
+        import onnxscript  # noqa: F401  (torch's torch.export-based exporter is built on it)
+    except ImportError as e:
+        raise ImportError(f"ONNX export needs the onnx and onnxscript packages: {ONNX_EXTRA_HINT}.") from e
     newest = int(onnx.defs.onnx_opset_version())
     if isinstance(opset, bool) or not DEFAULT_OPSET <= int(opset) <= newest:
         raise ValueError(f"ONNX opset {opset} cannot be written: torch's exporter writes opsets {DEFAULT_OPSET} to "

@@ -9,6 +9,7 @@ with PyTorch fp32 to about 1e-6 (``benchmarks/bench_extract.py`` measures both).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -120,9 +121,10 @@ def _check_inputs(path: str, names: Sequence[str], model: nn.Module, recorded: O
                          "again with tools/export.py.")
 
 
-def _runtime(runtime: str, model: Optional[nn.Module], input_size: Optional[Tuple[int, int]], exported: Optional[str],
-             weights: str, precision: Optional[str]) -> ExportedRuntime:
-    """`exported` (or `model` exported now) opened in `runtime`, and checked against `model` where one is given."""
+def _runtime(runtime: str, model: Optional[nn.Module], input_size: Optional[Tuple[int, int]],
+             exported: Optional[str] = None, weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
+    """`exported` (or `model` exported now) opened in `runtime` on the CPU (``reid.export.runtimes.OnnxFile``),
+    and checked against `model` where one is given."""
     require_runtime(runtime)  # before an export of the model, which takes a while
     if exported:
         opened = ExportedModel(exported, runtime)
@@ -144,19 +146,8 @@ def _runtime(runtime: str, model: Optional[nn.Module], input_size: Optional[Tupl
     return ExportedRuntime(opened, exported, identity, recorded)
 
 
-@BACKEND_REGISTRY.register("onnxruntime")
-def onnxruntime_runtime(model: Optional[nn.Module], input_size: Optional[Tuple[int, int]], exported: Optional[str] = None,
-                        weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
-    """ONNX Runtime on the CPU, all graph optimisations, torch's thread count."""
-    return _runtime("onnxruntime", model, input_size, exported, weights, precision)
-
-
-@BACKEND_REGISTRY.register("openvino")
-def openvino_runtime(model: Optional[nn.Module], input_size: Optional[Tuple[int, int]], exported: Optional[str] = None,
-                     weights: str = "", precision: Optional[str] = None) -> ExportedRuntime:
-    """OpenVINO on the CPU (reads the ONNX file directly), the file's own precision (fp32 layers in
-    fp32), torch's thread count, static batch sizes (``reid.export.runtimes.OpenVINOBatches``)."""
-    return _runtime("openvino", model, input_size, exported, weights, precision)
+for _name in BACKEND_NAMES[1:]:  # every backend but torch runs the ONNX file in its runtime
+    BACKEND_REGISTRY.register(_name)(functools.partial(_runtime, _name))
 
 
 def file_backend(path: str, backend: Optional[str] = None) -> str:

@@ -210,11 +210,8 @@ def config_for_exported(file: Any, opts: Optional[Sequence[Any]] = None) -> CfgN
 
 def weights_override(opts: Sequence[Any]) -> Optional[str]:
     """The value of a ``MODEL.WEIGHTS`` override in `opts` (the last one), if any."""
-    found = None
-    for key, value in zip(opts[::2], opts[1::2]):
-        if str(key) == "MODEL.WEIGHTS":
-            found = str(value)
-    return found
+    found = [str(value) for key, value in zip(opts[::2], opts[1::2]) if str(key) == "MODEL.WEIGHTS"]
+    return found[-1] if found else None
 
 
 def resolve_model(run: Optional[PathLike] = None, config_file: Optional[PathLike] = None,

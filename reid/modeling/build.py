@@ -23,16 +23,13 @@ def _millions(n: int) -> str:
 def model_summary(model: nn.Module) -> str:
     """A one-line description: class, parameter counts, eval feature dimension."""
     params = list(model.parameters())
-    total = sum(p.numel() for p in params)
     trainable = sum(p.numel() for p in params if p.requires_grad)
-    parts = [f"{type(model).__name__}"]
-    backbone_name = getattr(model, "backbone_name", None)
-    if backbone_name:
-        parts.append(f"backbone {backbone_name}")
-    parts.append(f"parameters {_millions(total)} (trainable {_millions(trainable)})")
-    feature_dim = getattr(model, "feature_dim", None)
-    if feature_dim is not None:
-        parts.append(f"feature dim {feature_dim}")
+    parts = [type(model).__name__]
+    if getattr(model, "backbone_name", None):
+        parts.append(f"backbone {model.backbone_name}")
+    parts.append(f"parameters {_millions(sum(p.numel() for p in params))} (trainable {_millions(trainable)})")
+    if getattr(model, "feature_dim", None) is not None:
+        parts.append(f"feature dim {model.feature_dim}")
     return " | ".join(parts)
 
 

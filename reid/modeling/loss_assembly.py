@@ -7,6 +7,7 @@ heads with the features each one classifies, and the features the pair-wise loss
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, Mapping, Sequence, Tuple
 
 import torch
@@ -18,7 +19,8 @@ LOSS_NAMES: Tuple[str, ...] = ("identity", "triplet", "pair_circle")
 FEAT_CHOICES: Tuple[str, ...] = ("before", "after")
 
 
-def _check_feat(key: str, value: str) -> str:
+def check_feat(key: str, value: str) -> str:
+    """`value` (lower-cased) checked to be "before" or "after"; a ValueError naming config `key`."""
     value = str(value).lower()
     if value not in FEAT_CHOICES:
         raise ValueError(f"{key} must be one of {', '.join(FEAT_CHOICES)}, got {value!r}.")
@@ -77,11 +79,11 @@ class LossAssembly:
             triplet_margin=float(losses.TRIPLET.MARGIN),
             triplet_soft_margin=bool(losses.TRIPLET.SOFT_MARGIN),
             triplet_metric=metric,
-            triplet_feat=_check_feat("MODEL.LOSSES.TRIPLET.FEAT", losses.TRIPLET.FEAT),
+            triplet_feat=check_feat("MODEL.LOSSES.TRIPLET.FEAT", losses.TRIPLET.FEAT),
             pair_circle_weight=float(losses.PAIR_CIRCLE.WEIGHT),
             pair_circle_gamma=float(losses.PAIR_CIRCLE.GAMMA),
             pair_circle_margin=float(losses.PAIR_CIRCLE.MARGIN),
-            pair_circle_feat=_check_feat("MODEL.LOSSES.PAIR_CIRCLE.FEAT", losses.PAIR_CIRCLE.FEAT),
+            pair_circle_feat=check_feat("MODEL.LOSSES.PAIR_CIRCLE.FEAT", losses.PAIR_CIRCLE.FEAT),
         )
 
     @property
@@ -146,27 +148,18 @@ class LossAssembly:
             losses["loss_id"] = self.id_weight * torch.stack(terms).mean()
             head_stats = getattr(heads[0], "last_stats", None) or {}
             stats = {k: v.detach().float().reshape(()) for k, v in head_stats.items() if k in ("s_p", "s_n")}
-        if "triplet" in self.names:
-            terms = [
-                triplet_loss(
-                    f,
-                    targets,
-                    margin=self.triplet_margin,
-                    soft_margin=self.triplet_soft_margin,
-                    metric=self.triplet_metric,
-                )
-                for f in pair_features[self.triplet_feat]
-            ]
-            losses["loss_triplet"] = self.triplet_weight * torch.stack(terms).mean()
-        if "pair_circle" in self.names:
-            terms = [
-                pairwise_circle_loss(
-                    f, targets, gamma=self.pair_circle_gamma, margin=self.pair_circle_margin
-                )
-                for f in pair_features[self.pair_circle_feat]
-            ]
-            losses["loss_pair_circle"] = self.pair_circle_weight * torch.stack(terms).mean()
+        pair_losses = (
+            ("triplet", self.triplet_weight, self.triplet_feat, partial(
+                triplet_loss, margin=self.triplet_margin, soft_margin=self.triplet_soft_margin,
+                metric=self.triplet_metric)),
+            ("pair_circle", self.pair_circle_weight, self.pair_circle_feat, partial(
+                pairwise_circle_loss, gamma=self.pair_circle_gamma, margin=self.pair_circle_margin)),
+        )
+        for name, weight, feat, loss in pair_losses:
+            if name in self.names:
+                terms = [loss(f, targets) for f in pair_features[feat]]
+                losses[f"loss_{name}"] = weight * torch.stack(terms).mean()
         return losses, stats
 
 
-__all__ = ["FEAT_CHOICES", "LOSS_NAMES", "LossAssembly"]
+__all__ = ["FEAT_CHOICES", "LOSS_NAMES", "LossAssembly", "check_feat"]

@@ -15,9 +15,7 @@ class BNNeck(nn.BatchNorm1d):
     """
 
     def __init__(self, num_features: int) -> None:
-        super().__init__(num_features)
-        nn.init.ones_(self.weight)
-        nn.init.zeros_(self.bias)
+        super().__init__(num_features)  # weight 1, bias 0
         self.bias.requires_grad_(False)
 
 

@@ -29,33 +29,15 @@ class MaxPool(nn.Module):
         return x.amax(dim=(2, 3))
 
 
-class GeMPool(nn.Module):
-    """Generalised mean ``(mean(x^p))^(1/p)``: p=1 is average, p -> inf approaches max.
+class FixedGeMPool(nn.Module):
+    """Generalised mean ``(mean(x^p))^(1/p)`` with a fixed exponent `p` (no parameter, nothing in
+    the state dict): p=1 is average, p -> inf approaches max.
 
     Args:
-        p: initial exponent; learnable (the optimizer treats it like a norm parameter).
+        p: the exponent (> 0).
         eps: lower clamp; the input must be non-negative (post-ReLU maps are) and the
             clamp keeps ``x^p`` and its gradient finite at zero.
     """
-
-    def __init__(self, p: float = 3.0, eps: float = 1e-6) -> None:
-        super().__init__()
-        if p <= 0:
-            raise ValueError(f"MODEL.HEADS.GEM_P must be > 0, got {p!r}.")
-        self.p = nn.Parameter(torch.tensor(float(p)))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Powers overflow quickly in half precision, so the mean is taken in float32.
-        x = x.float().clamp(min=self.eps)
-        return x.pow(self.p).mean(dim=(2, 3)).pow(1.0 / self.p)
-
-    def extra_repr(self) -> str:
-        return f"p={float(self.p.detach()):.3f}, eps={self.eps}"
-
-
-class FixedGeMPool(nn.Module):
-    """Generalised mean with a fixed exponent `p` (no parameter, nothing in the state dict)."""
 
     def __init__(self, p: float = 3.0, eps: float = 1e-6) -> None:
         super().__init__()
@@ -65,11 +47,24 @@ class FixedGeMPool(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.float().clamp(min=self.eps)  # as GeMPool: float32 powers, a finite gradient at 0
+        # Powers overflow quickly in half precision, so the mean is taken in float32.
+        x = x.float().clamp(min=self.eps)
         return x.pow(self.p).mean(dim=(2, 3)).pow(1.0 / self.p)
 
     def extra_repr(self) -> str:
         return f"p={self.p:.3f} (fixed), eps={self.eps}"
+
+
+class GeMPool(FixedGeMPool):
+    """Generalised mean (:class:`FixedGeMPool`) whose exponent `p` (its initial value) is learnable:
+    the optimizer treats it like a norm parameter."""
+
+    def __init__(self, p: float = 3.0, eps: float = 1e-6) -> None:
+        super().__init__(p, eps)
+        self.p = nn.Parameter(torch.tensor(float(p)))
+
+    def extra_repr(self) -> str:
+        return f"p={float(self.p.detach()):.3f}, eps={self.eps}"
 
 
 POOLING_REGISTRY.register("avg")(lambda gem_p=3.0: AvgPool())

@@ -143,8 +143,12 @@ class FaissBackedIndex(SearchIndex):
     def _search_parameters(self, k: int) -> Any:
         return None
 
+    def _storage(self) -> Any:
+        """The faiss index that holds the vectors as given (HNSW: the graph's flat storage)."""
+        return self.index
+
     def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        return self.index.search(q, k)
+        return self._storage().search(q, k)
 
     def _search(self, queries: torch.Tensor, k: int) -> SearchResult:
         q = np.ascontiguousarray(queries.cpu().numpy())
@@ -174,7 +178,7 @@ class FaissBackedIndex(SearchIndex):
     def stored_rows(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         """The stored vectors in chunks of ``(row ids, vectors)`` (IVF-PQ: reconstructions
         from the codes)."""
-        flat = self.index
+        flat = self._storage()
         n, chunk = int(flat.ntotal), 1 << 16
         for start in range(0, n, chunk):
             stop = min(chunk, n - start) + start
@@ -411,23 +415,14 @@ class HNSWIndex(FaissBackedIndex):
 
         return faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k))
 
-    def _exhaustive_search(self, q: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    def _storage(self) -> Any:
         import faiss
 
-        return faiss.downcast_index(self.index.storage).search(q, k)
+        return faiss.downcast_index(self.index.storage)
 
     def _restore(self, params: Dict[str, Any]) -> None:
         n = int(self.index.ntotal)
         self.ef_search = _saved_param(params, "ef_search", 1, max_candidates(n), default_ef_search(n))
-
-    def stored_rows(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-        import faiss
-
-        storage = faiss.downcast_index(self.index.storage)
-        n, chunk = int(storage.ntotal), 1 << 16
-        for start in range(0, n, chunk):
-            stop = min(chunk, n - start) + start
-            yield np.arange(start, stop), storage.reconstruct_n(start, stop - start)
 
 
 __all__: Sequence[str] = [

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -33,8 +33,21 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
 FORMAT_VERSION = 1
-FORMATS = ("npz", "safetensors")
 SAFETENSORS_HINT = "pip install safetensors, or save as .npz"
+
+
+def row_labels(n: int, has: str, paths: Optional[Sequence[Any]], pids: Any,
+               camids: Any) -> Tuple[Optional[List[str]], Optional[np.ndarray], Optional[np.ndarray]]:
+    """`paths` as strings and `pids` / `camids` as int64 vectors (each None, or one per row of `n`);
+    a ValueError "`has` but <count> <name>; they must match." otherwise (`has`: what holds the rows)."""
+    out = []
+    for name, value in (("paths", paths), ("pids", pids), ("camids", camids)):
+        if value is not None:
+            value = [str(p) for p in value] if name == "paths" else np.asarray(value, dtype=np.int64).reshape(-1)
+            if len(value) != n:
+                raise ValueError(f"{has} but {len(value)} {name}; they must match.")
+        out.append(value)
+    return out[0], out[1], out[2]
 
 
 @dataclass
@@ -57,15 +70,8 @@ class Gallery:
         if self.feats.ndim != 2:
             raise ValueError(f"Gallery features must be a 2-d array [N, D], got shape {self.feats.shape}.")
         n = self.feats.shape[0]
-        if len(self.paths) != n:
-            raise ValueError(f"Gallery has {n} feature rows but {len(self.paths)} paths; they must match.")
-        for name in ("pids", "camids"):
-            value = getattr(self, name)
-            if value is not None:
-                value = np.asarray(value, dtype=np.int64).reshape(-1)
-                if len(value) != n:
-                    raise ValueError(f"Gallery has {n} feature rows but {len(value)} {name}; they must match.")
-                setattr(self, name, value)
+        self.paths, self.pids, self.camids = row_labels(n, f"Gallery has {n} feature rows", self.paths, self.pids,
+                                                        self.camids)
         self.meta = {str(k): str(v) for k, v in (self.meta or {}).items()}
 
     def __len__(self) -> int:
@@ -135,13 +141,6 @@ def _bad(path: str, what: str) -> ValueError:
     )
 
 
-def _meta(text: Any, path: str) -> Dict[str, str]:
-    meta = json_object(text)
-    if meta is None:
-        raise _bad(path, "its metadata is not a JSON object of strings")
-    return meta
-
-
 def _version(value: Any, path: str) -> int:
     try:
         version = int(np.asarray(value).item()) if not isinstance(value, str) else int(value)
@@ -152,24 +151,22 @@ def _version(value: Any, path: str) -> int:
     return version
 
 
-def _strings(value: Any, what: str, path: str) -> List[str]:
-    strings = string_list(value)
+def _checked(path: str, feats: np.ndarray, paths: Any, pids: Optional[np.ndarray], camids: Optional[np.ndarray],
+             meta: Any) -> Gallery:
+    """The gallery of what a file holds (`meta`: its JSON text), each part checked; errors name the file."""
+    if feats.dtype.kind != "f" or feats.ndim != 2 or feats.shape[1] == 0:
+        raise _bad(path, f"its features are not a float array [N, D] with D >= 1 ({feats.dtype} {list(feats.shape)})")
+    strings = string_list(paths)
     if strings is None:
-        shown = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
-        raise _bad(path, f"its {what} are not a list of strings ({shown})")
-    return strings
-
-
-def _feats(value: np.ndarray, path: str) -> np.ndarray:
-    if value.dtype.kind != "f" or value.ndim != 2 or value.shape[1] == 0:
-        raise _bad(path, f"its features are not a float array [N, D] with D >= 1 ({value.dtype} {list(value.shape)})")
-    return value
-
-
-def _labels(value: Optional[np.ndarray], what: str, path: str) -> Optional[np.ndarray]:
-    if value is not None and not is_int_vector(value):
-        raise _bad(path, f"its {what} are not a 1-d integer array ({value.dtype} {list(value.shape)})")
-    return value
+        shown = paths.dtype if isinstance(paths, np.ndarray) else type(paths).__name__
+        raise _bad(path, f"its paths are not a list of strings ({shown})")
+    for what, value in (("pids", pids), ("camids", camids)):
+        if value is not None and not is_int_vector(value):
+            raise _bad(path, f"its {what} are not a 1-d integer array ({value.dtype} {list(value.shape)})")
+    meta = json_object(meta)
+    if meta is None:
+        raise _bad(path, "its metadata is not a JSON object of strings")
+    return Gallery(feats=feats, paths=strings, pids=pids, camids=camids, meta=meta)
 
 
 def _read_npz(path: str) -> Gallery:
@@ -183,13 +180,8 @@ def _read_npz(path: str) -> Gallery:
         raise _bad(path, e.reason) from None
     if "format_version" in arrays:
         _version(arrays["format_version"], path)
-    return Gallery(
-        feats=_feats(arrays[prefix + "feats"], path),
-        paths=_strings(arrays[prefix + "paths"], "paths", path),
-        pids=_labels(arrays.get(prefix + "pids"), "pids", path),
-        camids=_labels(arrays.get(prefix + "camids"), "camids", path),
-        meta=_meta(arrays["meta"], path) if "meta" in arrays else {},
-    )
+    return _checked(path, arrays[prefix + "feats"], arrays[prefix + "paths"], arrays.get(prefix + "pids"),
+                    arrays.get(prefix + "camids"), arrays.get("meta", "{}"))
 
 
 def _read_safetensors(path: str) -> Gallery:
@@ -203,24 +195,16 @@ def _read_safetensors(path: str) -> Gallery:
                     raise _bad(path, f"the tensor {key!r} is missing (found {sorted(keys)[:12]})")
             # Only the tensors a gallery has: an unused one is never read.
             arrays = {k: f.get_tensor(k) for k in ("feats", "paths_json", "pids", "camids") if k in keys}
-    except ValueError as e:
-        if str(e).startswith(f"Gallery file {path!r}"):
-            raise
-        raise _bad(path, f"{type(e).__name__}: {e}") from e
     except Exception as e:  # safetensors raises its own error types for damaged headers
+        if isinstance(e, ValueError) and str(e).startswith(f"Gallery file {path!r}"):
+            raise
         raise _bad(path, f"{type(e).__name__}: {e}") from e
     _version(header.get("format_version", FORMAT_VERSION), path)
     try:
         paths = json.loads(arrays["paths_json"].tobytes().decode("utf-8"))
     except (ValueError, RecursionError) as e:
         raise _bad(path, f"its paths are not a JSON list ({type(e).__name__})") from None
-    return Gallery(
-        feats=_feats(arrays["feats"], path),
-        paths=_strings(paths, "paths", path),
-        pids=_labels(arrays.get("pids"), "pids", path),
-        camids=_labels(arrays.get("camids"), "camids", path),
-        meta=_meta(header.get("meta", "{}"), path),
-    )
+    return _checked(path, arrays["feats"], paths, arrays.get("pids"), arrays.get("camids"), header.get("meta", "{}"))
 
 
 def load_gallery(path: PathLike) -> Gallery:
@@ -257,5 +241,5 @@ def load_gallery(path: PathLike) -> Gallery:
 
 
 __all__: Sequence[str] = [
-    "FORMATS", "FORMAT_VERSION", "Gallery", "gallery_format", "load_gallery", "require_safetensors", "save_gallery",
+    "FORMAT_VERSION", "Gallery", "gallery_format", "load_gallery", "require_safetensors", "row_labels", "save_gallery",
 ]

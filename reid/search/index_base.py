@@ -19,6 +19,8 @@ import torch
 
 from reid.utils.value_checks import unit_rows
 
+from .gallery import row_labels
+
 FAISS_HINT = "pip install faiss-cpu (or pip install 'circle-reid[faiss]'), or use the 'exact' backend"
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
@@ -180,18 +182,7 @@ class SearchIndex:
                    camids: Optional[ArrayLike] = None, meta: Optional[Dict[str, Any]] = None) -> "SearchIndex":
         """Attach the gallery's paths / pids / camids (one per row) and metadata; returns self."""
         n = len(self)
-        if paths is not None:
-            paths = [str(p) for p in paths]
-            if len(paths) != n:
-                raise ValueError(f"The index has {n} gallery rows but {len(paths)} paths; they must match.")
-        labels = {}
-        for name, value in (("pids", pids), ("camids", camids)):
-            if value is not None:
-                value = np.asarray(value, dtype=np.int64).reshape(-1)
-                if len(value) != n:
-                    raise ValueError(f"The index has {n} gallery rows but {len(value)} {name}; they must match.")
-            labels[name] = value
-        self.paths, self.pids, self.camids = paths, labels["pids"], labels["camids"]
+        self.paths, self.pids, self.camids = row_labels(n, f"The index has {n} gallery rows", paths, pids, camids)
         self.meta = {str(k): str(v) for k, v in (meta or {}).items()}
         return self
 

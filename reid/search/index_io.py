@@ -87,10 +87,9 @@ def _text(arrays: Dict[str, np.ndarray], key: str, default: Optional[str] = None
 
 
 # Every entry a saved index may hold; anything else in the file is never read.
-_HEADER = ("format_version", "backend")
-_OPTIONAL = ("params", "meta", "feats", "faiss_index", "faiss_version", "paths", "pids", "camids", "recall_rows",
-             "recall_queries", "recall_truth")
 _SAMPLE = ("recall_rows", "recall_queries", "recall_truth")
+_HEADER = ("format_version", "backend")
+_OPTIONAL = ("params", "meta", "feats", "faiss_index", "faiss_version", "paths", "pids", "camids") + _SAMPLE
 
 
 def _read_arrays(path: str) -> Dict[str, np.ndarray]:

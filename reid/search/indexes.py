@@ -27,7 +27,7 @@ from reid.utils.registry import Registry
 from .faiss_indexes import FaissIndex, HNSWIndex, IVFIndex
 from .gallery import Gallery
 from .options import INDEX_BACKENDS
-from .index_base import ArrayLike, SearchIndex, SearchResult, check_not_empty, faiss_available, gallery_rows
+from .index_base import ArrayLike, SearchIndex, SearchResult, check_not_empty, gallery_rows
 from .tuning import DEFAULT_TARGET_RECALL, check_target_recall, draw_recall_sample, tune_recall
 
 # Score-matrix elements per chunk: 2**26 float32 = 256 MiB.
@@ -84,7 +84,6 @@ class ExactIndex(SearchIndex):
 INDEX_REGISTRY = Registry("search backend", declared=INDEX_BACKENDS)
 for _cls in (ExactIndex, FaissIndex, IVFIndex, HNSWIndex):
     INDEX_REGISTRY.register(_cls.backend)(_cls)
-BACKENDS = INDEX_BACKENDS
 
 
 def backend_params(backend: str) -> Sequence[str]:
@@ -144,16 +143,9 @@ def search(query_feats: ArrayLike, gallery_feats: ArrayLike, k: int = 10, backen
 
 
 __all__: Sequence[str] = [
-    "BACKENDS",
     "ExactIndex",
-    "FaissIndex",
-    "HNSWIndex",
-    "IVFIndex",
     "INDEX_REGISTRY",
-    "SearchIndex",
-    "SearchResult",
     "backend_params",
     "build_index",
-    "faiss_available",
     "search",
 ]

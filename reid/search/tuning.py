@@ -212,12 +212,8 @@ def verify_recall(index: Any, path: str = "") -> Optional[float]:
 
 def index_recall_fields(index: Any) -> dict:
     """The recall fields an index saves in its parameters (none when it was never measured)."""
-    out = {}
-    for key in ("target_recall", "measured_recall"):
-        value: Optional[float] = getattr(index, key, None)
-        if value is not None:
-            out[key] = float(value)
-    return out
+    values = {key: getattr(index, key, None) for key in ("target_recall", "measured_recall")}
+    return {key: float(value) for key, value in values.items() if value is not None}
 
 
 __all__ = ["DEFAULT_TARGET_RECALL", "RECALL_K", "RECALL_TOLERANCE", "RecallSample", "SAMPLE_QUERIES",

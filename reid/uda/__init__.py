@@ -12,7 +12,7 @@ below the programs; the engine runs its hooks like any other.
 """
 from .build import build_uda_training, check_uda_settings, set_identity_head
 from .clustering import ClusterSettings, Clusters, cluster_centroids, cluster_features, dbscan
-from .hooks import ClusterEachEpoch, MemoryUpdate, NoClustersError, uda_hooks
+from .hooks import ClusterEachEpoch, MemoryUpdate, NoClustersError
 from .scores import pseudo_label_scores
 
 __all__ = [
@@ -28,5 +28,4 @@ __all__ = [
     "dbscan",
     "pseudo_label_scores",
     "set_identity_head",
-    "uda_hooks",
 ]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -11,16 +10,16 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from reid.data import TrainData, build_pseudo_label_loader, build_test_loader
+from reid.data.datasets.unlabelled import groups_in_names, one_group_pattern
 from reid.engine import HookBase
 from reid.evaluation.extract import extract_features
 from reid.utils.process import get_world_size
-from reid.utils.safe_regex import compile_bounded, search_names
 
 from .auto_eps import check_auto_images
 from .camera_proxies import CameraProxyMemory
 from .cluster_memory import UPDATE_MODES, ClusterMemory
 from .clustering import ClusterSettings
-from .hooks import uda_hooks
+from .hooks import ClusterEachEpoch, MemoryUpdate
 from .scores import pseudo_label_scores
 
 logger = logging.getLogger(__name__)
@@ -107,16 +106,10 @@ def tracklets_from_names(paths: Sequence[str], regex: str) -> np.ndarray:
     """The tracklet of each of `paths` (int ``[N]``, numbered 0..T-1 in sorted order): the text that
     `regex`'s one group captures in the file name (searched within the bounds of reid/utils/safe_regex.py).
     A name it does not match is one line naming the file and the key."""
-    pattern = compile_bounded(regex, _TRACKLET_KEY, example=r"^(.+_t\d+)_f\d+")
-    if pattern.groups != 1:
-        raise ValueError(f"{_TRACKLET_KEY} {regex!r} has {pattern.groups} groups; it needs exactly one, capturing "
-                         r"the tracklet part of a file name, e.g. '^(.+_t\d+)_f\d+'.")
-    found = search_names(pattern, [os.path.basename(p) for p in paths], _TRACKLET_KEY)
-    for path, groups in zip(paths, found):
-        if groups is None or not groups[0]:
-            raise ValueError(f"Image {path!r}: its file name does not match {_TRACKLET_KEY} {regex!r}; fix the "
-                             "expression, or set it to '' (no tracklets).")
-    return np.unique([groups[0] for groups in found], return_inverse=True)[1].reshape(-1).astype(np.int64)
+    pattern = one_group_pattern(regex, _TRACKLET_KEY, "the tracklet part", r"^(.+_t\d+)_f\d+")
+    found = groups_in_names(paths, pattern, _TRACKLET_KEY, "; fix the expression, or set it to '' (no tracklets).",
+                            ValueError)
+    return np.unique(found, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def set_identity_head(model: nn.Module, head: nn.Module) -> None:
@@ -140,12 +133,9 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     loader = build_pseudo_label_loader(cfg, items)
     u = cfg.UDA
     cameras = camera_ids(data, cfg)
-    if bool(u.CAMERA_AWARE):
-        memory: ClusterMemory = CameraProxyMemory(int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM),
-                                                  str(u.MEMORY_UPDATE), float(u.CAMERA_INTER_WEIGHT),
-                                                  int(u.CAMERA_HARD_NEGATIVES))
-    else:
-        memory = ClusterMemory(int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM), str(u.MEMORY_UPDATE))
+    args = (int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM), str(u.MEMORY_UPDATE))
+    memory = (CameraProxyMemory(*args, float(u.CAMERA_INTER_WEIGHT), int(u.CAMERA_HARD_NEGATIVES))
+              if bool(u.CAMERA_AWARE) else ClusterMemory(*args))
     set_identity_head(model, memory)
     extract_loader = build_test_loader(cfg, items, [])
 
@@ -167,8 +157,9 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
         score = lambda labels: pseudo_label_scores(labels, truth)  # noqa: E731
     tracklets = tracklets_from_names([p for p, _, _ in items], str(u.TRACKLET_REGEX)) if u.TRACKLET_REGEX else None
     per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
-    return loader, uda_hooks(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score,
-                             tracklets, cameras, len(items))
+    # ClusterEachEpoch must run before MemoryUpdate
+    return loader, [ClusterEachEpoch(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score,
+                                     tracklets, cameras, len(items)), MemoryUpdate(memory)]
 
 
 __all__ = ["build_uda_training", "camera_ids", "check_uda_settings", "set_identity_head", "tracklets_from_names"]

@@ -250,16 +250,12 @@ def format_health(record: Mapping[str, Any]) -> str:
     parts: List[str] = []
     if _has(record, "size_min", "size_median", "size_max"):
         parts.append(f"sizes {record['size_min']}/{record['size_median']:g}/{record['size_max']} (min/median/max)")
-    if _has(record, "outlier_share"):
-        parts.append(f"{_pct(record['outlier_share'])} outliers")
-    if _has(record, "multi_camera_share"):
-        parts.append(f"{_pct(record['multi_camera_share'])} of clusters multi-camera")
-    if _has(record, "nmi_previous"):
-        parts.append(f"NMI to last epoch {record['nmi_previous']:.3f}")
-    if _has(record, "feature_spread"):
-        parts.append(f"feature spread {record['feature_spread']:.2f}")
-    if _has(record, "cluster_spread"):
-        parts.append(f"cluster spread {record['cluster_spread']:.2f}")
+    fragments = (("outlier_share", lambda v: f"{_pct(v)} outliers"),
+                 ("multi_camera_share", lambda v: f"{_pct(v)} of clusters multi-camera"),
+                 ("nmi_previous", lambda v: f"NMI to last epoch {v:.3f}"),
+                 ("feature_spread", lambda v: f"feature spread {v:.2f}"),
+                 ("cluster_spread", lambda v: f"cluster spread {v:.2f}"))
+    parts += [show(record[key]) for key, show in fragments if _has(record, key)]
     return ", ".join(parts)
 
 

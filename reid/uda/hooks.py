@@ -213,14 +213,5 @@ class MemoryUpdate(HookBase):
         self.memory.load_vectors(state["memory"])
 
 
-def uda_hooks(extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory, per_batch: int,
-              score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
-              tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None,
-              num_images: Optional[int] = None) -> List[HookBase]:
-    """The two hooks, in the order they must run."""
-    return [ClusterEachEpoch(extract, settings, sampler, memory, per_batch, score, tracklets, cameras, num_images),
-            MemoryUpdate(memory)]
-
-
 __all__ = ["ClusterEachEpoch", "ExtractFn", "MemoryUpdate", "NoClustersError", "check_clusters",
-           "format_cluster_record", "uda_hooks"]
+           "format_cluster_record"]

@@ -18,10 +18,8 @@ HEAD_BYTES = 4096
 _MAGIC = (
     (b"\xff\xd8\xff", "a JPEG image"),
     (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
-    (b"II*\x00", "a TIFF image"),
-    (b"MM\x00*", "a TIFF image"),
+    ((b"GIF87a", b"GIF89a"), "a GIF image"),
+    ((b"II*\x00", b"MM\x00*"), "a TIFF image"),
     (b"\x1f\x8b", "a gzip archive"),
     (b"%PDF", "a PDF document"),
     (b"\x89HDF\r\n\x1a\n", "an HDF5 file (a MATLAB .mat?)"),

@@ -55,10 +55,10 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def scan_folder(folder: str, accept: Callable[[str], bool], skip_hidden: bool = True) -> FolderScan:
+def scan_folder(folder: str, accept: Callable[[str], bool]) -> FolderScan:
     """Every regular file under `folder` whose name `accept` takes, sorted, each file once.
 
-    Hidden folders (names starting with ".") are not entered when `skip_hidden`. See the
+    Hidden folders (names starting with ".") are not entered. See the
     module docstring for how links, duplicates and special files are treated.
     """
     root_real = os.path.realpath(folder)
@@ -84,7 +84,7 @@ def scan_folder(folder: str, accept: Callable[[str], bool], skip_hidden: bool = 
                 scan.skip(UNREADABLE, path)
                 continue
             if stat.S_ISDIR(st.st_mode):
-                if not (skip_hidden and entry.name.startswith(".")):
+                if not entry.name.startswith("."):
                     pending.append(path)
             elif accept(entry.name):
                 if stat.S_ISREG(st.st_mode):

@@ -117,9 +117,7 @@ def progress_bar(
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     if enabled and not bool(getattr(sys.stderr, "isatty", lambda: False)()):
-        bar = LineProgress(total, desc, sys.stderr, initial=initial, unit=unit)
-        yield bar
-        bar.close()
+        yield LineProgress(total, desc, sys.stderr, initial=initial, unit=unit)  # its lines need no closing
         return
     with logging_redirect_tqdm(loggers=[logging.getLogger(LOGGER_NAME)]):
         with tqdm(total=total, desc=desc, initial=initial, disable=not enabled, leave=leave, unit=unit, file=sys.stderr,
@@ -147,20 +145,19 @@ def setup_logger(
 
     prefix = "" if rank == 0 else f"[rank {rank}] "
     formatter = logging.Formatter(prefix + _FORMAT, datefmt=_DATEFMT)
-    console = _StdoutHandler()
-    console.setLevel(level if rank == 0 else logging.WARNING)
-    console.setFormatter(formatter)
-    setattr(console, _OWNED, True)
-    logger.addHandler(console)
 
+    def add(handler: logging.Handler, handler_level: int) -> None:
+        handler.setLevel(handler_level)
+        handler.setFormatter(formatter)
+        setattr(handler, _OWNED, True)
+        logger.addHandler(handler)
+
+    add(_StdoutHandler(), level if rank == 0 else logging.WARNING)
     if rank == 0 and output_dir:
         os.makedirs(output_dir, exist_ok=True)
         file_handler = _LogFileHandler(os.path.join(output_dir, "log.txt"), mode="a", encoding="utf-8")
         file_handler.owner = name
-        file_handler.setLevel(level)
-        file_handler.setFormatter(formatter)
-        setattr(file_handler, _OWNED, True)
-        logger.addHandler(file_handler)
+        add(file_handler, level)
     return logger
 
 

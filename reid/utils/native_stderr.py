@@ -8,11 +8,12 @@ and hands back the lines, for the caller to report once.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import sys
 import tempfile
-from typing import Dict, Iterator, List, Sequence
+from typing import Iterator, List, Sequence
 
 
 class CapturedLines:
@@ -46,10 +47,7 @@ def captured_stderr() -> Iterator[CapturedLines]:
 
 def collapse_repeats(lines: Sequence[str]) -> List[str]:
     """`lines` in first-seen order, each once; a repeated one ends with "(N times)"."""
-    counts: Dict[str, int] = {}
-    for line in lines:
-        if line.strip():
-            counts[line] = counts.get(line, 0) + 1
+    counts = collections.Counter(line for line in lines if line.strip())
     return [line if n == 1 else f"{line} ({n} times)" for line, n in counts.items()]
 
 

@@ -115,12 +115,14 @@ class WrongPathKindError(ValueError):
 Error = Callable[[str], BaseException]
 
 
-def _raise(path: PathLike, problem: str, what: str, hint: str, missing_hint: Optional[str], error: Error,
-           missing_error: Error) -> None:
-    missing = is_missing(problem)
-    advice = missing_hint if missing and missing_hint is not None else hint
-    message = f"{what} {os.fspath(path)!r} {problem}" + (f"; {advice}" if advice else ".")
-    raise (missing_error if missing else error)(message)
+def _checked(path: PathLike, problem: Optional[str], what: str, hint: str, missing_hint: Optional[str], error: Error,
+             missing_error: Error) -> str:
+    if problem is not None:
+        missing = is_missing(problem)
+        advice = missing_hint if missing and missing_hint is not None else hint
+        message = f"{what} {os.fspath(path)!r} {problem}" + (f"; {advice}" if advice else ".")
+        raise (missing_error if missing else error)(message)
+    return os.fspath(path)
 
 
 def check_file(path: PathLike, what: str, hint: str = "", missing_hint: Optional[str] = None,
@@ -131,19 +133,13 @@ def check_file(path: PathLike, what: str, hint: str = "", missing_hint: Optional
     Nothing there (a missing path, a broken link) raises `missing_error` with `missing_hint`
     (default: `hint`); any other kind raises `error`.
     """
-    problem = file_problem(path)
-    if problem is not None:
-        _raise(path, problem, what, hint, missing_hint, error, missing_error)
-    return os.fspath(path)
+    return _checked(path, file_problem(path), what, hint, missing_hint, error, missing_error)
 
 
 def check_folder(path: PathLike, what: str, hint: str = "", missing_hint: Optional[str] = None,
                  error: Error = WrongPathKindError, missing_error: Error = FileNotFoundError) -> str:
     """`path` when it is a folder; else one line as :func:`check_file` raises it."""
-    problem = folder_problem(path)
-    if problem is not None:
-        _raise(path, problem, what, hint, missing_hint, error, missing_error)
-    return os.fspath(path)
+    return _checked(path, folder_problem(path), what, hint, missing_hint, error, missing_error)
 
 
 __all__ = ["MISSING", "WrongPathKindError", "check_file", "check_folder", "file_problem", "folder_problem",

@@ -49,8 +49,7 @@ class Registry:
     def get(self, name: str) -> Callable:
         key = str(name).lower()
         if key not in self._items:
-            valid = ", ".join(sorted(self._items))
-            raise UnknownNameError(f"Unknown {self.kind} {name!r}. Valid names: {valid}.")
+            raise UnknownNameError(f"Unknown {self.kind} {name!r}. Valid names: {', '.join(self.names())}.")
         return self._items[key]
 
     def names(self) -> list:

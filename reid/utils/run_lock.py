@@ -24,6 +24,7 @@ without ``fcntl``, the run warns once and goes on unprotected.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import json
@@ -60,10 +61,8 @@ _HELD: Set[int] = set()
 
 def _close_in_child() -> None:
     for fd in list(_HELD):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _HELD.clear()
 
 

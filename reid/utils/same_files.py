@@ -85,13 +85,10 @@ def first_copies(paths: Sequence[str]) -> List[Copy]:
     first_of_content: Dict[Tuple[int, bytes], int] = {}
     for i in sorted(shared):
         d = digests[paths[i]]
-        if d is None:
-            continue
-        key = (stats[i][1], d)
-        if key in first_of_content:
-            result[i] = (first_of_content[key], SAME_BYTES)
-        else:
-            first_of_content[key] = i
+        if d is not None:
+            first = first_of_content.setdefault((stats[i][1], d), i)
+            if first != i:
+                result[i] = (first, SAME_BYTES)
     for i, copy in enumerate(result):  # a link to a copy repeats the copy's original, by content
         if copy is not None and copy[1] == SAME_FILE and result[copy[0]] is not None:
             result[i] = result[copy[0]]

@@ -27,7 +27,7 @@ import logging
 import os
 import signal
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Optional
 
 from torch.utils.data import DataLoader
@@ -106,9 +106,8 @@ class StopSafeDataLoader(DataLoader):
             self.worker_init_fn = WorkerSignalGuard()
 
     def _get_iterator(self) -> Any:
-        if not isinstance(self.worker_init_fn, WorkerSignalGuard):  # another init: signals as usual
-            return super()._get_iterator()
-        with stop_signals_blocked():  # the workers start here (once, with persistent workers)
+        guarded = isinstance(self.worker_init_fn, WorkerSignalGuard)  # another init: signals as usual
+        with stop_signals_blocked() if guarded else nullcontext():  # the workers start here (once if persistent)
             return super()._get_iterator()
 
 

@@ -12,11 +12,6 @@ from reid.utils.path_kinds import check_file
 from .items import Items, as_items, to_numpy_2d
 from .ranked_list import RankedVisualization, visualize_ranked_results
 
-NPZ_KEYS = (
-    "query_feats", "gallery_feats", "query_pids", "gallery_pids",
-    "query_camids", "gallery_camids", "query_paths", "gallery_paths",
-)
-
 
 @dataclass
 class SavedFeatures:
@@ -37,28 +32,9 @@ def load_saved_features(path: str) -> SavedFeatures:
                "FILE.npz`.")
     from reid.evaluation import load_features  # evaluation pulls in torch; loaded on use
 
-    return _adapt_loaded(load_features(path), path)
-
-
-def _adapt_loaded(obj: Any, path: str) -> SavedFeatures:
-    """Accept the shapes ``load_features`` may return: a mapping of the npz keys, or a
-    (query, gallery) pair of Features-like objects."""
-    if isinstance(obj, tuple) and len(obj) == 2:
-        q, g = obj
-        return SavedFeatures(
-            to_numpy_2d(q.feats, "query_feats"), to_numpy_2d(g.feats, "gallery_feats"),
-            as_items(q, "query"), as_items(g, "gallery"),
-        )
-    keys = list(obj.keys()) if hasattr(obj, "keys") else []
-    missing = [k for k in NPZ_KEYS if k not in keys]
-    if missing:
-        raise ValueError(
-            f"{path!r} lacks {missing}; it is not a saved-features file (see 'Feature files' in "
-            "docs/evaluation.md)."
-        )
-    q = as_items({"paths": obj["query_paths"], "pids": obj["query_pids"], "camids": obj["query_camids"]}, "query")
-    g = as_items({"paths": obj["gallery_paths"], "pids": obj["gallery_pids"], "camids": obj["gallery_camids"]}, "gallery")
-    return SavedFeatures(to_numpy_2d(obj["query_feats"], "query_feats"), to_numpy_2d(obj["gallery_feats"], "gallery_feats"), q, g)
+    q, g = load_features(path)
+    return SavedFeatures(to_numpy_2d(q.feats, "query_feats"), to_numpy_2d(g.feats, "gallery_feats"),
+                         as_items(q, "query"), as_items(g, "gallery"))
 
 
 def visualize_from_features(

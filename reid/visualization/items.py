@@ -49,9 +49,7 @@ def as_items(info: Any, what: str = "items") -> Items:
                 f"{what}: entry {bad[0]} is {rows[bad[0]]!r}, not a (path, pid, camid) tuple; "
                 "pass a dataset list such as dataset.query, or a Features object."
             )
-        paths = [r[0] for r in rows]
-        pids = [r[1] for r in rows]
-        camids = [r[2] for r in rows]
+        paths, pids, camids = ([r[i] for r in rows] for i in range(3))
     else:
         raise TypeError(
             f"{what}: expected a list of (path, pid, camid), a Features object or a mapping with "

@@ -42,9 +42,7 @@ __all__ = [
     "PICTURE_NAME_RE",
     "draw_ranked_list",
     "picture_name",
-    "rank_gallery",
     "remove_old_pictures",
-    "select_queries",
     "visualize_ranked_results",
 ]
 

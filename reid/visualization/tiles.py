@@ -121,8 +121,7 @@ def make_tile(img: np.ndarray, geom: TileGeometry, border_color: Color, label: s
     body = cv2.resize(img, (geom.image_w, geom.image_h), interpolation=interp)
     if greyed:
         body = grey_out(body)
-    tile = np.empty((geom.height, geom.width, 3), dtype=np.uint8)
-    tile[...] = BACKGROUND
+    tile = np.full((geom.height, geom.width, 3), BACKGROUND, dtype=np.uint8)
     b = geom.border
     tile[: geom.image_h + 2 * b] = border_color
     tile[b : b + geom.image_h, b : b + geom.image_w] = body
@@ -135,8 +134,7 @@ def make_tile(img: np.ndarray, geom: TileGeometry, border_color: Color, label: s
 def caption_strip(lines: Sequence[str], width: int, geom: TileGeometry) -> np.ndarray:
     """White strip with one text line per entry of `lines`, each shrunk to fit `width`."""
     line_h = int(round(geom.label_h * 1.15))
-    strip = np.empty((line_h * len(lines) + geom.border, width, 3), dtype=np.uint8)
-    strip[...] = BACKGROUND
+    strip = np.full((line_h * len(lines) + geom.border, width, 3), BACKGROUND, dtype=np.uint8)
     scale = geom.font_scale * 1.1
     (_, th), _ = cv2.getTextSize("0", FONT, scale, geom.thickness)
     for i, line in enumerate(lines):
@@ -149,14 +147,12 @@ def hstack_tiles(tiles: Sequence[np.ndarray], gaps: Sequence[int], margin: int) 
     """Tiles side by side on white, `gaps[i]` pixels before tile i+1, `margin` around."""
     h = max(t.shape[0] for t in tiles)
     w = 2 * margin + sum(t.shape[1] for t in tiles) + sum(gaps)
-    canvas = np.empty((h, w, 3), dtype=np.uint8)
-    canvas[...] = BACKGROUND
+    canvas = np.full((h, w, 3), BACKGROUND, dtype=np.uint8)
     x = margin
     for i, t in enumerate(tiles):
         canvas[: t.shape[0], x : x + t.shape[1]] = t
         x += t.shape[1] + (gaps[i] if i < len(gaps) else 0)
     return canvas
-
 
 
 def results_row(tiles: Sequence[np.ndarray], geom: TileGeometry, caption: Optional[Sequence[str]] = None) -> np.ndarray:
@@ -166,21 +162,19 @@ def results_row(tiles: Sequence[np.ndarray], geom: TileGeometry, caption: Option
     body = hstack_tiles(tiles, gaps, 2 * geom.border)
     return body if caption is None else vstack_padded([caption_strip(list(caption), body.shape[1], geom), body])
 
+
 def vstack_padded(parts: Sequence[np.ndarray], gap: int = 0, separator: Optional[Color] = None) -> np.ndarray:
     """Stack images vertically, padding narrower ones with white on the right."""
     w = max(p.shape[1] for p in parts)
     out = []
     for i, p in enumerate(parts):
         if i and gap:
-            sep = np.empty((gap, w, 3), dtype=np.uint8)
-            sep[...] = BACKGROUND
+            sep = np.full((gap, w, 3), BACKGROUND, dtype=np.uint8)
             if separator is not None:
                 sep[gap // 2 : gap // 2 + 1] = separator
             out.append(sep)
         if p.shape[1] < w:
-            pad = np.empty((p.shape[0], w - p.shape[1], 3), dtype=np.uint8)
-            pad[...] = BACKGROUND
-            p = np.concatenate([p, pad], axis=1)
+            p = np.concatenate([p, np.full((p.shape[0], w - p.shape[1], 3), BACKGROUND, dtype=np.uint8)], axis=1)
         out.append(p)
     return np.concatenate(out, axis=0)
 

@@ -15,9 +15,6 @@ Item = Tuple[str, int, int]
 #: name -> dataset class; ``build_dataset`` looks names up here.
 DATASET_REGISTRY = Registry("dataset")
 
-#: Evaluation protocols a dataset can declare (``ReIDDataset.test_protocol``).
-TEST_PROTOCOLS = ("cross_camera", "gallery_draws")
-
 #: Where users are sent when a dataset folder is missing or malformed.
 README_HINT = "See datasets/README.md for where to get the dataset and how to lay it out."
 
@@ -89,13 +86,6 @@ def relabel_pids(items: Sequence[Item]) -> Tuple[List[Item], Dict[int, int]]:
     return out, mapping
 
 
-def _split_stats(items: Sequence[Item]) -> Tuple[int, int, int]:
-    """(ids, images, cameras) of one subset."""
-    if not items:
-        return 0, 0, 0
-    return len({it[1] for it in items}), len(items), len({it[2] for it in items})
-
-
 class ReIDDataset:
     """A re-ID dataset: three lists of ``(path, pid, camid)``.
 
@@ -113,7 +103,7 @@ class ReIDDataset:
     distractor_pids: Tuple[int, ...] = ()
     #: False for crops without identities (pid -1 = unknown): only learning without labels uses them.
     has_labels: bool = True
-    #: How its query/gallery are evaluated (one of TEST_PROTOCOLS): "cross_camera" (Market-1501's
+    #: How its query/gallery are evaluated: "cross_camera" (Market-1501's
     #: protocol) or "gallery_draws" (VehicleID's: every identity's gallery image drawn at random,
     #: results averaged over draws; reid/evaluation/gallery_draws.py).
     test_protocol: str = "cross_camera"
@@ -157,7 +147,7 @@ class ReIDDataset:
             f"  {'-' * 8}-+-{'-' * 6}-+-{'-' * 8}-+-{'-' * 7}",
         ]
         for label, items in rows:
-            ids, imgs, cams = _split_stats(items)
+            ids, imgs, cams = len({it[1] for it in items}), len(items), len({it[2] for it in items})
             shown = ids if self.has_labels or label != "train" else "-"  # no identities to count
             lines.append(f"  {label:<8} | {shown:>6} | {imgs:>8} | {cams:>7}")
         return "\n".join(lines)

@@ -40,8 +40,13 @@ CUSTOM_HINT = (
 )
 
 
+def root_candidates(root: str, path: str) -> List[str]:
+    """Where a dataset file given as `path` is looked for: `path` when absolute, else under `root`, then as given."""
+    return [path] if os.path.isabs(path) else [os.path.join(root, path), path]
+
+
 def _resolve_list(root: str, list_file: str, what: str) -> str:
-    candidates = [list_file] if os.path.isabs(list_file) else [os.path.join(root, list_file), list_file]
+    candidates = root_candidates(root, list_file)
     for cand in candidates:
         if os.path.lexists(cand):  # whatever it is: text_lines names a FIFO or a folder for what it is
             return cand
@@ -82,11 +87,11 @@ def is_header(fields: List[str]) -> bool:
     return [x.lower() for x in fields] == list(_HEADER_TOKENS)
 
 
-def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
+def read_list_file(list_path: str) -> List[Item]:
     """Parse one list file into items (junk pid -1 dropped).
 
     Raises DatasetFormatError naming the file and line for a malformed line, and
-    DatasetNotFoundError naming the image when `check_files` and it does not exist.
+    DatasetNotFoundError naming the image when it does not exist.
     """
     base = os.path.dirname(os.path.abspath(list_path))
     items: List[Item] = []
@@ -117,8 +122,7 @@ def read_list_file(list_path: str, check_files: bool = True) -> List[Item]:
         if pid == -1:
             continue
         full = path if os.path.isabs(path) else os.path.join(base, path)
-        if check_files:
-            check_listed_image(full, where, base)
+        check_listed_image(full, where, base)
         items.append((full, pid, camid))
     return items
 
@@ -143,7 +147,6 @@ class CustomDataset(ReIDDataset):
         train_list: Optional[str] = "",
         query_list: Optional[str] = "",
         gallery_list: Optional[str] = "",
-        check_files: bool = True,
     ) -> None:
         lists = {"train": train_list, "query": query_list, "gallery": gallery_list}
         if not any(lists.values()):
@@ -152,7 +155,7 @@ class CustomDataset(ReIDDataset):
                 f"DATASETS.CUSTOM.QUERY_LIST + GALLERY_LIST to files with lines 'path pid camid'. {CUSTOM_HINT}"
             )
         self.list_files = {k: _resolve_list(root, v, k) if v else "" for k, v in lists.items()}
-        parsed = {k: read_list_file(p, check_files) if p else [] for k, p in self.list_files.items()}
+        parsed = {k: read_list_file(p) if p else [] for k, p in self.list_files.items()}
         if bool(parsed["query"]) != bool(parsed["gallery"]):
             empty = "query" if not parsed["query"] else "gallery"
             raise DatasetFormatError(

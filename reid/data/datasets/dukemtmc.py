@@ -6,18 +6,14 @@ Loaded counts of the release: train 702 ids / 16,522 images, query 2,228, galler
 """
 from __future__ import annotations
 
-import os
-
 from .base import DATASET_REGISTRY, ReIDDataset, find_dataset_dir
-from .market_style import load_market_folder
+from .market_style import SUBDIRS, load_market_splits
 
 LAYOUT = """\
   <root>/DukeMTMC-reID/              (or <root>/dukemtmc-reid/, or <root> itself)
       bounding_box_train/   0001_c2_f0046182.jpg ...
       query/                0005_c2_f0046985.jpg ...
       bounding_box_test/    0002_c1_f0044158.jpg ..."""
-
-SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
 
 
 @DATASET_REGISTRY.register("dukemtmc")
@@ -30,7 +26,4 @@ class DukeMTMC(ReIDDataset):
 
     def __init__(self, root: str = "datasets") -> None:
         self.dataset_dir = find_dataset_dir(root, self.candidates, SUBDIRS, "DukeMTMC-reID", LAYOUT)
-        train, query, gallery = (
-            load_market_folder(os.path.join(self.dataset_dir, sub), self.num_cams) for sub in SUBDIRS
-        )
-        super().__init__(train, query, gallery)
+        super().__init__(*load_market_splits(self.dataset_dir, self.num_cams))

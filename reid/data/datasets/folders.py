@@ -32,7 +32,7 @@ from reid.utils.path_kinds import file_problem, is_missing
 from reid.utils.same_files import RELATION, SAME_FILE, copies_of, first_copies
 from reid.utils.text_files import text_lines
 
-from ..image_io import IMAGE_EXTENSIONS
+from ..image_io import IMAGE_EXTENSIONS, is_image_file
 from .base import (DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset, check_id,
                    check_listed_image)
 from .custom import split_list_line, strip_comment
@@ -42,12 +42,8 @@ logger = logging.getLogger(__name__)
 Entry = Tuple[str, str, Optional[int]]  # path, identity name, camid (None: unknown)
 
 
-def _is_image(name: str) -> bool:
-    return name.lower().endswith(IMAGE_EXTENSIONS)
-
-
 def _from_folder(folder: str, side: str) -> List[Entry]:
-    scan = scan_folder(folder, _is_image)
+    scan = scan_folder(folder, is_image_file)
     # What the scan left out (links out of the folder, FIFOs, ...): one line per reason, as for
     # extract and unlabelled crops, so that a gallery never shrinks without a word.
     for note in scan.notes():
@@ -84,7 +80,7 @@ def _from_list(list_file: str, side: str) -> List[Entry]:
         if fields[1] == "-1":
             continue
         path = fields[0] if os.path.isabs(fields[0]) else os.path.join(base, fields[0])
-        if not _is_image(path):
+        if not is_image_file(path):
             raise DatasetFormatError(f"{list_file}, line {lineno}: {path!r} is not an image file "
                                      f"({', '.join(IMAGE_EXTENSIONS)}).")
         check_listed_image(path, f"{list_file}, line {lineno}", base)
@@ -190,16 +186,10 @@ def to_items(query: Sequence[Entry], gallery: Sequence[Entry]) -> Tuple[List[Ite
     return q_items, g_items, with_cameras, found
 
 
-def folders_have_cameras(query_path: str, gallery_path: str) -> bool:
-    """Whether the query and gallery of the "folders" test set give camera ids (list files with a
-    camid column); without them the cameras are only the evaluation's bookkeeping (see to_items)."""
-    return _with_cameras(read_side(query_path, "query"), read_side(gallery_path, "gallery"))
-
-
 def check_folder_cameras(query_path: str, gallery_path: str) -> None:
-    """A model with SIE embeds each image with its camera: folders without camera ids cannot feed it
-    (the cameras the evaluation assigns them are bookkeeping, not the images' cameras)."""
-    if not folders_have_cameras(query_path, gallery_path):
+    """A model with SIE embeds each image with its camera: folders without camera ids (list files with a
+    camid column) cannot feed it (the cameras the evaluation assigns them are bookkeeping, see to_items)."""
+    if not _with_cameras(read_side(query_path, "query"), read_side(gallery_path, "gallery")):
         raise ValueError("This model uses camera ids (SIE: SIE_CAMERA True in MODEL.TRANSREID or MODEL.CLIP), and the --check-on or "
                          "--query / --gallery images have none: give list files of 'path identity camid' lines.")
 
@@ -220,4 +210,4 @@ class FoldersDataset(ReIDDataset):
         self.test_notes["query_files_in_gallery"] = self.query_files.record()
 
 
-__all__ = ["FoldersDataset", "QueryFiles", "check_folder_cameras", "folders_have_cameras", "read_side", "to_items"]
+__all__ = ["FoldersDataset", "QueryFiles", "check_folder_cameras", "read_side", "to_items"]

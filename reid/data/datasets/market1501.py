@@ -10,18 +10,14 @@ Loaded counts of the official release: train 751 ids / 12,936 images, query 750 
 """
 from __future__ import annotations
 
-import os
-
 from .base import DATASET_REGISTRY, ReIDDataset, find_dataset_dir
-from .market_style import load_market_folder
+from .market_style import SUBDIRS, load_market_splits
 
 LAYOUT = """\
   <root>/Market-1501-v15.09.15/      (or <root>/market1501/, or <root> itself)
       bounding_box_train/   0002_c1s1_000451_03.jpg ...
       query/                0001_c1s1_001051_00.jpg ...
       bounding_box_test/    0000_c1s1_000151_01.jpg, -1_c1s1_000401_03.jpg ..."""
-
-SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
 
 
 @DATASET_REGISTRY.register("market1501")
@@ -37,7 +33,4 @@ class Market1501(ReIDDataset):
 
     def __init__(self, root: str = "datasets") -> None:
         self.dataset_dir = find_dataset_dir(root, self.candidates, SUBDIRS, "Market-1501", LAYOUT)
-        train, query, gallery = (
-            load_market_folder(os.path.join(self.dataset_dir, sub), self.num_cams) for sub in SUBDIRS
-        )
-        super().__init__(train, query, gallery)
+        super().__init__(*load_market_splits(self.dataset_dir, self.num_cams))

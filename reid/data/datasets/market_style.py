@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-from ..image_io import IMAGE_EXTENSIONS
+from ..image_io import is_image_file
 from .base import DatasetFormatError, Item, README_HINT, check_id
 
 
 _NAME_RE = re.compile(r"^(-?\d+)_c(\d+)")
 
 JUNK_PID = -1
+#: The train, query and gallery folders of a Market-style dataset.
+SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
 
 
 def parse_market_name(path: str, max_cams: Optional[int] = None) -> tuple:
@@ -53,7 +55,7 @@ def list_images(folder: str) -> List[str]:
         names = [
             e.name for e in it
             # other files (e.g. Market-1501's Thumbs.db) and hidden ones (macOS's ._* files) are ignored
-            if not e.name.startswith(".") and e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS)
+            if not e.name.startswith(".") and e.is_file() and is_image_file(e.name)
         ]
     return [os.path.join(folder, n) for n in sorted(names)]
 
@@ -67,3 +69,8 @@ def load_market_folder(folder: str, max_cams: Optional[int] = None) -> List[Item
             continue
         items.append((path, pid, camid))
     return items
+
+
+def load_market_splits(dataset_dir: str, max_cams: Optional[int] = None) -> Tuple[List[Item], ...]:
+    """``(train, query, gallery)`` items of the SUBDIRS folders of a Market-style dataset."""
+    return tuple(load_market_folder(os.path.join(dataset_dir, sub), max_cams) for sub in SUBDIRS)

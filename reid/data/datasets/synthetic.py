@@ -34,11 +34,10 @@ import numpy as np
 from reid.utils.file_io import build_folder_atomically
 
 from .base import DATASET_REGISTRY, DatasetNotFoundError, ReIDDataset
-from .market_style import load_market_folder
+from .market_style import SUBDIRS, load_market_splits
 from .synthetic_render import RENDER_VERSION, STYLES, render_image, sample_cameras, sample_identity
 from .synthetic_vehicle import VEHICLE_RENDER_VERSION, render_vehicle, sample_vehicle
 
-SUBDIRS = ("bounding_box_train", "query", "bounding_box_test")
 META_FILE = "meta.json"
 JPEG_QUALITY = 95
 #: What the images show (DATASETS.SYNTHETIC.OBJECT).
@@ -248,7 +247,4 @@ class SyntheticDataset(ReIDDataset):
                                       int(images_per_camera), int(num_distractors), int(seed),
                                       (int(image_size[0]), int(image_size[1])), str(style), str(object_type))
         self.dataset_dir = ensure_generated(root, self.params, verbose)
-        train, query, gallery = (
-            load_market_folder(os.path.join(self.dataset_dir, sub), self.params.num_cameras) for sub in SUBDIRS
-        )
-        super().__init__(train, query, gallery)
+        super().__init__(*load_market_splits(self.dataset_dir, self.params.num_cameras))

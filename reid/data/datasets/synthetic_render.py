@@ -31,7 +31,6 @@ Colour = Tuple[int, int, int]
 VIEWS = ("front", "back", "side")
 PATTERNS = ("solid", "hstripes", "vstripes", "checks", "logo")
 LOWER_STYLES = ("trousers", "trousers", "shorts", "skirt")
-BACKGROUNDS = ("gradient", "noise", "tiles", "stripes")
 _SS = 2  # supersampling factor
 _SHIFT = 4  # cv2 fixed-point bits: coordinates are passed as round(x * 16)
 _FP = 1 << _SHIFT
@@ -204,6 +203,9 @@ class _Layer:
         cv2.fillPoly(self.rgb, p, colour, cv2.LINE_AA, _SHIFT)
         cv2.fillPoly(self.mask, p, 255, cv2.LINE_AA, _SHIFT)
 
+    def rect(self, x0: float, y0: float, x1: float, y1: float, colour) -> None:
+        self.poly([(x0, y0), (x1, y0), (x1, y1), (x0, y1)], colour)
+
     def line(self, p0, p1, thickness: float, colour) -> None:
         t = max(1, int(round(thickness)))
         a, b = tuple(_fp(p0)), tuple(_fp(p1))
@@ -220,8 +222,10 @@ def _jitter_colour(c: Colour, rng: np.random.Generator, amount: float = 10) -> C
     return tuple(int(np.clip(x + rng.normal(0, amount), 0, 255)) for x in c)  # type: ignore[return-value]
 
 
-def _background(cam: CameraSpec, rng: np.random.Generator, h: int, w: int) -> np.ndarray:
-    """Float32 H x W x 3 background in the camera's style, with per-image variation."""
+def draw_background(cam: CameraSpec, rng: np.random.Generator, size: Tuple[int, int]) -> np.ndarray:
+    """A float32 ``H x W x 3`` background of `size` (H, W) in `cam`'s style (before its light), with
+    per-image variation."""
+    h, w = int(size[0]), int(size[1])
     c1 = np.array(_jitter_colour(cam.bg1, rng, 12), np.float32)
     c2 = np.array(_jitter_colour(cam.bg2, rng, 12), np.float32)
     yy = np.linspace(0, 1, h, dtype=np.float32)[:, None]
@@ -273,8 +277,7 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
 
     # Backpack seen from the side sits behind the torso.
     if ident.backpack is not None and side:
-        L.poly([(cx - sw - 0.09 * hp, shoulder_y + 0.02 * hp), (cx - sw + 0.02 * hp, shoulder_y + 0.02 * hp),
-                (cx - sw + 0.02 * hp, hip - 0.04 * hp), (cx - sw - 0.09 * hp, hip - 0.04 * hp)], ident.backpack)
+        L.rect(cx - sw - 0.09 * hp, shoulder_y + 0.02 * hp, cx - sw + 0.02 * hp, hip - 0.04 * hp, ident.backpack)
     if ident.long_hair and view == "front":
         L.poly([(cx - 1.05 * r, top + r), (cx + 1.05 * r, top + r), (cx + 1.1 * r, neck + 0.07 * hp),
                 (cx - 1.1 * r, neck + 0.07 * hp)], ident.hair)
@@ -293,8 +296,7 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
         L.poly([(cx - hw, hip - 0.01 * hp), (cx + hw, hip - 0.01 * hp), (cx + 1.5 * hw, hip + 0.2 * hp),
                 (cx - 1.5 * hw, hip + 0.2 * hp)], lower)
     else:  # the seat of trousers/shorts joins the two legs
-        L.poly([(cx - hw, hip - 0.01 * hp), (cx + hw, hip - 0.01 * hp), (cx + hw, hip + 0.06 * hp),
-                (cx - hw, hip + 0.06 * hp)], lower)
+        L.rect(cx - hw, hip - 0.01 * hp, cx + hw, hip + 0.06 * hp, lower)
 
     # Torso with its pattern: drawn into its own mask, filled from a vectorised texture.
     torso = [(cx - sw, shoulder_y), (cx + sw, shoulder_y), (cx + hw, hip + 0.01 * hp), (cx - hw, hip + 0.01 * hp)]
@@ -310,8 +312,7 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
         if ident.logo_shape == 0:
             L.ellipse(lc, (ls, ls), ident.upper2)
         elif ident.logo_shape == 1:
-            L.poly([(lc[0] - ls, lc[1] - ls), (lc[0] + ls, lc[1] - ls), (lc[0] + ls, lc[1] + ls), (lc[0] - ls, lc[1] + ls)],
-                   ident.upper2)
+            L.rect(lc[0] - ls, lc[1] - ls, lc[0] + ls, lc[1] + ls, ident.upper2)
         else:
             L.poly([(lc[0], lc[1] - ls), (lc[0] + ls, lc[1] + ls), (lc[0] - ls, lc[1] + ls)], ident.upper2)
 
@@ -343,8 +344,7 @@ def _draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, h: in
             s = 0.3
         L.line((cx - s * sw, shoulder_y), (cx + s * 1.1 * hw, hip - 0.02 * hp), 0.3 * limb, ident.bag)
         bx = cx + s * 1.1 * hw
-        L.poly([(bx - 0.05 * hp, hip - 0.05 * hp), (bx + 0.05 * hp, hip - 0.05 * hp), (bx + 0.05 * hp, hip + 0.05 * hp),
-                (bx - 0.05 * hp, hip + 0.05 * hp)], ident.bag)
+        L.rect(bx - 0.05 * hp, hip - 0.05 * hp, bx + 0.05 * hp, hip + 0.05 * hp, ident.bag)
     if ident.scarf is not None:
         L.poly([(cx - 0.75 * sw, neck - 0.01 * hp), (cx + 0.75 * sw, neck - 0.01 * hp), (cx + 0.7 * sw, neck + 0.045 * hp),
                 (cx - 0.7 * sw, neck + 0.045 * hp)], ident.scarf)
@@ -399,17 +399,7 @@ def render_image(ident: IdentitySpec, cam: CameraSpec, rng: np.random.Generator,
     scale = float(np.clip(cam.scale * rng.uniform(0.88, 1.1), 0.6, 1.0))
     cx = w / 2 + rng.uniform(-0.13, 0.13) * w
     top_pad = (1 - scale) * h * rng.uniform(0.1, 0.9) + rng.normal(0, 0.03) * h
-    person = _draw_person(ident, view, rng, h, w, scale, cx, top_pad, open_jacket)
-    rgb, mask = person.rgb, person.mask
-    if view == "side" and rng.random() < 0.5:  # facing left
-        flip_x = int(round(2 * cx)) - w  # mirror about the person's centre line, not the frame
-        rgb, mask = cv2.flip(rgb, 1), cv2.flip(mask, 1)
-        M = np.float32([[1, 0, flip_x], [0, 1, 0]])
-        rgb = cv2.warpAffine(rgb, M, (w, h), flags=cv2.INTER_NEAREST)
-        mask = cv2.warpAffine(mask, M, (w, h), flags=cv2.INTER_NEAREST)
-    bg = _background(cam, rng, h, w)
-    a = (mask.astype(np.float32) / 255.0)[..., None]
-    img = bg * (1 - a) + rgb.astype(np.float32) * a
+    img = composite(_draw_person(ident, view, rng, h, w, scale, cx, top_pad, open_jacket), view, cx, cam, rng)
     if rng.random() < cam.occluder_p:  # a post, a bench or a passer-by's edge
         oc = np.array(_jitter_colour(cam.occluder, rng, 10), np.float32)
         if rng.random() < 0.5:
@@ -420,6 +410,20 @@ def render_image(ident: IdentitySpec, cam: CameraSpec, rng: np.random.Generator,
             img[:, x : x + int(rng.uniform(0.1, 0.22) * w)] = oc
     img = cv2.resize(img, (W, H), interpolation=cv2.INTER_AREA)
     return apply_camera_look(img, cam, rng)
+
+
+def composite(layer: _Layer, view: str, cx: float, cam: CameraSpec, rng: np.random.Generator) -> np.ndarray:
+    """`layer` (a figure centred on x = `cx`) over `cam`'s background, as float32 ``h x w x 3``; a side
+    view faces left half the time (mirrored about the figure's centre line, not the frame's)."""
+    rgb, mask = layer.rgb, layer.mask
+    h, w = mask.shape
+    if view == "side" and rng.random() < 0.5:
+        M = np.float32([[1, 0, int(round(2 * cx)) - w], [0, 1, 0]])
+        rgb = cv2.warpAffine(cv2.flip(rgb, 1), M, (w, h), flags=cv2.INTER_NEAREST)
+        mask = cv2.warpAffine(cv2.flip(mask, 1), M, (w, h), flags=cv2.INTER_NEAREST)
+    bg = draw_background(cam, rng, (h, w))
+    a = (mask.astype(np.float32) / 255.0)[..., None]
+    return bg * (1 - a) + rgb.astype(np.float32) * a
 
 
 def apply_camera_look(img: np.ndarray, cam: CameraSpec, rng: np.random.Generator, jitter: bool = True) -> np.ndarray:
@@ -440,11 +444,6 @@ def apply_camera_look(img: np.ndarray, cam: CameraSpec, rng: np.random.Generator
         img = cv2.GaussianBlur(img, (0, 0), sigma)
     img += rng.normal(0, cam.noise, img.shape).astype(np.float32)
     return np.clip(img, 0, 255).astype(np.uint8)
-
-
-def draw_background(cam: CameraSpec, rng: np.random.Generator, size: Tuple[int, int]) -> np.ndarray:
-    """A float32 ``H x W x 3`` background of `size` (H, W) in `cam`'s style (before its light)."""
-    return _background(cam, rng, int(size[0]), int(size[1]))
 
 
 def draw_person(ident: IdentitySpec, view: str, rng: np.random.Generator, size: Tuple[int, int],

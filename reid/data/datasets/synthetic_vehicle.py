@@ -21,8 +21,8 @@ import cv2
 import numpy as np
 
 from .synthetic_render import (
-    VIEWS, CameraSpec, Colour, RenderStyle, _DEMO, _Layer, _garment_colour, _jitter_colour, apply_camera_look,
-    draw_background,
+    _DEMO, _SS, VIEWS, CameraSpec, Colour, RenderStyle, _Layer, _garment_colour, _jitter_colour, apply_camera_look,
+    composite,
 )
 
 #: Bump when the vehicle drawing changes: it is part of the vehicle datasets' cache key.
@@ -39,7 +39,6 @@ BODY_TYPES = {
 _RIMS = ((200, 200, 205), (60, 60, 65), (210, 180, 90), (150, 150, 160))
 _GLASS = (40, 55, 70)
 _TYRE = (22, 22, 24)
-_SS = 2  # supersampling factor, as for the people
 
 
 @dataclass(frozen=True)
@@ -81,10 +80,6 @@ def sample_vehicle(rng: np.random.Generator, style: RenderStyle = _DEMO) -> Vehi
     )
 
 
-def _rect(layer: _Layer, x0: float, y0: float, x1: float, y1: float, colour) -> None:
-    layer.poly([(x0, y0), (x1, y0), (x1, y1), (x0, y1)], colour)
-
-
 def _draw_side(L: _Layer, v: VehicleSpec, body: Colour, x0: float, ground: float, length: float) -> None:
     """Side view facing right (the front at x0 + length)."""
     bh, ch, c0, c1 = BODY_TYPES[v.body_type]
@@ -94,7 +89,7 @@ def _draw_side(L: _Layer, v: VehicleSpec, body: Colour, x0: float, ground: float
     roof_y = top - ch * length
     front = x0 + length
     cab_rear, cab_front = front - c1 * length, front - c0 * length
-    _rect(L, x0, top, front, bottom, body)
+    L.rect(x0, top, front, bottom, body)
     lean = 0.05 * length
     L.poly([(cab_rear, top), (cab_front + lean, top), (cab_front - lean, roof_y), (cab_rear + 0.3 * lean, roof_y)],
            v.roof)
@@ -104,16 +99,16 @@ def _draw_side(L: _Layer, v: VehicleSpec, body: Colour, x0: float, ground: float
         L.poly([(a, top - 0.15 * inset), (b + 0.6 * lean, top - 0.15 * inset), (b - 0.2 * lean, roof_y + inset),
                 (a + 0.3 * lean, roof_y + inset)], _GLASS)
     if v.stripe is not None:
-        _rect(L, x0, top + 0.35 * bh * length, front, top + 0.5 * bh * length, v.stripe)
+        L.rect(x0, top + 0.35 * bh * length, front, top + 0.5 * bh * length, v.stripe)
     if v.decal is not None:
         c, r = (mid, top + 0.5 * bh * length), 0.06 * length
-        (L.ellipse(c, (r, r), v.decal) if v.decal_shape == 0 else _rect(L, c[0] - r, c[1] - r, c[0] + r, c[1] + r, v.decal))
+        L.ellipse(c, (r, r), v.decal) if v.decal_shape == 0 else L.rect(c[0] - r, c[1] - r, c[0] + r, c[1] + r, v.decal)
     if v.rack:
-        _rect(L, cab_rear, roof_y - 0.02 * length, cab_front - lean, roof_y - 0.008 * length, (70, 70, 75))
+        L.rect(cab_rear, roof_y - 0.02 * length, cab_front - lean, roof_y - 0.008 * length, (70, 70, 75))
     if v.spoiler:
-        _rect(L, x0 - 0.01 * length, top - 0.035 * length, x0 + 0.08 * length, top - 0.015 * length, body)
-    _rect(L, front - 0.03 * length, top + 0.15 * bh * length, front, top + 0.35 * bh * length, (250, 245, 210))
-    _rect(L, x0, top + 0.15 * bh * length, x0 + 0.025 * length, top + 0.35 * bh * length, (200, 30, 30))
+        L.rect(x0 - 0.01 * length, top - 0.035 * length, x0 + 0.08 * length, top - 0.015 * length, body)
+    L.rect(front - 0.03 * length, top + 0.15 * bh * length, front, top + 0.35 * bh * length, (250, 245, 210))
+    L.rect(x0, top + 0.15 * bh * length, x0 + 0.025 * length, top + 0.35 * bh * length, (200, 30, 30))
     for wx in (x0 + 0.2 * length, front - 0.2 * length):
         L.ellipse((wx, ground - wheel_r), (wheel_r, wheel_r), _TYRE)
         L.ellipse((wx, ground - wheel_r), (0.55 * wheel_r, 0.55 * wheel_r), v.rims)
@@ -129,19 +124,19 @@ def _draw_end(L: _Layer, v: VehicleSpec, body: Colour, cx: float, ground: float,
     top = bottom - bh * length
     roof_y = top - ch * length
     for s in (-1, 1):  # tyres under the body's corners
-        _rect(L, cx + s * 0.78 * half - 0.1 * half, ground - tyre_h, cx + s * 0.78 * half + 0.1 * half, ground, _TYRE)
-    _rect(L, cx - half, top, cx + half, bottom, body)
+        L.rect(cx + s * 0.78 * half - 0.1 * half, ground - tyre_h, cx + s * 0.78 * half + 0.1 * half, ground, _TYRE)
+    L.rect(cx - half, top, cx + half, bottom, body)
     L.poly([(cx - 0.92 * half, top), (cx + 0.92 * half, top), (cx + 0.75 * half, roof_y), (cx - 0.75 * half, roof_y)],
            v.roof)
     glass_top = roof_y + 0.12 * ch * length
     L.poly([(cx - 0.82 * half, top - 0.06 * ch * length), (cx + 0.82 * half, top - 0.06 * ch * length),
             (cx + 0.7 * half, glass_top), (cx - 0.7 * half, glass_top)], _GLASS)
     if v.stripe is not None:  # a stripe along the body shows as a band over the bonnet / boot
-        _rect(L, cx - 0.12 * half, top, cx + 0.12 * half, top + 0.3 * bh * length, v.stripe)
+        L.rect(cx - 0.12 * half, top, cx + 0.12 * half, top + 0.3 * bh * length, v.stripe)
     if v.rack:
-        _rect(L, cx - 0.7 * half, roof_y - 0.02 * length, cx + 0.7 * half, roof_y - 0.008 * length, (70, 70, 75))
+        L.rect(cx - 0.7 * half, roof_y - 0.02 * length, cx + 0.7 * half, roof_y - 0.008 * length, (70, 70, 75))
     if v.spoiler and not front:
-        _rect(L, cx - 0.8 * half, top - 0.04 * length, cx + 0.8 * half, top - 0.015 * length, body)
+        L.rect(cx - 0.8 * half, top - 0.04 * length, cx + 0.8 * half, top - 0.015 * length, body)
     light = (250, 245, 210) if front else (200, 30, 30)
     ly = top + 0.3 * bh * length
     for s in (-1, 1):
@@ -149,10 +144,10 @@ def _draw_end(L: _Layer, v: VehicleSpec, body: Colour, cx: float, ground: float,
         if v.round_lights:
             L.ellipse((lx, ly), (0.12 * half, 0.12 * half), light)
         else:
-            _rect(L, lx - 0.16 * half, ly - 0.07 * half, lx + 0.16 * half, ly + 0.07 * half, light)
+            L.rect(lx - 0.16 * half, ly - 0.07 * half, lx + 0.16 * half, ly + 0.07 * half, light)
     if front:  # the grille
-        _rect(L, cx - 0.4 * half, ly - 0.06 * half, cx + 0.4 * half, ly + 0.12 * half, (35, 35, 38))
-    _rect(L, cx - 0.2 * half, bottom - 0.25 * bh * length, cx + 0.2 * half, bottom - 0.1 * bh * length,
+        L.rect(cx - 0.4 * half, ly - 0.06 * half, cx + 0.4 * half, ly + 0.12 * half, (35, 35, 38))
+    L.rect(cx - 0.2 * half, bottom - 0.25 * bh * length, cx + 0.2 * half, bottom - 0.1 * bh * length,
           (235, 235, 235))  # the plate: the same for every vehicle, no identity in it
 
 
@@ -181,16 +176,7 @@ def render_vehicle(v: VehicleSpec, cam: CameraSpec, rng: np.random.Generator,
     scale = float(np.clip(cam.scale * rng.uniform(0.9, 1.08), 0.6, 1.0))
     cx = w / 2 + rng.uniform(-0.06, 0.06) * w
     ground = h * (0.78 + rng.uniform(-0.06, 0.08))
-    layer = draw_vehicle(v, view, rng, h, w, scale, cx, ground)
-    rgb, mask = layer.rgb, layer.mask
-    if view == "side" and rng.random() < 0.5:  # facing left: mirrored about the vehicle's centre line
-        shift = int(round(2 * cx)) - w
-        M = np.float32([[1, 0, shift], [0, 1, 0]])
-        rgb = cv2.warpAffine(cv2.flip(rgb, 1), M, (w, h), flags=cv2.INTER_NEAREST)
-        mask = cv2.warpAffine(cv2.flip(mask, 1), M, (w, h), flags=cv2.INTER_NEAREST)
-    bg = draw_background(cam, rng, (h, w))
-    a = (mask.astype(np.float32) / 255.0)[..., None]
-    img = bg * (1 - a) + rgb.astype(np.float32) * a
+    img = composite(draw_vehicle(v, view, rng, h, w, scale, cx, ground), view, cx, cam, rng)
     if rng.random() < cam.occluder_p:  # a pole or another vehicle's edge at one side
         x = int(rng.uniform(0.0, 0.85) * w)
         img[:, x : x + int(rng.uniform(0.06, 0.15) * w)] = np.array(_jitter_colour(cam.occluder, rng, 10), np.float32)

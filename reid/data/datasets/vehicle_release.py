@@ -17,6 +17,8 @@ from .base import DatasetFormatError, DatasetNotFoundError, README_HINT, check_i
 
 #: One parsed list line: (list file, line number, its fields).
 Line = Tuple[str, int, List[str]]
+#: What to do when a split list of a release is missing.
+COPY_WHOLE = "copy the release's train_test_split/ folder whole."
 
 
 def find_release_dir(root: str, candidates: Sequence[str], required: Sequence[str], dataset: str,
@@ -88,9 +90,7 @@ def _files_in(folder: str) -> set:
 def check_images(paths: Sequence[str], lines: Sequence[Line], dataset: str) -> None:
     """Raise DatasetNotFoundError for the first of `paths` that is not a file, naming its list line
     (``lines[i]`` is the line of ``paths[i]``) and what to do. Each folder is read once."""
-    folders: Dict[str, set] = {}
-    for folder in {os.path.dirname(p) for p in paths}:
-        folders[folder] = _files_in(folder)
+    folders: Dict[str, set] = {folder: _files_in(folder) for folder in {os.path.dirname(p) for p in paths}}
     missing = next((i for i, p in enumerate(paths) if os.path.basename(p) not in folders[os.path.dirname(p)]), None)
     if missing is None:
         return
@@ -111,6 +111,9 @@ def parse_vid(text: str, where: str, example: str) -> int:
     return check_id(text, "vehicle id", where)
 
 
-def present_sizes(folder: str, pattern: Callable[[object], str], sizes: Iterable[object]) -> List[object]:
-    """Those of `sizes` whose list file ``folder/pattern(size)`` exists (for an error's advice)."""
-    return [s for s in sizes if os.path.isfile(os.path.join(folder, pattern(s)))]
+def test_size_hint(folder: str, pattern: Callable[[object], str], sizes: Iterable[object], key: str, size: int) -> str:
+    """What to do when the test list of `size` (config `key`) is missing: set a size whose list file
+    ``folder/pattern(size)`` exists, or copy the whole split folder."""
+    present = [s for s in sizes if os.path.isfile(os.path.join(folder, pattern(s)))]
+    return (f"{key} is {size}; the folder has test lists for {', '.join(map(str, present)) or 'no size'}: set the "
+            f"key to one of them, or {COPY_WHOLE}")

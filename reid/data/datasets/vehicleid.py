@@ -23,7 +23,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from .base import DATASET_REGISTRY, DatasetFormatError, Item, README_HINT, ReIDDataset
-from .vehicle_release import check_images, find_release_dir, parse_vid, present_sizes, read_fields, require_list
+from .vehicle_release import (COPY_WHOLE, check_images, find_release_dir, parse_vid, read_fields, require_list,
+                              test_size_hint)
 
 LAYOUT = """\
   <root>/VehicleID_V1.0/             (or <root>/VehicleID/, <root>/vehicleid/, or <root> itself)
@@ -103,14 +104,9 @@ class VehicleID(ReIDDataset):
         self.dataset_dir = find_release_dir(root, self.candidates, REQUIRED, "VehicleID", LAYOUT)
         split_dir = os.path.join(self.dataset_dir, "train_test_split")
         image_dir = os.path.join(self.dataset_dir, "image")
-        train_list = require_list(os.path.join(split_dir, "train_list.txt"), "VehicleID",
-                                  "copy the release's train_test_split/ folder whole.")
-        sizes = present_sizes(split_dir, split_list_name, TEST_SIZES)
-        test_list = require_list(
-            os.path.join(split_dir, split_list_name(self.test_size)), "VehicleID",
-            f"DATASETS.VEHICLEID.TEST_SIZE is {self.test_size}; the folder has test lists for "
-            f"{', '.join(map(str, sizes)) or 'no size'}: set the key to one of them, or copy the release's "
-            f"train_test_split/ folder whole.")
+        train_list = require_list(os.path.join(split_dir, "train_list.txt"), "VehicleID", COPY_WHOLE)
+        hint = test_size_hint(split_dir, split_list_name, TEST_SIZES, "DATASETS.VEHICLEID.TEST_SIZE", self.test_size)
+        test_list = require_list(os.path.join(split_dir, split_list_name(self.test_size)), "VehicleID", hint)
         train = read_vehicleid_list(train_list, image_dir)
         query, gallery = fixed_split(read_vehicleid_list(test_list, image_dir))
         super().__init__(train, query, gallery)

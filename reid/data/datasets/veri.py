@@ -65,5 +65,4 @@ class VeRi(ReIDDataset):
 
     def __init__(self, root: str = "datasets") -> None:
         self.dataset_dir = find_release_dir(root, self.candidates, SUBDIRS, "VeRi-776", LAYOUT)
-        train, query, gallery = (load_veri_folder(os.path.join(self.dataset_dir, sub)) for sub in SUBDIRS)
-        super().__init__(train, query, gallery)
+        super().__init__(*(load_veri_folder(os.path.join(self.dataset_dir, sub)) for sub in SUBDIRS))

@@ -25,7 +25,8 @@ import re
 from typing import Dict, List, Tuple
 
 from .base import DATASET_REGISTRY, DatasetFormatError, Item, README_HINT, ReIDDataset, check_id
-from .vehicle_release import check_images, find_release_dir, parse_vid, present_sizes, read_fields, require_list
+from .vehicle_release import (COPY_WHOLE, check_images, find_release_dir, parse_vid, read_fields, require_list,
+                              test_size_hint)
 
 LAYOUT = """\
   <root>/VERI-Wild/                  (or <root>/VeRI-Wild/, <root>/veriwild/, or <root> itself)
@@ -91,11 +92,6 @@ def read_veriwild_list(path: str, image_dir: str, cameras: Dict[str, int], info_
     return [(p, vid, cam) for p, (vid, cam) in zip(paths, parsed)]
 
 
-def _lists(split_dir: str, size: int) -> Tuple[str, str]:
-    """(gallery list, query list) of the test set of `size` vehicles."""
-    return os.path.join(split_dir, f"test_{size}.txt"), os.path.join(split_dir, f"test_{size}_query.txt")
-
-
 @DATASET_REGISTRY.register("veriwild")
 class VeRiWild(ReIDDataset):
     """VERI-Wild with the test set of `test_size` vehicles (DATASETS.VERIWILD.TEST_SIZE: 3000, 5000,
@@ -114,13 +110,12 @@ class VeRiWild(ReIDDataset):
         self.dataset_dir = find_release_dir(root, self.candidates, REQUIRED, "VERI-Wild", LAYOUT)
         split_dir = os.path.join(self.dataset_dir, "train_test_split")
         image_dir = os.path.join(self.dataset_dir, "images")
-        whole = "copy the release's train_test_split/ folder whole."
-        info = require_list(os.path.join(split_dir, "vehicle_info.txt"), "VERI-Wild", whole)
-        train_list = require_list(os.path.join(split_dir, "train_list.txt"), "VERI-Wild", whole)
-        sizes = present_sizes(split_dir, lambda s: f"test_{s}.txt", TEST_SIZES)
-        hint = (f"DATASETS.VERIWILD.TEST_SIZE is {self.test_size}; the folder has test lists for "
-                f"{', '.join(map(str, sizes)) or 'no size'}: set the key to one of them, or {whole}")
-        gallery_list, query_list = (require_list(p, "VERI-Wild", hint) for p in _lists(split_dir, self.test_size))
+        info = require_list(os.path.join(split_dir, "vehicle_info.txt"), "VERI-Wild", COPY_WHOLE)
+        train_list = require_list(os.path.join(split_dir, "train_list.txt"), "VERI-Wild", COPY_WHOLE)
+        hint = test_size_hint(split_dir, lambda s: f"test_{s}.txt", TEST_SIZES, "DATASETS.VERIWILD.TEST_SIZE",
+                              self.test_size)
+        test = os.path.join(split_dir, f"test_{self.test_size}")  # test_<N>.txt: gallery, test_<N>_query.txt: query
+        gallery_list, query_list = (require_list(test + end, "VERI-Wild", hint) for end in (".txt", "_query.txt"))
         cameras = read_cameras(info)
         train, query, gallery = (read_veriwild_list(p, image_dir, cameras, info)
                                  for p in (train_list, query_list, gallery_list))

@@ -40,25 +40,25 @@ def _build_resnet(name: str, cfg) -> ResNetBackbone:
     )
 
 
+def _no_non_local(name: str, cfg) -> None:
+    if any(int(c) for c in cfg.MODEL.BACKBONE.NON_LOCAL):
+        raise ValueError(f"MODEL.BACKBONE.NON_LOCAL is for ResNet backbones; {name} has none: set it to [0, 0, 0, 0].")
+
+
 def _build_osnet(name: str, cfg) -> OSNetBackbone:
     bb = cfg.MODEL.BACKBONE
-    if any(int(c) for c in bb.NON_LOCAL):
-        raise ValueError(f"MODEL.BACKBONE.NON_LOCAL is for ResNet backbones; {name} has none: set it to [0, 0, 0, 0].")
+    _no_non_local(name, cfg)
     return OSNetBackbone(name, pretrained=bool(bb.PRETRAINED), pretrained_path=str(bb.PRETRAINED_PATH))
 
 
 def _build_timm(name: str, cfg) -> TimmBackbone:
     bb = cfg.MODEL.BACKBONE
-    if any(int(c) for c in bb.NON_LOCAL):
-        raise ValueError(f"MODEL.BACKBONE.NON_LOCAL is for ResNet backbones; {TIMM_PREFIX}{name} has none: "
-                         "set it to [0, 0, 0, 0].")
-    size_train, size_test = list(cfg.INPUT.SIZE_TRAIN), list(cfg.INPUT.SIZE_TEST)
+    _no_non_local(TIMM_PREFIX + name, cfg)
     backbone = TimmBackbone(name, pretrained=bool(bb.PRETRAINED), pretrained_path=str(bb.PRETRAINED_PATH),
-                            img_size=size_train, token_feature=str(bb.TOKEN_FEATURE).lower(),
+                            img_size=list(cfg.INPUT.SIZE_TRAIN), token_feature=str(bb.TOKEN_FEATURE).lower(),
                             drop_path=float(bb.DROP_PATH))
-    if hasattr(backbone.model, "patch_embed") and size_train != size_test:
-        raise ValueError(f"{TIMM_PREFIX}{name} is built for one patch grid: INPUT.SIZE_TEST {size_test} must equal "
-                         f"INPUT.SIZE_TRAIN {size_train}.")
+    if hasattr(backbone.model, "patch_embed"):
+        _one_grid(TIMM_PREFIX + name, cfg)
     pooling = str(cfg.MODEL.HEADS.POOLING).lower()
     if pooling in ("gem", "gem_fixed") and (backbone.is_tokens or backbone.output_fmt == "NHWC"):
         raise ValueError(f"MODEL.HEADS.POOLING {pooling} needs non-negative feature maps; {TIMM_PREFIX}{name} gives "
@@ -127,14 +127,10 @@ def _timm_placeholder(cfg) -> nn.Module:
 
 # Listed among the valid names of the unknown-name error; build_backbone routes real timm names.
 BACKBONE_REGISTRY.register(TIMM_PREFIX + "<model name>")(_timm_placeholder)
-for _name in RESNET_NAMES:
-    BACKBONE_REGISTRY.register(_name)(partial(_build_resnet, _name))
-for _name in OSNET_NAMES:
-    BACKBONE_REGISTRY.register(_name)(partial(_build_osnet, _name))
-for _name in VIT_SPECS:
-    BACKBONE_REGISTRY.register(_name)(partial(_build_vit, _name))
-for _name in CLIP_SPECS:
-    BACKBONE_REGISTRY.register(_name)(partial(_build_clip, _name))
+for _names, _build in ((RESNET_NAMES, _build_resnet), (OSNET_NAMES, _build_osnet), (VIT_SPECS, _build_vit),
+                       (CLIP_SPECS, _build_clip)):
+    for _name in _names:
+        BACKBONE_REGISTRY.register(_name)(partial(_build, _name))
 
 
 def build_backbone(cfg) -> nn.Module:

@@ -38,7 +38,7 @@ from torch import nn
 from reid.utils.path_kinds import file_problem
 
 from .pos_embed import patch_grid, resize_pos_embed, source_grid
-from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained
+from .pretrained import PretrainedWeightsError, load_fitting, read_pretrained
 from .sie import camera_offsets
 from .vit import trunc_normal
 
@@ -293,20 +293,14 @@ def _download(spec: ClipSpec) -> str:
 def _load_checked(model: nn.Module, state: Dict[str, torch.Tensor], source: str, optional: tuple = ()) -> None:
     """Load `state` into `model` when every tensor fits; a file of another width or patch size
     gets one line saying which CLIP model it seems to be."""
-    own = model.state_dict()
     conv = state.get("conv1.weight")
-    mine = own["conv1.weight"]
+    mine = model.conv1.weight
     if conv is not None and conv.shape != mine.shape:
         raise PretrainedWeightsError(
             f"MODEL.BACKBONE.PRETRAINED_PATH={source!r} is a CLIP encoder of width {conv.shape[0]} and "
             f"{conv.shape[-1]}-pixel stem/patch kernels; {model.name} has width {mine.shape[0]} and "
             f"{mine.shape[-1]}-pixel ones: point it to {_expected(model.spec)}.")
-    problem = fit_problem(state, own, optional=optional)
-    if problem:
-        raise PretrainedWeightsError(f"Weights in {source} do not fit {model.name}: {problem}. "
-                                     f"Use {_expected(model.spec)}.")
-    check_pretrained(state, own, source, _expected(model.spec))
-    model.load_state_dict(state, strict=False)
+    load_fitting(model, state, source, model.name, _expected(model.spec), optional=optional)
 
 
 __all__ = ["CLIP_HINT", "CLIP_SPECS", "ClipResNet", "ClipSpec", "ClipViT", "read_clip_file", "require_open_clip"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -124,15 +125,9 @@ class LiteConv3x3(nn.Module):
         return torch.relu(self.bn(self.conv2(self.conv1(x))))
 
 
-class LiteStream(nn.Module):
+def _lite_stream(channels: int, depth: int) -> nn.Sequential:
     """`depth` stacked Lite 3x3 layers (OSNet-AIN naming: ``layers.<i>``)."""
-
-    def __init__(self, channels: int, depth: int) -> None:
-        super().__init__()
-        self.layers = nn.Sequential(*(LiteConv3x3(channels) for _ in range(depth)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
+    return nn.Sequential(OrderedDict(layers=nn.Sequential(*(LiteConv3x3(channels) for _ in range(depth)))))
 
 
 class AggregationGate(nn.Module):
@@ -168,7 +163,7 @@ class OSBlock(nn.Module):
         self.instance_norm = instance_norm
         self.conv1 = ConvNorm(cin, mid)
         if ain_naming:
-            self.conv2 = nn.ModuleList(LiteStream(mid, depth) for depth in range(1, 5))
+            self.conv2 = nn.ModuleList(_lite_stream(mid, depth) for depth in range(1, 5))
         else:
             self.conv2a = LiteConv3x3(mid)
             self.conv2b, self.conv2c, self.conv2d = (
@@ -204,15 +199,12 @@ def _transition(channels: int) -> nn.Sequential:
 
 
 def _init_weights(module: nn.Module) -> None:
-    """He (fan-out) init for convolutions, unit scale / zero shift for the norms."""
+    """He (fan-out) init for convolutions; the norms keep PyTorch's unit scale / zero shift."""
     for m in module.modules():
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.InstanceNorm2d)) and m.weight is not None:
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
 
 
 class OSNetBackbone(nn.Module):

@@ -5,6 +5,7 @@ import pickle
 from typing import Dict, Mapping
 
 import torch
+from torch import nn
 
 from reid.utils.file_signatures import file_kind
 from reid.utils.path_kinds import file_problem, is_missing
@@ -119,5 +120,18 @@ def fit_problem(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tenso
     return next((file_misfit(key, value, own) for key, value in state.items() if key not in own), "")
 
 
-__all__ = ["PretrainedWeightsError", "check_pretrained", "file_misfit", "fit_problem", "read_pretrained",
-           "unwrap_state_dict"]
+def load_fitting(module: nn.Module, state: Mapping[str, torch.Tensor], source: str, name: str, expected: str,
+                 optional: tuple = ()) -> None:
+    """Load `state` into `module` (model `name`) when it fits (:func:`fit_problem`, keys starting with
+    `optional` may be absent) and its values are usable (:func:`check_pretrained`); else one error line
+    naming the file `source` and the `expected` one."""
+    own = module.state_dict()
+    problem = fit_problem(state, own, optional=optional)
+    if problem:
+        raise PretrainedWeightsError(f"Weights in {source} do not fit {name}: {problem}. Use {expected}.")
+    check_pretrained(state, own, source, expected)
+    module.load_state_dict(state, strict=False)
+
+
+__all__ = ["PretrainedWeightsError", "check_pretrained", "file_misfit", "fit_problem", "load_fitting",
+           "read_pretrained", "unwrap_state_dict"]

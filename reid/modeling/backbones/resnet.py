@@ -183,12 +183,8 @@ class ResNetBackbone(nn.Module):
         neither is reported.
         """
         if path:
-            state = self._read_local(path)
-            source = path
-        else:
-            state = self._download()
-            source = self._url
-        return self._load_checked(state, source)
+            return self._load_checked(self._read_local(path), path)
+        return self._load_checked(self._download(), self._url)
 
     def _read_local(self, path: str) -> Dict[str, torch.Tensor]:
         problem = file_problem(path)
@@ -240,12 +236,9 @@ class ResNetBackbone(nn.Module):
         mix_up = _ibn_mix_up(self.name, missing, unexpected)
         if mix_up:
             raise PretrainedWeightsError(f"Weights in {source} do not fit {self.name}: {mix_up}")
-        if missing:
-            logger.warning("ImageNet weights %s: %d missing keys: %s", source, len(missing), missing)
-        if unexpected:
-            logger.warning(
-                "ImageNet weights %s: %d unexpected keys: %s", source, len(unexpected), unexpected
-            )
+        for what, keys in (("missing", missing), ("unexpected", unexpected)):
+            if keys:
+                logger.warning("ImageNet weights %s: %d %s keys: %s", source, len(keys), what, keys)
         logger.info("Loaded ImageNet weights for %s from %s.", self.name, source)
         return missing, unexpected
 

@@ -31,7 +31,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained
+from .pretrained import PretrainedWeightsError, load_fitting, read_pretrained
 
 PREFIX = "timm/"
 TOKEN_FEATURES: Tuple[str, ...] = ("cls", "patches")
@@ -173,11 +173,7 @@ class TimmBackbone(nn.Module):
         own = self.model.state_dict()
         classifier = _classifier_prefixes(self.model)
         state = {k: v for k, v in state.items() if not (k.startswith(classifier) and k not in own)}
-        problem = fit_problem(state, own)
-        if problem:
-            raise PretrainedWeightsError(f"Weights in {path} do not fit timm's {self.name}: {problem}. Use {expected}.")
-        check_pretrained(state, own, path, expected)
-        self.model.load_state_dict(state, strict=True)
+        load_fitting(self.model, state, path, f"timm's {self.name}", expected)
 
     def _probe_tokens(self) -> bool:
         """Whether ``forward_features`` gives tokens ``[B, N, C]`` (ViT-style) rather than a map."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 from urllib.error import URLError
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .pos_embed import patch_grid, resize_pos_embed, source_grid
-from .pretrained import PretrainedWeightsError, check_pretrained, fit_problem, read_pretrained, unwrap_state_dict
+from .pretrained import PretrainedWeightsError, load_fitting, read_pretrained, unwrap_state_dict
 from .sie import camera_offsets
 
 logger = logging.getLogger(__name__)
@@ -102,17 +103,9 @@ class Attention(nn.Module):
         return self.proj(out.transpose(1, 2).reshape(b, n, c))
 
 
-class Mlp(nn.Module):
-    """Linear -> GELU -> Linear."""
-
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
+def mlp(dim: int, hidden: int) -> nn.Sequential:
+    """Linear -> GELU -> Linear (``fc1``, ``act``, ``fc2``)."""
+    return nn.Sequential(OrderedDict(fc1=nn.Linear(dim, hidden), act=nn.GELU(), fc2=nn.Linear(hidden, dim)))
 
 
 def drop_path(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
@@ -133,7 +126,7 @@ class Block(nn.Module):
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = Attention(dim, spec.num_heads, spec.qkv_bias, spec.qk_scale)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = Mlp(dim, int(dim * spec.mlp_ratio))
+        self.mlp = mlp(dim, int(dim * spec.mlp_ratio))
         self.drop_path = float(drop_path_rate)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -253,11 +246,7 @@ class ReIDViT(nn.Module):
             logger.info("%s: position embedding of a %dx%d patch grid (%s) -> this model's %dx%d grid", path, *source,
                         "MODEL.BACKBONE.PRETRAINED_GRID" if grid else "square or 2:1, from its length",
                         *self.patch_embed.grid)
-        problem = fit_problem(state, own, optional=("sie_embed",))  # ImageNet files know no cameras
-        if problem:
-            raise PretrainedWeightsError(f"Weights in {path} do not fit {self.name}: {problem}. Use {expected}.")
-        check_pretrained(state, own, path, expected)
-        self.load_state_dict(state, strict=False)
+        load_fitting(self, state, path, self.name, expected, optional=("sie_embed",))  # ImageNet files: no cameras
 
 
 __all__ = ["PATCH_SIZE", "VIT_SPECS", "ReIDViT", "ViTSpec", "resize_pos_embed"]

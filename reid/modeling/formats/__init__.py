@@ -28,11 +28,7 @@ FORMAT_REGISTRY.register("clipreid")(clipreid.FORMAT)
 
 def detect_format(state: Mapping[str, object]) -> Optional[WeightsFormat]:
     """The registered format whose key names `state` has, or None (this toolkit's own files)."""
-    for name in FORMAT_REGISTRY:
-        fmt = FORMAT_REGISTRY.get(name)
-        if fmt.detect(state):
-            return fmt
-    return None
+    return next((fmt for fmt in map(FORMAT_REGISTRY.get, FORMAT_REGISTRY) if fmt.detect(state)), None)
 
 
 def known_markers() -> str:

@@ -14,15 +14,17 @@ classifier and the report of our tensors left unfilled are the same for every fo
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Callable, Dict, List, Mapping, MutableMapping, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from torch import nn
 
 from reid.config.sie_keys import sie_prefix
 
+from ..backbones.pos_embed import patch_grid
 from ..state_fit import misfit, part_of
 
 State = Mapping[str, torch.Tensor]
@@ -184,6 +186,23 @@ def vit_description(settings: Mapping[str, object]) -> List[str]:
     if settings.get(f"{node}.SIE_CAMERA"):
         what.append(f"SIE {settings[f'{node}.NUM_CAMERAS']} cameras")
     return what
+
+
+def vit_settings(settings: MutableMapping[str, object], node: str, positions: int, sizes: Sequence[Tuple[int, int]],
+                 strides: Sequence[int], sie: Optional[torch.Tensor], patch: int = 16, stride: bool = True) -> None:
+    """Add a ViT file's input size, patch stride and SIE settings (config node `node`) to `settings`:
+    the first of `sizes` and `strides` whose grid of `patch`-pixel patches has `positions` cells (none
+    when no size has; `stride` False: the size alone), and SIE's camera count, the rows of `sie`."""
+    found = next(((size, s) for size in sizes for s in strides
+                  if math.prod(patch_grid(size, patch, s)) == positions), None)
+    if found:
+        settings["INPUT.SIZE_TRAIN"] = list(found[0])
+        settings["INPUT.SIZE_TEST"] = list(found[0])
+        if stride:
+            settings[f"{node}.STRIDE_SIZE"] = [found[1], found[1]]
+    settings[f"{node}.SIE_CAMERA"] = sie is not None
+    if sie is not None:
+        settings[f"{node}.NUM_CAMERAS"] = int(sie.shape[0])
 
 
 # ------------------------------------------------------------------ key mapping
@@ -366,4 +385,5 @@ __all__ = [
     "rename_by_rules",
     "settings_text",
     "vit_description",
+    "vit_settings",
 ]

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from functools import partial
-from typing import Mapping, Optional, Tuple
+from typing import Mapping
 
 import torch
 from torch import nn
 
 from reid.config.sie_keys import sie_prefix
 
-from ..backbones.pos_embed import patch_grid
 from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, dropped, map_state,
-                   refusal, rename_by_rules, settings_text, vit_description)
+                   refusal, rename_by_rules, settings_text, vit_description, vit_settings)
 
 LABEL = "CLIP-ReID"
 #: Input sizes CLIP-ReID trains at (people; vehicles), tried in order to explain a position table.
@@ -55,16 +54,6 @@ def _is_vit(state: Mapping[str, torch.Tensor]) -> bool:
     return "image_encoder.class_embedding" in state
 
 
-def _input_grid(positions: int, patch: int, strides: Tuple[int, ...]) -> Optional[Tuple[Tuple[int, int], int]]:
-    """``(input size, stride)`` whose patch grid has `positions` cells."""
-    for size in _SIZES:
-        for stride in strides:
-            rows, cols = patch_grid(size, patch, stride)
-            if rows * cols == positions:
-                return size, stride
-    return None
-
-
 def clipreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str, object]":
     """The config settings under which our model has exactly the file's tensors."""
     settings: "OrderedDict[str, object]" = OrderedDict()
@@ -74,19 +63,11 @@ def clipreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str
     node = sie_prefix(str(settings["MODEL.BACKBONE.NAME"]))
     key = "image_encoder.positional_embedding" if vit else "image_encoder.attnpool.positional_embedding"
     table = state.get(key)
+    positions = int(table.shape[0]) - 1 if isinstance(table, torch.Tensor) and table.dim() == 2 else -1
     # ViT: 16-pixel patches, any stride; RN50: a 16-pixel grid (last stride 1).
-    found = _input_grid(int(table.shape[0]) - 1, 16, tuple(range(16, 7, -1)) if vit else (16,)) \
-        if isinstance(table, torch.Tensor) and table.dim() == 2 else None
-    if found:
-        size, stride = found
-        settings["INPUT.SIZE_TRAIN"] = list(size)
-        settings["INPUT.SIZE_TEST"] = list(size)
-        if vit:
-            settings[f"{node}.STRIDE_SIZE"] = [stride, stride]
-    sie = state.get("cv_embed")
-    settings[f"{node}.SIE_CAMERA"] = sie is not None
-    if sie is not None:
-        settings[f"{node}.NUM_CAMERAS"] = int(sie.shape[0])
+    vit_settings(settings, node, positions, _SIZES, range(16, 7, -1) if vit else (16,), state.get("cv_embed"),
+                 stride=vit)
+    if "cv_embed" in state:
         settings[f"{node}.SIE_COEF"] = 1.0
     settings["MODEL.HEADS.NECK"] = "bnneck"
     return settings
@@ -101,8 +82,7 @@ def suggest_config(state: Mapping[str, torch.Tensor]) -> str:
     """"KEY VALUE ..." settings the file needs, and the shipped config to start from."""
     settings = clipreid_architecture(state)
     dataset = "MSMT17" if classifier_classes(state) in _MSMT17_CLASSES else "Market1501"
-    sie = settings[f"{sie_prefix(str(settings['MODEL.BACKBONE.NAME']))}.SIE_CAMERA"]
-    name = "clip_vit_b16_sie_olp" if sie else (
+    name = "clip_vit_b16_sie_olp" if "cv_embed" in state else (
         "clip_vit_b16_baseline" if _is_vit(state) else "clip_rn50_baseline")
     return f"{settings_text(settings)} (e.g. --config-file configs/{dataset}/{name}.yml with these overrides)"
 

@@ -28,16 +28,15 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from functools import partial
-from typing import Mapping, Optional, Tuple
+from typing import Mapping
 
 import torch
 from torch import nn
 
 from ..backbones import VIT_SPECS
-from ..backbones.pos_embed import patch_grid
 from ..backbones.vit import PATCH_SIZE
 from .base import (ConvertedWeights, ForeignWeightsError, Target, WeightsFormat, classifier_rows, dropped, map_state,
-                   refusal, rename_by_rules, settings_text, vit_description)
+                   refusal, rename_by_rules, settings_text, vit_description, vit_settings)
 
 LABEL = "TransReID"
 #: Input sizes TransReID trains people at, tried in order to explain a position-embedding length.
@@ -61,16 +60,6 @@ def _parts(state: Mapping[str, torch.Tensor]) -> int:
     return len({m.group(1) for k in state for m in [re.match(r"^bottleneck_(\d+)\.", k)] if m})
 
 
-def _grid(num_patches: int) -> Optional[Tuple[Tuple[int, int], int]]:
-    """``(input size, stride)`` whose overlapping-patch grid has `num_patches` patches."""
-    for size in _SIZES:
-        for stride in range(PATCH_SIZE, 7, -1):
-            rows, cols = patch_grid(size, PATCH_SIZE, stride)
-            if rows * cols == num_patches:
-                return size, stride
-    return None
-
-
 def transreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[str, object]":
     """The config settings under which our model has exactly the file's tensors."""
     settings: "OrderedDict[str, object]" = OrderedDict()
@@ -80,16 +69,8 @@ def transreid_architecture(state: Mapping[str, torch.Tensor]) -> "OrderedDict[st
     names = {spec.embed_dim: name for name, spec in VIT_SPECS.items()}  # the families differ in width
     settings["MODEL.BACKBONE.NAME"] = names.get(width, f"(a ViT of width {width} this toolkit lacks)")
     pos = state.get("base.pos_embed")
-    found = _grid(int(pos.shape[1]) - 1) if pos is not None else None
-    if found:
-        size, stride = found
-        settings["INPUT.SIZE_TRAIN"] = list(size)
-        settings["INPUT.SIZE_TEST"] = list(size)
-        settings["MODEL.TRANSREID.STRIDE_SIZE"] = [stride, stride]
-    sie = state.get("base.sie_embed")
-    settings["MODEL.TRANSREID.SIE_CAMERA"] = sie is not None
-    if sie is not None:
-        settings["MODEL.TRANSREID.NUM_CAMERAS"] = int(sie.shape[0])
+    vit_settings(settings, "MODEL.TRANSREID", int(pos.shape[1]) - 1 if pos is not None else -1, _SIZES,
+                 range(PATCH_SIZE, 7, -1), state.get("base.sie_embed"), patch=PATCH_SIZE)
     if parts:
         settings["MODEL.TRANSREID.JPM_PARTS"] = parts
     settings["MODEL.HEADS.NECK"] = "bnneck"

@@ -18,10 +18,5 @@ class AMSoftmaxHead(CosineHead):
     DEFAULT_SCALE = 64.0
     DEFAULT_MARGIN = 0.35
 
-    def __init__(
-        self, in_features: int, num_classes: int, scale: float = 64.0, margin: float = 0.35
-    ) -> None:
-        super().__init__(in_features, num_classes, scale, margin)
-
     def margin_logits(self, cos: Tensor, target_mask: Tensor) -> Tensor:
         return amsoftmax_logits(cos, target_mask, self.scale, self.margin)

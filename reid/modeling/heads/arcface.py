@@ -9,12 +9,6 @@ from .base import CosineHead
 from .functional import arcface_logits
 
 
-def check_angular_margin(margin: float) -> None:
-    """An angular margin must lie in [0, pi) for the theta + m > pi fallback to make sense."""
-    if not 0.0 <= margin < math.pi:
-        raise ValueError(f"An angular margin must be in [0, pi) radians, got {margin}.")
-
-
 class ArcFaceHead(CosineHead):
     """Target logit ``s cos(theta_y + m)``, others ``s cos theta_j`` (Deng et al., CVPR 2019).
 
@@ -38,7 +32,8 @@ class ArcFaceHead(CosineHead):
         margin: float = 0.5,
         easy_margin: bool = False,
     ) -> None:
-        check_angular_margin(float(margin))
+        if not 0.0 <= float(margin) < math.pi:  # else the theta + m > pi fallback makes no sense
+            raise ValueError(f"An angular margin must be in [0, pi) radians, got {float(margin)}.")
         super().__init__(in_features, num_classes, scale, margin)
         self.easy_margin = bool(easy_margin)
 

@@ -84,8 +84,8 @@ class CosineHead(nn.Module):
     Args:
         in_features: feature width D.
         num_classes: number of identities C (>= 2).
-        scale: logit scale s (gamma for Circle), > 0.
-        margin: margin m, >= 0.
+        scale: logit scale s (gamma for Circle), > 0; None: the head's ``DEFAULT_SCALE``.
+        margin: margin m, >= 0; None: the head's ``DEFAULT_MARGIN``.
     """
 
     DEFAULT_SCALE: Optional[float] = None
@@ -93,13 +93,14 @@ class CosineHead(nn.Module):
     # Extra constructor keywords this head accepts (name -> default), used by build_head.
     EXTRA_KWARGS: Dict[str, object] = {}
 
-    def __init__(self, in_features: int, num_classes: int, scale: float, margin: float) -> None:
+    def __init__(self, in_features: int, num_classes: int, scale: Optional[float] = None,
+                 margin: Optional[float] = None) -> None:
         super().__init__()
         check_sizes(in_features, num_classes)
         self.in_features = int(in_features)
         self.num_classes = int(num_classes)
-        self.scale = float(scale)
-        self.margin = float(margin)
+        self.scale = float(self.DEFAULT_SCALE if scale is None else scale)
+        self.margin = float(self.DEFAULT_MARGIN if margin is None else margin)
         # Only directions matter after normalisation; a small normal draw gives random,
         # roughly orthogonal class directions.
         self.weight = nn.Parameter(torch.empty(self.num_classes, self.in_features))

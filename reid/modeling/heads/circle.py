@@ -20,11 +20,6 @@ class CircleHead(CosineHead):
     DEFAULT_SCALE = 128.0
     DEFAULT_MARGIN = 0.25
 
-    def __init__(
-        self, in_features: int, num_classes: int, scale: float = 128.0, margin: float = 0.25
-    ) -> None:
-        super().__init__(in_features, num_classes, scale, margin)
-
     @property
     def gamma(self) -> float:
         """The paper's name for the scale."""

@@ -5,12 +5,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .arcface import check_angular_margin
-from .base import CosineHead
+from .arcface import ArcFaceHead
 from .functional import curricular_logits, target_cosine
 
 
-class CurricularFaceHead(CosineHead):
+class CurricularFaceHead(ArcFaceHead):
     """CurricularFace (Huang et al., CVPR 2020).
 
     Target logit ``s cos(theta_y + m)`` (ArcFace, same safe fallback); a negative j with
@@ -28,11 +27,9 @@ class CurricularFaceHead(CosineHead):
     In a multi-process run the batch mean is averaged over the processes (an all-reduce), so
     every rank holds the same t, the EMA of the global batch's mean as on one GPU.
 
-    Defaults s = 64, m = 0.5, momentum = 0.99.
+    Defaults s = 64, m = 0.5 (ArcFace's), momentum = 0.99.
     """
 
-    DEFAULT_SCALE = 64.0
-    DEFAULT_MARGIN = 0.5
     EXTRA_KWARGS = {"easy_margin": False, "momentum": 0.99}
 
     def __init__(
@@ -44,11 +41,9 @@ class CurricularFaceHead(CosineHead):
         easy_margin: bool = False,
         momentum: float = 0.99,
     ) -> None:
-        check_angular_margin(float(margin))
+        super().__init__(in_features, num_classes, scale, margin, easy_margin)
         if not 0.0 <= float(momentum) <= 1.0:
             raise ValueError(f"CurricularFace momentum must be in [0, 1], got {momentum}.")
-        super().__init__(in_features, num_classes, scale, margin)
-        self.easy_margin = bool(easy_margin)
         self.momentum = float(momentum)
         self.register_buffer("t", torch.zeros(()))
 
@@ -67,4 +62,4 @@ class CurricularFaceHead(CosineHead):
         return curricular_logits(cos, target_mask, self.scale, self.margin, t, self.easy_margin)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", easy_margin={self.easy_margin}, momentum={self.momentum}"
+        return super().extra_repr() + f", momentum={self.momentum}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from .distance import check_batch
+
 
 def cross_entropy_loss(logits: Tensor, targets: Tensor, label_smooth: float = 0.0) -> Tensor:
     """Mean cross-entropy of ``logits [B, C]`` against integer ``targets [B]``.
@@ -20,10 +22,6 @@ def cross_entropy_loss(logits: Tensor, targets: Tensor, label_smooth: float = 0.
     eps = float(label_smooth)
     if not 0.0 <= eps < 1.0:
         raise ValueError(f"label_smooth must be in [0, 1), got {label_smooth}.")
-    if logits.dim() != 2 or targets.dim() != 1 or logits.shape[0] != targets.shape[0]:
-        raise ValueError(
-            f"cross_entropy_loss expects logits [B, C] and targets [B], got "
-            f"{tuple(logits.shape)} and {tuple(targets.shape)}."
-        )
+    check_batch("cross_entropy_loss", logits, targets, "logits [B, C]")
     # PyTorch's label_smoothing uses the same q_c = (1 - eps) [c = y] + eps / C.
     return F.cross_entropy(logits.float(), targets.long(), label_smoothing=eps)

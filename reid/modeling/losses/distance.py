@@ -44,6 +44,13 @@ def pairwise_distance(x: Tensor, y: Tensor, metric: str = "euclidean") -> Tensor
     raise ValueError(f"Unknown metric {metric!r}. Valid metrics: {', '.join(METRICS)}.")
 
 
+def check_batch(name: str, values: Tensor, targets: Tensor, what: str = "features [B, D]") -> None:
+    """A ValueError unless `values` is ``[B, ...]`` (2-d) with one label of `targets` ``[B]`` per row."""
+    if values.dim() != 2 or targets.dim() != 1 or values.shape[0] != targets.shape[0]:
+        raise ValueError(f"{name} expects {what} and targets [B], got {tuple(values.shape)} and "
+                         f"{tuple(targets.shape)}.")
+
+
 def label_masks(targets: Tensor) -> Tuple[Tensor, Tensor]:
     """``(positive, negative)`` boolean ``[B, B]`` masks; self-pairs are neither."""
     same = targets.unsqueeze(0) == targets.unsqueeze(1)

@@ -5,7 +5,7 @@ from torch import Tensor
 
 from reid.modeling.heads.functional import circle_negative_logits, circle_positive_logits
 
-from .distance import cosine_similarity_matrix, label_masks
+from .distance import check_batch, cosine_similarity_matrix, label_masks
 from .unified import softplus_pair_loss
 
 
@@ -37,11 +37,7 @@ def pairwise_circle_loss(
     attached to the graph). Defaults gamma = 80, m = 0.4: the paper's pair-wise setting.
     Log-sum-exp keeps it finite for any gamma; computed in float32.
     """
-    if features.dim() != 2 or targets.dim() != 1 or features.shape[0] != targets.shape[0]:
-        raise ValueError(
-            f"pairwise_circle_loss expects features [B, D] and targets [B], got "
-            f"{tuple(features.shape)} and {tuple(targets.shape)}."
-        )
+    check_batch("pairwise_circle_loss", features, targets)
     if gamma <= 0 or margin < 0:
         raise ValueError(
             f"pairwise_circle_loss needs gamma > 0 and margin >= 0, got gamma={gamma}, margin={margin}."

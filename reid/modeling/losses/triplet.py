@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from .distance import label_masks, pairwise_distance
+from .distance import check_batch, label_masks, pairwise_distance
 
 
 def triplet_hinge(d_ap: Tensor, d_an: Tensor, margin: float, soft_margin: bool = False) -> Tensor:
@@ -39,11 +39,7 @@ def triplet_loss(
         soft_margin: use the soft-margin form.
         metric: "euclidean" or "cosine" (1 - cos).
     """
-    if features.dim() != 2 or targets.dim() != 1 or features.shape[0] != targets.shape[0]:
-        raise ValueError(
-            f"triplet_loss expects features [B, D] and targets [B], got "
-            f"{tuple(features.shape)} and {tuple(targets.shape)}."
-        )
+    check_batch("triplet_loss", features, targets)
     if margin < 0:
         raise ValueError(f"triplet margin must be >= 0, got {margin}.")
     features = features.float()

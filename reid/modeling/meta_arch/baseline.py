@@ -7,17 +7,13 @@ import torch
 from torch import nn
 
 from ..backbones import build_backbone
-from ..camera_input import camera_count, takes_camera_ids
 from ..embedding import build_embedding
-from ..loss_assembly import LossAssembly
 from ..neck import build_neck
 from ..pooling import build_pooling
-from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
-from .identity_head import build_identity_head
-from .preprocess import PixelNormalizer
+from .common import ReIDModel, freeze_unreached, missing_targets_error
 
 
-class Baseline(nn.Module):
+class Baseline(ReIDModel):
     """pixels -> backbone -> pooling -> [fc embedding] -> neck -> identity head.
 
     Train mode: ``model(images, targets)`` -> ``{"loss_id", "loss_triplet", ...}`` per
@@ -29,39 +25,21 @@ class Baseline(nn.Module):
     """
 
     def __init__(self, cfg) -> None:
-        super().__init__()
+        super().__init__(cfg)
         heads_cfg = cfg.MODEL.HEADS
-        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
         self.backbone = build_backbone(cfg)
-        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
         self.pool = build_pooling(heads_cfg.POOLING, gem_p=float(heads_cfg.GEM_P))
         self.embedding, self.feature_dim = build_embedding(heads_cfg.FC_DIM, self.backbone.out_channels)
         self.neck = build_neck(heads_cfg.NECK, self.feature_dim)
-        self.neck_feat = neck_feat_from_cfg(cfg)
-        self.loss_assembly = LossAssembly.from_cfg(cfg)
         if not self.loss_assembly.uses_after_features:
             freeze_unreached([self.neck], "the neck (every loss uses the features before it)")
-        # Without the identity loss a head would hold unused parameters (which also
-        # breaks DistributedDataParallel), so none is built.
-        self.head: Optional[nn.Module] = (
-            build_identity_head(cfg, self.feature_dim) if self.loss_assembly.uses_identity else None
-        )
-        self.last_stats: Dict[str, torch.Tensor] = {}
-
-    @property
-    def uses_camids(self) -> bool:
-        """Whether the model needs camera ids (a ViT with SIE)."""
-        return takes_camera_ids(self.backbone)
+        heads = self.identity_heads(cfg, [self.feature_dim])
+        self.head: Optional[nn.Module] = heads[0] if heads else None
 
     def set_identity_head(self, head: nn.Module) -> None:
         """Train with `head` as the identity head from now on (learning without labels puts its
         cluster memory here; the optimizer is not told, so `head` should have no parameters)."""
         self.head = head
-
-    @property
-    def num_cameras(self) -> int:
-        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
-        return camera_count(self.backbone)
 
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None

@@ -32,23 +32,18 @@ from torch import nn
 from ..backbones import build_backbone
 from ..backbones.clip import CLIP_SPECS, ClipResNet, ClipViT
 from ..clip_text import TextHead
-from ..loss_assembly import LossAssembly
 from ..losses import cross_entropy_loss
 from ..neck import build_neck
-from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
-from .identity_head import build_identity_head
-from .preprocess import PixelNormalizer
+from .common import ReIDModel, freeze_unreached, missing_targets_error
 
 
-class ClipReID(nn.Module):
+class ClipReID(ReIDModel):
     """``model(images, targets, camids)`` in training, ``model(images, camids=...)`` (``camids``
     only with SIE) in eval mode -> ``[B, D + D_proj]`` (see the module docstring)."""
 
     def __init__(self, cfg) -> None:
-        super().__init__()
-        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
+        super().__init__(cfg)
         self.backbone = build_backbone(cfg)
-        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
         if not isinstance(self.backbone, (ClipViT, ClipResNet)):
             raise ValueError(f"MODEL.META_ARCHITECTURE clipreid needs a CLIP backbone ({', '.join(CLIP_SPECS)}), "
                              f"not {cfg.MODEL.BACKBONE.NAME!r}: set MODEL.BACKBONE.NAME to one of them.")
@@ -56,32 +51,15 @@ class ClipReID(nn.Module):
         self.feature_dim = dim + proj_dim
         self.neck = build_neck(cfg.MODEL.HEADS.NECK, dim)
         self.neck_proj = build_neck(cfg.MODEL.HEADS.NECK, proj_dim)
-        self.neck_feat = neck_feat_from_cfg(cfg)
-        self.loss_assembly = LossAssembly.from_cfg(cfg)
         if not self.loss_assembly.uses_after_features:
             freeze_unreached([self.neck, self.neck_proj], "the necks (every loss uses the features before them)")
-        self.head: Optional[nn.Module] = None
-        self.proj_head: Optional[nn.Module] = None
-        if self.loss_assembly.uses_identity:
-            self.head = build_identity_head(cfg, dim)
-            if self.head is not None:
-                self.proj_head = build_identity_head(cfg, proj_dim, log=False)
+        heads = self.identity_heads(cfg, [dim, proj_dim])
+        self.head, self.proj_head = heads if heads else (None, None)
         num_classes = int(cfg.MODEL.HEADS.NUM_CLASSES)
         # Without identities (testing, feature extraction) there is nothing to hold text features of.
         two_stage = bool(cfg.MODEL.CLIPREID.PROMPT_LEARNING) and num_classes > 0
         self.text_head = TextHead(num_classes, proj_dim) if two_stage else None
         self.i2t_weight = float(cfg.MODEL.CLIPREID.I2T_WEIGHT)
-        self.last_stats: Dict[str, torch.Tensor] = {}
-
-    @property
-    def uses_camids(self) -> bool:
-        """Whether the model needs camera ids (the ViT's SIE)."""
-        return self.backbone.uses_camids
-
-    @property
-    def num_cameras(self) -> int:
-        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
-        return self.backbone.num_cameras
 
     def branch_features(self, images: torch.Tensor,
                         camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,12 +1,16 @@
-"""Small checks shared by the meta architectures."""
+"""What the meta architectures share: their base class and small checks."""
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Dict, Iterable, List, Sequence
 
+import torch
 from torch import nn
 
-from ..loss_assembly import FEAT_CHOICES
+from ..camera_input import camera_count, takes_camera_ids
+from ..loss_assembly import LossAssembly, check_feat
+from .identity_head import build_identity_head
+from .preprocess import PixelNormalizer
 
 logger = logging.getLogger(__name__)
 
@@ -31,12 +35,7 @@ def freeze_unreached(modules: Iterable[nn.Module], why: str) -> None:
 
 def neck_feat_from_cfg(cfg) -> str:
     """``MODEL.HEADS.NECK_FEAT`` checked to be "before" or "after"."""
-    value = str(cfg.MODEL.HEADS.NECK_FEAT).lower()
-    if value not in FEAT_CHOICES:
-        raise ValueError(
-            f"MODEL.HEADS.NECK_FEAT must be one of {', '.join(FEAT_CHOICES)}, got {value!r}."
-        )
-    return value
+    return check_feat("MODEL.HEADS.NECK_FEAT", cfg.MODEL.HEADS.NECK_FEAT)
 
 
 def missing_targets_error() -> ValueError:
@@ -47,4 +46,35 @@ def missing_targets_error() -> ValueError:
     )
 
 
-__all__ = ["freeze_unreached", "missing_targets_error", "neck_feat_from_cfg"]
+class ReIDModel(nn.Module):
+    """Base of the meta architectures: pixel normalisation (``preprocess``), the configured losses
+    (``loss_assembly``, ``neck_feat``, ``last_stats``) and the camera ids of a ``backbone`` with SIE."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
+        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
+        self.neck_feat = neck_feat_from_cfg(cfg)
+        self.loss_assembly = LossAssembly.from_cfg(cfg)
+        self.last_stats: Dict[str, torch.Tensor] = {}
+
+    @property
+    def uses_camids(self) -> bool:
+        """Whether the model needs camera ids (a ViT with SIE)."""
+        return takes_camera_ids(getattr(self, "backbone", None))
+
+    @property
+    def num_cameras(self) -> int:
+        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
+        return camera_count(getattr(self, "backbone", None))
+
+    def identity_heads(self, cfg, widths: Sequence[int]) -> List[nn.Module]:
+        """One identity head per feature width (their settings logged once). None without the identity
+        loss or classes: a head would hold unused parameters (which also breaks DistributedDataParallel)."""
+        if not self.loss_assembly.uses_identity:
+            return []
+        heads = [build_identity_head(cfg, width, log=i == 0) for i, width in enumerate(widths)]
+        return [h for h in heads if h is not None]
+
+
+__all__ = ["ReIDModel", "freeze_unreached", "missing_targets_error", "neck_feat_from_cfg"]

@@ -11,16 +11,6 @@ from ..heads import build_head
 logger = logging.getLogger(__name__)
 
 
-def num_classes_from_cfg(cfg) -> int:
-    """``MODEL.HEADS.NUM_CLASSES`` checked to be >= 0 (0 = inference only, no head)."""
-    num_classes = int(cfg.MODEL.HEADS.NUM_CLASSES)
-    if num_classes < 0:
-        raise ValueError(
-            f"MODEL.HEADS.NUM_CLASSES must be >= 0 (0 = no identity head), got {num_classes}."
-        )
-    return num_classes
-
-
 def build_identity_head(cfg, in_features: int, log: bool = True) -> Optional[nn.Module]:
     """Return the configured head for `in_features`-d features, or None without classes.
 
@@ -29,8 +19,12 @@ def build_identity_head(cfg, in_features: int, log: bool = True) -> Optional[nn.
     are logged so a run's log shows them (`log=False` silences repeats, e.g. MGN's 8 heads).
     """
     heads = cfg.MODEL.HEADS
-    num_classes = num_classes_from_cfg(cfg)
-    if num_classes == 0:
+    num_classes = int(heads.NUM_CLASSES)
+    if num_classes < 0:
+        raise ValueError(
+            f"MODEL.HEADS.NUM_CLASSES must be >= 0 (0 = no identity head), got {num_classes}."
+        )
+    if num_classes == 0:  # inference only
         return None
     try:
         head = build_head(
@@ -50,13 +44,9 @@ def build_identity_head(cfg, in_features: int, log: bool = True) -> Optional[nn.
             "MARGIN, EASY_MARGIN (easy_margin), CURRICULAR_MOMENTUM (momentum) and BIAS (bias)."
         ) from exc
     if log:
-        scale = getattr(head, "scale", None)
-        margin = getattr(head, "margin", None)
-        logger.info(
-            "Identity head %s: %d classes, %d-d features, scale=%s, margin=%s",
-            heads.NAME, num_classes, in_features, scale, margin,
-        )
+        logger.info("Identity head %s: %d classes, %d-d features, scale=%s, margin=%s", heads.NAME, num_classes,
+                    in_features, getattr(head, "scale", None), getattr(head, "margin", None))
     return head
 
 
-__all__ = ["build_identity_head", "num_classes_from_cfg"]
+__all__ = ["build_identity_head"]

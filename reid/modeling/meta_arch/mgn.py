@@ -46,12 +46,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..backbones import build_backbone, set_stage_stride
-from ..loss_assembly import LossAssembly
 from ..neck import build_neck
 from ..pooling import build_pooling
-from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
-from .identity_head import build_identity_head
-from .preprocess import PixelNormalizer
+from .common import ReIDModel, freeze_unreached, missing_targets_error
 
 LOSS_LAYOUTS: Tuple[str, ...] = ("concat", "per_branch")
 STRIPE_MODES: Tuple[str, ...] = ("overlap", "chunk")
@@ -96,10 +93,7 @@ def _reduction(in_channels: int, out_channels: int, kind: str) -> nn.Sequential:
     nn.init.kaiming_normal_(conv.weight, mode="fan_in", nonlinearity="relu")
     if kind == "conv":
         return nn.Sequential(conv)
-    bn = nn.BatchNorm2d(out_channels)
-    nn.init.ones_(bn.weight)
-    nn.init.zeros_(bn.bias)
-    return nn.Sequential(conv, bn, nn.ReLU(inplace=True))
+    return nn.Sequential(conv, nn.BatchNorm2d(out_channels), nn.ReLU(inplace=True))
 
 
 def _choice(value: object, key: str, choices: Tuple[str, ...]) -> str:
@@ -109,7 +103,7 @@ def _choice(value: object, key: str, choices: Tuple[str, ...]) -> str:
     return text
 
 
-class MGN(nn.Module):
+class MGN(ReIDModel):
     """Multiple Granularity Network; see the module docstring for structure and losses.
 
     Train mode: ``model(images, targets)`` -> weighted loss dict; eval mode:
@@ -118,7 +112,7 @@ class MGN(nn.Module):
     """
 
     def __init__(self, cfg) -> None:
-        super().__init__()
+        super().__init__(cfg)
         mgn_cfg = cfg.MODEL.MGN
         self.layout = _choice(mgn_cfg.LOSS_LAYOUT, "MODEL.MGN.LOSS_LAYOUT", LOSS_LAYOUTS)
         self.stripes = _choice(mgn_cfg.STRIPES, "MODEL.MGN.STRIPES", STRIPE_MODES)
@@ -130,9 +124,7 @@ class MGN(nn.Module):
             raise ValueError("MODEL.HEADS.FC_DIM is for the baseline meta architecture; MGN reduces its features "
                              "with MODEL.MGN.REDUCTION. Set MODEL.HEADS.FC_DIM 0.")
 
-        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
         resnet = build_backbone(cfg)
-        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
         for attr in ("stem", "layer1", "layer2", "layer3", "layer4", "out_channels"):
             if not hasattr(resnet, attr):
                 raise TypeError(
@@ -164,8 +156,6 @@ class MGN(nn.Module):
         )
         self.feature_dim: int = NUM_FEATURES * self.reduction_dim
         self.neck = build_neck(cfg.MODEL.HEADS.NECK, self.feature_dim)
-        self.neck_feat = neck_feat_from_cfg(cfg)
-        self.loss_assembly = LossAssembly.from_cfg(cfg)
         if not self.loss_assembly.uses_after_features:
             freeze_unreached([self.neck], "the neck (every loss uses the features before it)")
         if self.layout == "per_branch" and not self.loss_assembly.uses_identity:
@@ -173,20 +163,8 @@ class MGN(nn.Module):
             # only the per-part identity heads.
             freeze_unreached([*self.pools[NUM_GLOBAL:], *self.reductions[NUM_GLOBAL:]],
                              "the part poolings and reductions (no identity loss)")
-
-        heads: List[nn.Module] = []
-        if self.loss_assembly.uses_identity:
-            if self.layout == "concat":
-                head = build_identity_head(cfg, self.feature_dim)
-                heads = [head] if head is not None else []
-            else:
-                built = [
-                    build_identity_head(cfg, self.reduction_dim, log=(i == 0))
-                    for i in range(NUM_FEATURES)
-                ]
-                heads = [h for h in built if h is not None]
-        self.heads = nn.ModuleList(heads)
-        self.last_stats: Dict[str, torch.Tensor] = {}
+        widths = [self.feature_dim] if self.layout == "concat" else [self.reduction_dim] * NUM_FEATURES
+        self.heads = nn.ModuleList(self.identity_heads(cfg, widths))
 
     @staticmethod
     def _branch(layer3_rest: nn.Sequential, layer4: nn.Sequential, stride: int) -> nn.Sequential:

@@ -31,12 +31,8 @@ from torch import nn
 
 from ..backbones import ReIDViT, build_backbone
 from ..backbones.vit import VIT_SPECS
-from ..camera_input import camera_count, takes_camera_ids
-from ..loss_assembly import LossAssembly
 from ..neck import build_neck
-from .common import freeze_unreached, missing_targets_error, neck_feat_from_cfg
-from .identity_head import build_identity_head
-from .preprocess import PixelNormalizer
+from .common import ReIDModel, freeze_unreached, missing_targets_error
 
 
 def jigsaw_order(num_patches: int, shift: int, groups: int) -> torch.Tensor:
@@ -53,16 +49,14 @@ def jigsaw_order(num_patches: int, shift: int, groups: int) -> torch.Tensor:
     return order.view(groups, -1).t().reshape(-1)
 
 
-class TransReID(nn.Module):
+class TransReID(ReIDModel):
     """TransReID with JPM; ``model(images, targets, camids)`` in training, ``model(images, camids=...)``
     (``camids`` only with SIE) in eval mode -> ``[B, (1 + k) * D]``."""
 
     def __init__(self, cfg) -> None:
-        super().__init__()
+        super().__init__(cfg)
         tr = cfg.MODEL.TRANSREID
-        self.preprocess = PixelNormalizer(cfg.MODEL.PIXEL_MEAN, cfg.MODEL.PIXEL_STD)
         self.backbone = build_backbone(cfg)
-        self.backbone_name = str(cfg.MODEL.BACKBONE.NAME).lower()
         if not isinstance(self.backbone, ReIDViT):
             raise ValueError(f"MODEL.META_ARCHITECTURE transreid needs a TransReID ViT backbone ({', '.join(VIT_SPECS)}), "
                              f"not {cfg.MODEL.BACKBONE.NAME!r}: set MODEL.BACKBONE.NAME to one of them.")
@@ -81,27 +75,11 @@ class TransReID(nn.Module):
         self.feature_dim = dim * (1 + self.parts)
         self.neck = build_neck(cfg.MODEL.HEADS.NECK, dim)
         self.local_necks = nn.ModuleList(build_neck(cfg.MODEL.HEADS.NECK, dim) for _ in range(self.parts))
-        self.neck_feat = neck_feat_from_cfg(cfg)
-        self.loss_assembly = LossAssembly.from_cfg(cfg)
         if not self.loss_assembly.uses_after_features:
             freeze_unreached([self.neck, self.local_necks], "the necks (every loss uses the features before them)")
-        self.head: Optional[nn.Module] = None
-        self.local_heads = nn.ModuleList()
-        if self.loss_assembly.uses_identity:
-            self.head = build_identity_head(cfg, dim)
-            if self.head is not None:
-                self.local_heads.extend(build_identity_head(cfg, dim, log=False) for _ in range(self.parts))
-        self.last_stats: Dict[str, torch.Tensor] = {}
-
-    @property
-    def uses_camids(self) -> bool:
-        """Whether the model needs camera ids (SIE)."""
-        return takes_camera_ids(self.backbone)
-
-    @property
-    def num_cameras(self) -> int:
-        """How many camera ids the model knows (ids 0..num_cameras-1; 0 without SIE)."""
-        return camera_count(self.backbone)
+        heads = self.identity_heads(cfg, [dim] * (1 + self.parts))
+        self.head: Optional[nn.Module] = heads[0] if heads else None
+        self.local_heads = nn.ModuleList(heads[1:])
 
     def branch_features(self, images: torch.Tensor,
                         camids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, List[torch.Tensor]]:

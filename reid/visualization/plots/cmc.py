@@ -41,10 +41,8 @@ def plot_cmc(
     for label, arr in cut.items():
         r5 = f", R-5 {100 * arr[4]:.1f}%" if len(arr) >= 5 else ""
         ax.plot(ranks[: len(arr)], 100.0 * arr, marker="o", markersize=3, label=f"{label}: R-1 {100 * arr[0]:.1f}%{r5}")
-    ax.set_title(title)
-    ax.set_xlabel("rank")
-    ax.set_ylabel("fraction of queries (%) with a true match within rank")
-    ax.set_xlim(1, max(n, 2))
+    ax.set(title=title, xlabel="rank", ylabel="fraction of queries (%) with a true match within rank",
+           xlim=(1, max(n, 2)))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right")
     data = {"max_rank": int(max_rank), "unit": "fraction of queries in [0, 1]", "rank": ranks,

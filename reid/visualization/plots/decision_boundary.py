@@ -158,12 +158,9 @@ def plot_decision_boundary(
     x0 = min(-0.2, np.percentile(s_n, 0.5)) - 0.05
     x1 = max(0.6, np.percentile(s_n, 99.5)) + 0.05
     y0 = min(0.2, np.percentile(s_p, 0.5)) - 0.05
-    ax.set_xlim(max(-1.0, x0), min(1.0, x1))
-    ax.set_ylim(max(-1.0, y0), 1.02)
-    ax.set_aspect("equal")
-    ax.set_title(title or f"Training pairs in the (s_n, s_p) plane: {head}")
-    ax.set_xlabel("s_n: largest cosine similarity to another class")
-    ax.set_ylabel("s_p: cosine similarity to own class")
+    ax.set(xlim=(max(-1.0, x0), min(1.0, x1)), ylim=(max(-1.0, y0), 1.02), aspect="equal",
+           title=title or f"Training pairs in the (s_n, s_p) plane: {head}",
+           xlabel="s_n: largest cosine similarity to another class", ylabel="s_p: cosine similarity to own class")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     data: Dict[str, Any] = {

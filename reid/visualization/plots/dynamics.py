@@ -105,9 +105,7 @@ def plot_dynamics(
     for color, (label, rec) in zip(colors, data.items()):
         ax.plot(rec["iter"], rec["s_p"], color=color, linestyle="-", label=f"{label}: s_p")
         ax.plot(rec["iter"], rec["s_n"], color=color, linestyle="--", label=f"{label}: s_n")
-    ax.set_title(title)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("mean cosine similarity")
+    ax.set(title=title, xlabel="iteration", ylabel="mean cosine similarity")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     rows: List[list] = [[label, int(it), fmt(sp), fmt(sn)]

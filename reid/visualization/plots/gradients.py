@@ -150,12 +150,9 @@ def plot_gradients(
                   width=0.004)
         bn, bp, eq = _boundary(f)
         ax.plot(bn, bp, color="red", linewidth=1.5, label=f"boundary: {eq}")
-        ax.set_xlim(ext[0], ext[1])
-        ax.set_ylim(ext[2], ext[3])
         params = ", ".join(f"{k}={v:g}" for k, v in f.params.items())
-        ax.set_title(f"{TITLES.get(name, name)} ({params})")
-        ax.set_xlabel("s_n (cosine similarity)")
-        ax.set_ylabel("s_p (cosine similarity)")
+        ax.set(xlim=(ext[0], ext[1]), ylim=(ext[2], ext[3]), title=f"{TITLES.get(name, name)} ({params})",
+               xlabel="s_n (cosine similarity)", ylabel="s_p (cosine similarity)")
         ax.legend(loc="lower right", fontsize=7)
     fig.suptitle(title)
     data: Dict[str, Any] = {

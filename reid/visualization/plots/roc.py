@@ -34,10 +34,8 @@ def plot_roc(curves: Mapping[str, Mapping[str, Any]], output_path: str, title: s
     for label, c in cut.items():
         shown = c["far"] > 0
         ax.plot(c["far"][shown], 100.0 * c["tar"][shown], marker="o", markersize=2.5, label=label)
-    ax.set_xscale("log")
-    ax.set_title(title)
-    ax.set_xlabel("false accept rate (impostor pairs accepted)")
-    ax.set_ylabel("true accept rate (%)")
+    ax.set(xscale="log", title=title, xlabel="false accept rate (impostor pairs accepted)",
+           ylabel="true accept rate (%)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     data = {"unit": "fractions in [0, 1]; threshold: distance (a pair is accepted when below it)",

@@ -148,9 +148,7 @@ def plot_similarity_distributions(
     ax.text(0.02, 0.97, f"negatives above it: {100 * st['neg_above_pos_p5']:.2f}%\n"
             f"positives below negatives' 95th pct: {100 * st['pos_below_neg_p95']:.2f}%",
             transform=ax.transAxes, va="top", fontsize=9, bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.7"})
-    ax.set_title(title)
-    ax.set_xlabel("cosine similarity")
-    ax.set_ylabel("density (per unit cosine similarity)")
+    ax.set(title=title, xlabel="cosine similarity", ylabel="density (per unit cosine similarity)")
     ax.legend(loc="upper right", fontsize=8)
     summary = {k: v for k, v in st.items() if not isinstance(v, np.ndarray)}
     data = {
