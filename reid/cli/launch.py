@@ -220,7 +220,25 @@ def _launch(argv: List[str]) -> int:
     except (RendezvousError, DistError) as e:
         print(f"error: {rendezvous_message(e, args)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before torchrun's agent handles signals: while waiting for the rendezvous
+        print("launch.py: stopped by SIGINT before the training processes started (waiting for the other nodes); "
+              "nothing ran: run the same command again (exit code 130).", file=sys.stderr)
+        return 130
     return 0
+
+
+def check_nnodes(options: Sequence[str]) -> None:
+    """A ValueError for a --nnodes that is not a count >= 1 or a range MIN:MAX of them (torchrun answers those
+    with a traceback)."""
+    for i, token in enumerate(options):
+        name, eq, value = token.partition("=")
+        if name.startswith("--") and "--nnodes".startswith(name) and len(name) > 3:
+            value = value if eq else (options[i + 1] if i + 1 < len(options) else "")
+            low, colon, high = value.partition(":")
+            counts = [low, high] if colon else [low]
+            if not all(c.isdigit() and int(c) >= 1 for c in counts) or (colon and int(low) > int(high)):
+                raise ValueError(f"--nnodes {value!r}: give a number of nodes >= 1, or a range MIN:MAX with "
+                                 "1 <= MIN <= MAX (e.g. 2, or 1:4 for elastic training)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -231,6 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.usage = "launch.py [torchrun options] PROGRAM [PROGRAM ARGUMENTS]"
     try:
         options, _ = split_command(argv)
+        check_nnodes(options)
     except ValueError as e:
         if not {"-h", "--help"} & set(argv):
             parser.error(str(e))
@@ -241,4 +260,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return _launch(argv)
 
 
-__all__ = ["main", "rendezvous_message", "split_command", "stop_exit_code"]
+__all__ = ["check_nnodes", "main", "rendezvous_message", "split_command", "stop_exit_code"]

@@ -39,7 +39,8 @@ from typing import Tuple
 from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
-from .sequence_args import add_convention_argument, add_input_arguments, add_picture_arguments
+from .sequence_args import (add_convention_argument, add_input_arguments, add_picture_arguments,
+                            add_threads_argument, with_threads)
 
 #: The false accept rate whose calibrated threshold is used when neither --threshold nor --far is given.
 DEFAULT_FAR = 1e-2
@@ -76,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="link identities whose average cosine distance is below D, in (0, 2]")
     decide.add_argument("--far", type=float_in(0, 1, "a false accept rate", open_low=True, open_high=True), default=None, metavar="F",
                         help=f"the distance calibrated at false accept rate F: from the ground truth when every "
-                             f"sequence has it (its tracklets' pairs of different people), else thresholds.json next to "
-                             f"--run / --weights (default: {DEFAULT_FAR:g} when --threshold is not given)")
+                             "sequence has it (its tracklets' pairs of different people), else thresholds.json next "
+                             f"to --run / --weights (default: {DEFAULT_FAR:g} when --threshold is not given)")
     p.add_argument("--calibration", choices=("auto", "gt", "model"), default="auto",
                    help="where the threshold at --far comes from without --threshold: gt, the sequences' ground truth; "
                         "model, the model's thresholds.json (or its exported file's); auto (default): gt when every "
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_picture_arguments(p, "<output>/tracks")
     add_model_arguments(p)
     add_convention_argument(p)
+    add_threads_argument(p)
     return p
 
 
@@ -161,8 +163,9 @@ def main(argv=None) -> int:
         finally:
             lock.release()
 
-    return run_stoppable(work, f"{args.output} holds no identities.json (any tracks/ written so far are each "
-                               "whole); run the same command again to link them all.")
+    left = (f"{args.output} holds no identities.json (any tracks/ written so far are each "
+            "whole); run the same command again to link them all.")
+    return run_stoppable(with_threads(args.threads, work), left)
 
 
 if __name__ == "__main__":

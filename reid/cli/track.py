@@ -41,7 +41,8 @@ from .args import float_in, int_in, parse_args, tool_parser
 from .errors import error_text
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
-from .sequence_args import add_convention_argument, add_input_arguments, add_picture_arguments
+from .sequence_args import (add_convention_argument, add_input_arguments, add_picture_arguments,
+                            add_threads_argument, with_threads)
 
 
 
@@ -53,6 +54,8 @@ def _option(text: str) -> Any:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
+    except RecursionError:  # 50,000 nested brackets: no tracker setting is that deep
+        raise argparse.ArgumentTypeError(f"{key}=...: a value nested too deep to be a tracker setting") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "against the tracker's settings in BoxMOT's configs/trackers/<name>.yaml")
     p.add_argument("--tracker-python", metavar="PYTHON",
                    help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
-    p.add_argument("--threads", type=int_in(1, 256), default=None,
-                   help="CPU threads of torch and ONNX Runtime (default: torch's; 1 is fastest for per-frame "
-                        "batches with --backend onnxruntime on a small CPU, docs/benchmarks.md)")
+    add_threads_argument(p)
     add_picture_arguments(p, "<output>/<model>")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
@@ -153,7 +154,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def work() -> None:
         from reid.tracking.appearance import label_folder, load_appearance_models
-        from reid.tracking.tracker_runs import check_tracker, sequence_detections, track_runs, tracked_models
+        from reid.tracking.tracker_runs import (check_boxes, check_tracker, sequence_detections, track_runs,
+                                                tracked_models)
         from reid.tracking.report import REPORT_FILES, table, write_report
         from reid.tracking.sequences import find_sequences
         from reid.tracking.outputs import claim_output
@@ -163,10 +165,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         from reid.tracking.videos import VIDEO_FOLDER, find_videos, video_sequences
 
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-        if args.threads:
-            import torch
-
-            torch.set_num_threads(args.threads)  # before the models: ONNX Runtime sessions take torch's count
         if args.appearance_threshold is not None and check_tracker(args.tracker).threshold_option is None:
             raise ValueError(f"--appearance-threshold: {args.tracker} has no appearance gate (appearance is one weight "
                              "of its cost), so the value would be ignored; leave it out, or use --tracker botsort or "
@@ -175,6 +173,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         videos = find_videos(args.video, need=args.detections) if args.video else None
         sequences = None if videos else find_sequences(args.sequences)
         boxes = None if videos else [sequence_detections(s, args.detections) for s in sequences]
+        if boxes is not None:
+            check_boxes(sequences, boxes, args.detections, log)
         # Held for the whole run: another tool's results, or a second run at once, are refused before any work.
         lock = claim_output(args.output, "track", inputs=videos or [args.sequences],
                             writes=["features", VIDEO_FOLDER], reports=REPORT_FILES)
@@ -182,6 +182,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             if videos:
                 sequences = video_sequences(videos, args.output, log)
                 boxes = [sequence_detections(s, args.detections) for s in sequences]
+                check_boxes(sequences, boxes, args.detections, log)
             # the tracker's settings are checked against its BoxMOT before any crop is embedded
             python = tracker_python(args.tracker_python, log=log)
             check_options_in_env(dict(args.tracker_option), python, args.tracker,
@@ -209,8 +210,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("no scores: not every sequence has gt/gt.txt (result files written)")
         print("wrote " + ", ".join(paths) + (f" and {len(pictures)} pictures of the tracks" if pictures else ""))
 
-    return run_stoppable(work, f"{args.output} holds the result files finished so far, each whole, and no "
-                               "metrics.json or summary.md; run the same command again to redo the run.")
+    left = (f"{args.output} holds the result files finished so far, each whole, and no "
+            "metrics.json or summary.md; run the same command again to redo the run.")
+    return run_stoppable(with_threads(args.threads, work), left)
 
 
 if __name__ == "__main__":

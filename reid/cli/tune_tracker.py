@@ -34,7 +34,7 @@ from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NA
 from .args import float_in, int_in, parse_args, tool_parser
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
-from .sequence_args import add_convention_argument, add_input_arguments
+from .sequence_args import add_convention_argument, add_input_arguments, add_threads_argument, with_threads
 
 SETTINGS_FILE = "tracker_settings.json"
 SHOWN = ("HOTA", "IDF1", "AssA", "IDSW")
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the settings, trials and summary")
     add_model_arguments(p)
     add_convention_argument(p)
+    add_threads_argument(p)
     p.add_argument("--no-reid", action="store_true", help="tune motion only (no appearance model)")
     p.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKER_NAMES,
                    help=f"BoxMOT tracker (default: {DEFAULT_TRACKER})")
@@ -161,8 +162,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"wrote {os.path.join(args.output, SETTINGS_FILE)} (tools/track.py --tracker-config takes it), "
               "trials.json and summary.md")
 
-    return run_stoppable(work, f"{args.output} holds the trials finished so far and no {SETTINGS_FILE}; run the "
-                               "same command again.")
+    left = (f"{args.output} holds the trials finished so far and no {SETTINGS_FILE}; run the "
+            "same command again.")
+    return run_stoppable(with_threads(args.threads, work), left)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -27,7 +27,7 @@ from reid.modeling.build import model_summary
 from reid.utils.logger import LOGGER_NAME
 from reid.utils.process import get_rank
 
-from .checkpoint_files import BEST_NAME, FINAL_NAME, CheckpointManager, last_checkpoint
+from .checkpoint_files import BEST_NAME, FINAL_NAME, CheckpointManager, last_checkpoint, load_checkpoint
 from .checkpointer import Checkpointer
 from .errors import NonFiniteLossError, TrainingInterrupted
 from .hook_base import HookBase
@@ -117,6 +117,10 @@ class Trainer:
     ``trainer.loop`` is the :class:`TrainLoop` (what hooks see as ``hook.trainer``).
     """
 
+    #: What the warning of a warmup as long as the run names: the warmup key, its value as the user wrote it
+    #: (None: the iterations), the peak learning rate's key. A stage with a solver of its own names its keys.
+    warmup_keys: Tuple[str, Optional[str], str] = ("SOLVER.WARMUP_ITERS", None, "SOLVER.BASE_LR")
+
     def __init__(self, cfg, model: nn.Module, train_loader: Any, eval_fn: Optional[EvalFn] = None,
                  logger: Optional[logging.Logger] = None, progress: Optional[bool] = None,
                  hooks: Sequence[HookBase] = ()) -> None:
@@ -147,8 +151,7 @@ class Trainer:
                               float(solver.CLIP_GRAD_NORM))
         files = CheckpointManager(self.output_dir, keep=int(solver.CHECKPOINT_KEEP), enabled=get_rank() == 0)
         self.checkpointer = Checkpointer(self.loop, self.scheduler, cfg, files)
-        if progress is None:
-            progress = os.isatty(2)
+        progress = os.isatty(2) if progress is None else progress
         self.loop.register_hooks(build_hooks(cfg, self.loop, self.scheduler, self.checkpointer, freezable, eval_fn,
                                              bool(progress)))
         self.loop.register_hooks(list(hooks))
@@ -157,10 +160,6 @@ class Trainer:
     @property
     def model(self) -> nn.Module:
         return self.loop.model
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self.loop.optimizer
 
     @property
     def hooks(self) -> List[HookBase]:
@@ -189,7 +188,7 @@ class Trainer:
             self.logger.info("--resume: no checkpoint in %s yet; starting from scratch.", self.output_dir)
         weights = str(self.cfg.MODEL.WEIGHTS) if weights is None else weights
         if weights:
-            self.checkpointer.load_weights(weights, drop_head=drop_head)
+            load_checkpoint(weights, model=self.loop.model, drop_head=drop_head)  # the model only, no training state
             self.logger.info("Loaded weights from %s%s.", weights, " without the identity head" if drop_head else "")
             return weights
         return None
@@ -216,10 +215,11 @@ class Trainer:
             self.logger.info(line)
         if warmup >= loop.max_iter:
             peak = max(self.scheduler.factor(i) for i in range(loop.max_iter))
+            key, value, lr = self.warmup_keys
             self.logger.warning(
-                "SOLVER.WARMUP_ITERS %d is not shorter than the whole run (%d iterations): the learning rate "
-                "never reaches SOLVER.BASE_LR (at most %.0f%% of it). Lower SOLVER.WARMUP_ITERS or train longer.",
-                warmup, loop.max_iter, 100 * peak,
+                "%s %s is not shorter than the whole run (%d iterations): the learning rate never reaches %s (at "
+                "most %.0f%% of it). Lower %s or train longer.",
+                key, str(warmup) if value is None else value, loop.max_iter, lr, 100 * peak, key,
             )
 
     def train(self) -> TrainResult:

@@ -163,7 +163,12 @@ def read_sequence(folder: str) -> Sequence:
                                 "write the frames' size.")
     ext = info.get("imext") or ".jpg"
     ext = ext if ext.startswith(".") else "." + ext
-    image_dir = os.path.join(folder, info.get("imdir") or "img1")
+    im_dir = info.get("imdir") or "img1"
+    if os.path.isabs(im_dir) or os.path.normpath(im_dir).split(os.sep)[0] == os.pardir:
+        raise SequenceError(f"{ini}: imDir={brief(im_dir)} leads outside the sequence folder, so its frames would be "
+                            "another folder's; MOTChallenge's imDir names a folder inside it (img1): move the frames "
+                            "there, or link them in (ln -s).")
+    image_dir = os.path.join(folder, im_dir)
     if not os.path.isdir(image_dir):
         raise SequenceError(f"{ini}: the image folder {image_dir} (imDir) does not exist; put the frames there "
                             f"(000001{ext} ...) or set imDir in seqinfo.ini.")

@@ -51,8 +51,13 @@ def read_spec(path: str) -> Dict[str, Dict[str, Any]]:
     return settings
 
 
+#: No tracker setting counts or weighs beyond this; 1e308 frames of track buffer is a typing error.
+MAX_VALUE = 1e6
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and abs(value) <= MAX_VALUE)
 
 
 def _kind(entry: Dict[str, Any]):
@@ -68,9 +73,10 @@ def _kind(entry: Dict[str, Any]):
         return "a fraction in [0, 1]", lambda v: _is_number(v) and 0 <= v <= 1
     if entry.get("type") in ("randint", "qrandint") or (options and all(isinstance(o, int) for o in options)):
         low = 1 if bounds and bounds[0] >= 1 or options else 0
-        return f"a whole number >= {low}", lambda v: _is_number(v) and float(v).is_integer() and v >= low
+        return f"a whole number in [{low}, {MAX_VALUE:.0f}]", \
+            lambda v: _is_number(v) and float(v).is_integer() and v >= low
     if entry.get("type") == "uniform" or options or _is_number(default):
-        return "a number >= 0", lambda v: _is_number(v) and v >= 0
+        return f"a number in [0, {MAX_VALUE:.0f}]", lambda v: _is_number(v) and v >= 0
     return "", lambda v: True  # a setting without a kind (a default of null): BoxMOT takes anything
 
 
@@ -127,4 +133,5 @@ def read_settings_file(path: str) -> Tuple[str, Dict[str, Any]]:
     return record["tracker"], record["options"]
 
 
-__all__ = ["MAX_SETTINGS_BYTES", "read_settings_file", "check_options_in_env", "check_tracker_options", "read_spec", "spec_path"]
+__all__ = ["MAX_SETTINGS_BYTES", "check_options_in_env", "check_tracker_options", "read_settings_file", "read_spec",
+           "spec_path"]

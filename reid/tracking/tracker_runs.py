@@ -75,6 +75,20 @@ def sequence_detections(sequence: Sequence, source: str) -> MOTRows:
     return rows
 
 
+def check_boxes(sequences: Seq[Sequence], boxes: Seq[MOTRows], source: str, log: Callable[[str], None]) -> None:
+    """One line when no sequence has a box to track (scores of zero, exit 0, would look like a result);
+    a note naming the sequences without any."""
+    empty = [s for s, rows in zip(sequences, boxes) if not len(rows)]
+    what = "det/det.txt" if source == "det" else "pedestrian boxes in gt/gt.txt"
+    if empty and len(empty) == len(sequences):
+        other = "or pass --detections gt to track the ground truth" if source == "det" else "or track det/det.txt"
+        raise ValueError(f"no sequence has a box to track (their {what} hold none, e.g. {empty[0].root}); give the "
+                         f"detector's boxes, {other}.")
+    if empty:
+        log(f"note: {len(empty)} of {len(sequences)} sequences have no box to track ({what} empty): "
+            + ", ".join(s.name for s in empty))
+
+
 def _npz(path: str, rows: MOTRows, features: Optional[np.ndarray]) -> str:
     xyxy = np.c_[rows.boxes[:, :2], rows.boxes[:, :2] + rows.boxes[:, 2:]]
     arrays = {"frame": rows.frame, "boxes": xyxy.astype(np.float32), "scores": rows.conf.astype(np.float32)}
@@ -276,5 +290,5 @@ def tracked_models(models: Seq[AppearanceModel], tracker: str) -> Tuple[Optional
 
 
 __all__ = ["DEFAULT_TRACKER", "DETECTION_SOURCES", "MOTION_ONLY", "RunResult", "TRACKERS", "TrackerKind",
-           "check_tracker", "differences", "gate_threshold", "run_tracker", "sequence_detections", "thresholds_file", "track_runs",
+           "check_boxes", "check_tracker", "differences", "gate_threshold", "run_tracker", "sequence_detections", "thresholds_file", "track_runs",
            "tracked_models"]

@@ -89,7 +89,7 @@ class TuningSet:
 
 def prepare(sequences: Seq[Sequence], boxes: Seq[MOTRows], model: Optional[AppearanceModel], folder: str
             ) -> TuningSet:
-    """Embed every box of `sequences` with `model` once (None: motion only) and write the tracker's inputs into `folder`."""
+    """Embed every box of `sequences` with `model` once (None: motion only); the tracker's inputs go into `folder`."""
     os.makedirs(folder, exist_ok=True)
     features = [None if model is None else embed_rows(s, rows, model) for s, rows in zip(sequences, boxes)]
     inputs = [_npz(os.path.join(folder, s.name + ".npz"), rows, f) for s, rows, f in zip(sequences, boxes, features)]
@@ -161,5 +161,5 @@ def tune(data: TuningSet, tracker: str, space: Dict[str, Dict[str, Any]], base: 
     return TuningResult(objective, dict(base), dict(best["settings"]), record)
 
 
-__all__ = ["FIXED", "OBJECTIVES", "TuningResult", "TuningSet", "base_options", "prepare", "require_optuna", "score_settings",
-           "search_space", "suggest", "tune"]
+__all__ = ["FIXED", "OBJECTIVES", "TuningResult", "TuningSet", "base_options", "prepare", "require_optuna",
+           "score_settings", "search_space", "suggest", "tune"]

@@ -66,8 +66,8 @@ def find_videos(paths: Seq[str], need: Optional[str] = None) -> List[str]:
     for path in found:
         other = names.setdefault(video_name(path), path)
         if other != path:
-            raise SequenceError(f"--video {other} and {path} would both be sequence {video_name(path)!r} (their results "
-                                "share one file name); rename one of them.")
+            raise SequenceError(f"--video {other} and {path} would both be sequence {video_name(path)!r} (their "
+                                "results share one file name); rename one of them.")
     for video in found:
         _check_detections(video, need)
     return found
@@ -210,5 +210,5 @@ def video_sequences(videos: Seq[str], output: str, log: Log = print) -> List[Seq
     return [video_sequence(video, output, camera, log) for camera, video in enumerate(videos, start=1)]
 
 
-__all__ = ["SOURCE_FILE", "VIDEO_EXTS", "VIDEO_FOLDER", "find_videos", "video_ground_truth", "video_name", "video_sequence",
-           "video_sequences"]
+__all__ = ["SOURCE_FILE", "VIDEO_EXTS", "VIDEO_FOLDER", "find_videos", "video_ground_truth", "video_name",
+           "video_sequence", "video_sequences"]

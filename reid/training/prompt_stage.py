@@ -159,6 +159,9 @@ def run_prompt_stage(cfg, model, items: List, num_classes: int, logger: logging.
     logger.info("CLIP-ReID's first stage: prompts %r for %d identities, %d epochs (%s).",
                 str(cfg.MODEL.CLIPREID.PROMPT), num_classes, int(scfg.SOLVER.MAX_EPOCH), out)
     trainer = Trainer(scfg, stage_model, loader, logger=logger, hooks=list(hooks))
+    stage = cfg.SOLVER.PROMPT_STAGE  # the stage's own keys, not the SOLVER keys it was translated into
+    trainer.warmup_keys = ("SOLVER.PROMPT_STAGE.WARMUP_EPOCHS", f"{stage.WARMUP_EPOCHS} ({scfg.SOLVER.WARMUP_ITERS} "
+                           "iterations)", "SOLVER.PROMPT_STAGE.BASE_LR")
     trainer.resume_or_load(resume=resume, allow_config_change=allow_config_change)  # as the second stage's
     if trainer.train().stop_reason is not None:  # (a signal raises TrainingInterrupted: "requeue me")
         return False

@@ -230,3 +230,15 @@ def test_a_first_stage_setting_changed_between_stop_and_resume_is_refused_unless
     rest = StopAt(stage="prompts")
     assert cli_train.main(edited + ["--allow-config-change"], hooks=[rest]) == 0
     assert rest.steps == list(range(3, 11))
+
+
+@pytest.mark.slow
+def test_a_first_stage_warmup_as_long_as_the_stage_is_named_by_its_own_keys(data, tmp_path):
+    out = tmp_path / "w"
+    assert cli_train.main(argv(data, out, "SOLVER.PROMPT_STAGE.WARMUP_EPOCHS", "2", "SOLVER.MAX_EPOCH", "1")) == 0
+    logs = "".join(p.read_text() for p in (out / "log.txt", out / "prompt_stage" / "log.txt") if p.exists())
+    assert ("SOLVER.PROMPT_STAGE.WARMUP_EPOCHS 2 (10 iterations) is not shorter than the whole run (10 iterations): "
+            "the learning rate never reaches SOLVER.PROMPT_STAGE.BASE_LR") in logs
+    warned = [line for line in logs.splitlines() if "is not shorter than the whole run" in line]
+    assert warned and all("SOLVER.PROMPT_STAGE.WARMUP_EPOCHS" in line and "SOLVER.WARMUP_ITERS" not in line
+                          for line in warned)

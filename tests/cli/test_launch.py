@@ -157,3 +157,23 @@ def test_sigusr1_reaches_the_processes_as_a_stop_instead_of_killing_the_launcher
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 138 and "stopped by SIGUSR1" in err
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "3:1", "1:", ":2", "0:2"])
+def test_a_number_of_nodes_that_is_none_is_one_line(value, capsys):
+    from reid.cli import launch
+
+    with pytest.raises(SystemExit) as info:
+        launch.main(["--nnodes", value, "--nproc-per-node", "1", "tools/train.py"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and f"--nnodes {value!r}: give a number of nodes >= 1" in err[-1]
+    with pytest.raises(SystemExit):
+        launch.main([f"--nnodes={value}", "tools/train.py"])
+    assert "give a number of nodes >= 1" in capsys.readouterr().err
+
+
+def test_numbers_of_nodes_that_are_some_pass_the_check():
+    from reid.cli.launch import check_nnodes
+
+    for options in (["--nnodes", "2"], ["--nnodes=1:4"], ["--nnod", "3"], ["--nproc-per-node", "0"]):
+        check_nnodes(options)

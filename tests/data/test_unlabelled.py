@@ -171,3 +171,17 @@ def test_a_catastrophic_camera_regex_ends_in_one_line_not_a_hang(tmp_path, write
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and last.startswith("reid.utils.safe_regex.RegexError: DATASETS.UNLABELLED.CAMERA_REGEX"), proc.stderr
     assert "'(a|aa)+$' took more than 2 s on the name 'aaaa" in last and "!.jpg' and was stopped" in last
+
+
+def test_a_camera_regex_that_finds_one_camera_in_every_name_says_so(tmp_path, write_jpeg, caplog):
+    _crops(str(tmp_path), write_jpeg, ["p_c1_0.jpg", "q_c2_0.jpg", "r_c3_0.jpg"])
+    with caplog.at_level("WARNING"):
+        ds = build_dataset("unlabelled", ".", folder=str(tmp_path), camera_regex=r"_(c)\d")
+    assert {c for _, _, c in ds.train} == {0}
+    assert any("finds one camera ('c') in all 3 images" in r.getMessage() and "_c(\\d+)" in r.getMessage()
+               for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        ds = build_dataset("unlabelled", ".", folder=str(tmp_path), camera_regex=r"_c(\d)")
+    assert {c for _, _, c in ds.train} == {0, 1, 2} and not any("finds one camera" in r.getMessage()
+                                                                  for r in caplog.records)

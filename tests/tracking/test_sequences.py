@@ -117,3 +117,22 @@ def test_an_absurd_seq_length_or_frame_size_is_one_line_before_anything_is_alloc
     big = write_sequence(str(tmp_path / "b"), length=3, extra={"imWidth": "1000000000"})
     with pytest.raises(SequenceError, match=r"imWidth=1000000000 is larger than any camera's frames \(at most 16384\)"):
         read_sequence(big)
+
+
+@pytest.mark.parametrize("im_dir", ["../other/img1", "/tmp/frames", "img1/../../x"])
+def test_an_image_folder_outside_the_sequence_is_one_line(tmp_path, im_dir):
+    from tests.tracking.sequence_files import write_sequence
+
+    folder = write_sequence(str(tmp_path / "s"), length=2, extra={"imDir": im_dir})
+    with pytest.raises(SequenceError, match=r"seqinfo.ini: imDir=.* leads outside the sequence folder.*ln -s"):
+        read_sequence(folder)
+
+
+def test_an_image_folder_linked_in_is_read(tmp_path):
+    from tests.tracking.sequence_files import write_sequence
+
+    frames = write_sequence(str(tmp_path / "elsewhere"), length=2)
+    folder = tmp_path / "s"
+    write_sequence(str(folder), length=2, extra={"imDir": "frames"}, frames=[])
+    os.symlink(os.path.join(frames, "img1"), folder / "frames")
+    assert read_sequence(str(folder)).image_dir == str(folder / "frames")

@@ -11,29 +11,17 @@ from reid.tracking.appearance import check_input_size, load_appearance_models
 from reid.tracking.mot_files import read_results
 from reid.tracking.sequences import find_sequences
 from tests._tools import load_tool
+from tests.tracking.model_files import tiny_checkpoint
 from tests.tracking.sequence_files import write_sequence
 
 
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory):
     """A tiny random model: its checkpoint and its ONNX export."""
-    import torch
-
-    from reid.config import get_cfg
-    from reid.engine.checkpoint_files import save_checkpoint
-    from reid.modeling import build_model
-
     pytest.importorskip("onnx")  # the export (an optional extra: the minimum-versions lane has none)
     pytest.importorskip("onnxruntime")
     folder = tmp_path_factory.mktemp("models")
-    cfg = get_cfg()
-    cfg.MODEL.BACKBONE.NAME, cfg.MODEL.BACKBONE.PRETRAINED, cfg.MODEL.DEVICE = "resnet18", False, "cpu"
-    cfg.MODEL.HEADS.NUM_CLASSES = 0
-    cfg.INPUT.SIZE_TEST = [32, 16]
-    cfg.TEST.FLIP = False
-    torch.manual_seed(0)
-    weights = str(folder / "tiny.pth")
-    save_checkpoint(weights, model=build_model(cfg).state_dict(), cfg=cfg.dump())
+    weights = tiny_checkpoint(str(folder))
     onnx = str(folder / "tiny.onnx")
     assert load_tool("export").main(["--weights", weights, "--output", onnx, "--device", "cpu"]) == 0
     return weights, onnx
@@ -272,3 +260,26 @@ def test_a_file_without_an_input_convention_runs_only_as_the_user_names_it(model
     assert np.abs(boxmot.embed(crops) - ours.embed(crops)).max() > 1e-3  # normalised crops: another input
     with pytest.raises(ValueError, match=r"tiny.onnx records its input convention \(raw\); leave --input-convention"):
         load_appearance_models([onnx_path], input_convention="boxmot")
+
+
+def test_no_box_to_track_is_one_line_and_a_deep_option_value_too(tmp_path, capsys):
+    empty = [write_sequence(str(tmp_path / "set" / n), length=2, det="") for n in ("a", "b")]
+    rc = load_tool("track").main(["--sequences", str(tmp_path / "set"), "--no-reid", "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and "no sequence has a box to track" in err[0] and "--detections gt" in err[0]
+    assert not (tmp_path / "o").exists() and len(empty) == 2
+    err = _error(["--sequences", str(tmp_path), "--no-reid", "--output", str(tmp_path / "o"),
+                  "--tracker-option", "x=" + "[" * 50000], capsys, 2)
+    assert "nested too deep to be a tracker setting" in err
+
+
+def test_a_sequence_without_boxes_beside_others_is_named_in_a_note(tmp_path):
+    from reid.tracking.tracker_runs import check_boxes
+
+    sequences = [find_sequences(write_sequence(str(tmp_path / n), length=2, det=d))[0]
+                 for n, d in (("a", ""), ("b", "1,-1,10,10,20,30,0.9,-1,-1,-1\n"))]
+    from reid.tracking.tracker_runs import sequence_detections
+
+    said = []
+    check_boxes(sequences, [sequence_detections(s, "det") for s in sequences], "det", said.append)
+    assert said == ["note: 1 of 2 sequences have no box to track (det/det.txt empty): a"]

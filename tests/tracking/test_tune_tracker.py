@@ -73,22 +73,11 @@ def test_track_refuses_a_settings_file_of_another_tracker_in_one_line(tmp_path, 
 
 @pytest.mark.slow
 def test_tuning_beats_or_ties_trackpys_settings_and_its_file_drives_track(tmp_path, tracker_python, capsys):
-    import torch
-
-    from reid.config import get_cfg
-    from reid.engine.checkpoint_files import save_checkpoint
-    from reid.modeling import build_model
     from reid.tracking.synthetic_scene import SequenceSettings
     from reid.tracking.synthetic_sequences import make_sequences
+    from tests.tracking.model_files import tiny_checkpoint
 
-    cfg = get_cfg()
-    cfg.MODEL.BACKBONE.NAME, cfg.MODEL.BACKBONE.PRETRAINED, cfg.MODEL.DEVICE = "resnet18", False, "cpu"
-    cfg.MODEL.HEADS.NUM_CLASSES = 0
-    cfg.INPUT.SIZE_TEST = [32, 16]
-    cfg.TEST.FLIP = False
-    torch.manual_seed(0)
-    weights = str(tmp_path / "tiny.pth")
-    save_checkpoint(weights, model=build_model(cfg).state_dict(), cfg=cfg.dump())
+    weights = tiny_checkpoint(str(tmp_path))
     for name, seed in (("tune", 1), ("held", 2)):
         make_sequences(str(tmp_path / name), SequenceSettings(cameras=1, frames=30, width=320, height=180, seed=seed),
                        log=lambda _: None)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Type
 
 from regex import Pattern
 
@@ -38,9 +38,9 @@ from reid.utils.safe_regex import compile_bounded, search_names
 from reid.utils.same_files import RELATION, SAME_FILE, first_copies
 from reid.utils.text_files import text_lines
 
-from ..image_io import IMAGE_EXTENSIONS
+from ..image_io import IMAGE_EXTENSIONS, is_image_file
 from .base import DATASET_REGISTRY, DatasetFormatError, DatasetNotFoundError, Item, ReIDDataset, check_listed_image
-from .custom import strip_comment
+from .custom import root_candidates, strip_comment
 
 logger = logging.getLogger(__name__)
 
@@ -49,34 +49,29 @@ UNKNOWN_PID = -1
 _CAMID_RE = re.compile(r"\d+", re.ASCII)
 
 
-def _resolve(root: str, path: str) -> List[str]:
-    return [path] if os.path.isabs(path) else [os.path.join(root, path), path]
-
-
 _CAMERA_KEY = "DATASETS.UNLABELLED.CAMERA_REGEX"
 
 
-def _camera_pattern(regex: str) -> Optional[Pattern]:
-    if not regex:
-        return None
-    # Bounded (safe_regex): a length cap, and a time limit per name that no expression can outrun.
-    pattern = compile_bounded(regex, _CAMERA_KEY, example=r"_c(\d+)")
+def one_group_pattern(regex: str, key: str, what: str, example: str) -> Pattern:
+    """`regex` (config key `key`) compiled within the bounds of reid/utils/safe_regex.py (a length cap, and
+    a time limit per name that no expression can outrun); ValueError unless it has exactly one group,
+    the one that captures `what` of a file name (`example`: a pattern that works)."""
+    pattern = compile_bounded(regex, key, example=example)
     if pattern.groups != 1:
-        raise ValueError(f"{_CAMERA_KEY} {regex!r} has {pattern.groups} groups; it needs exactly "
-                         r"one, capturing the camera number of a file name, e.g. '_c(\d+)'.")
+        raise ValueError(f"{key} {regex!r} has {pattern.groups} groups; it needs exactly one, capturing {what} of "
+                         f"a file name, e.g. '{example}'.")
     return pattern
 
 
-def cameras_from_names(paths: Sequence[str], pattern: Pattern) -> List[str]:
-    """The camera value that `pattern`'s group finds in the file name of each of `paths` (searched,
-    within the bounds of reid/utils/safe_regex.py)."""
-    found = search_names(pattern, [os.path.basename(p) for p in paths], _CAMERA_KEY)
+def groups_in_names(paths: Sequence[str], pattern: Pattern, key: str, unmatched: str,
+                    error: Type[ValueError] = DatasetFormatError) -> List[str]:
+    """What `pattern`'s group finds in the file name of each of `paths` (searched within the bounds of
+    reid/utils/safe_regex.py); a name it does not match raises `error` naming the file and `key`, then
+    `unmatched` (what to do)."""
+    found = search_names(pattern, [os.path.basename(p) for p in paths], key)
     for path, groups in zip(paths, found):
         if groups is None or not groups[0]:
-            raise DatasetFormatError(
-                f"Image {path!r}: its file name does not match {_CAMERA_KEY} {pattern.pattern!r}. "
-                "Rename the file, fix the expression, or set it to '' (all images from one camera)."
-            )
+            raise error(f"Image {path!r}: its file name does not match {key} {pattern.pattern!r}{unmatched}")
     return [groups[0] for groups in found]
 
 
@@ -94,7 +89,7 @@ def _check_listed_image(list_path: str, lineno: int, base: str, path: str, with_
     where = f"{list_path}, line {lineno}"
     full = path if os.path.isabs(path) else os.path.join(base, path)
     if file_problem(full) is None:
-        if not full.lower().endswith(IMAGE_EXTENSIONS):
+        if not is_image_file(full):
             raise DatasetFormatError(f"{where}: {full!r} is not an image file ({', '.join(IMAGE_EXTENSIONS)}); "
                                      "list image files only.")
         return full
@@ -159,7 +154,7 @@ def keep_once(rows: List[Tuple[str, Optional[str]]], source: str) -> List[Tuple[
 
 def scan_crops(folder: str) -> List[str]:
     """Sorted image paths under `folder` (recursive); what the scan skipped is logged once per reason."""
-    scan = scan_folder(folder, lambda name: name.lower().endswith(IMAGE_EXTENSIONS))
+    scan = scan_folder(folder, is_image_file)
     for note in scan.notes():
         logger.warning("%s", note)
     return scan.files
@@ -186,9 +181,10 @@ class UnlabelledDataset(ReIDDataset):
                 "Unlabelled dataset: set exactly one of DATASETS.UNLABELLED.DIR (a folder of crops) and "
                 f"DATASETS.UNLABELLED.LIST (a file with one image path per line); got DIR {folder!r}, LIST {list_file!r}."
             )
-        pattern = _camera_pattern(camera_regex)
+        pattern = (one_group_pattern(camera_regex, _CAMERA_KEY, "the camera number", r"_c(\d+)")
+                   if camera_regex else None)
         key = "DIR" if folder else "LIST"
-        candidates = _resolve(root, folder or list_file)
+        candidates = root_candidates(root, folder or list_file)
         what = "a folder of image crops" if folder else "a list file with one image path per line"
         right_kind = os.path.isdir if folder else os.path.isfile
         # The first of the right kind; else the first that is something (named below for what it is).
@@ -212,7 +208,15 @@ class UnlabelledDataset(ReIDDataset):
             )
         rows = keep_once(rows, f"DATASETS.UNLABELLED.{key} {found}")
         if pattern is not None:
-            rows = list(zip([p for p, _ in rows], cameras_from_names([p for p, _ in rows], pattern)))
+            paths = [p for p, _ in rows]
+            rows = list(zip(paths, groups_in_names(paths, pattern, _CAMERA_KEY, ". Rename the file, fix the "
+                                                   "expression, or set it to '' (all images from one camera).")))
+            found = {c for _, c in rows}
+            if len(found) == 1 and len(rows) > 1:  # e.g. a group around a letter every name shares: "(c)\d+"
+                logger.warning("%s %r finds one camera (%r) in all %d images, so camera-aware learning has no "
+                               "camera to tell apart; if they come from several cameras, make its group capture "
+                               "the camera number (e.g. '_c(\\d+)').", _CAMERA_KEY, camera_regex, found.pop(),
+                               len(rows))
         self.source = found
         #: whether the camera ids are the images' own (a regex or a list with camera ids), not all 0 for want of any
         self.has_cameras = pattern is not None or rows[0][1] is not None
@@ -221,5 +225,5 @@ class UnlabelledDataset(ReIDDataset):
         super().__init__(train, [], [], relabel=False)
 
 
-__all__ = ["UNKNOWN_PID", "UnlabelledDataset", "cameras_from_names", "keep_once", "number_cameras",
+__all__ = ["UNKNOWN_PID", "UnlabelledDataset", "groups_in_names", "keep_once", "number_cameras", "one_group_pattern",
            "read_unlabelled_list", "scan_crops"]
