@@ -3,7 +3,7 @@ loading numpy or torch."""
 from typing import Tuple
 
 #: BoxMOT's trackers that take an appearance model (``reid.tracking.tracker_runs.TRACKERS`` drives each).
-TRACKER_NAMES: Tuple[str, ...] = ("botsort", "deepocsort", "strongsort")
+TRACKER_NAMES: Tuple[str, ...] = ("botsort", "deepocsort", "strongsort", "boosttrack", "hybridsort")
 DEFAULT_TRACKER = "botsort"
 #: What a sequence's boxes come from: its det/det.txt, or its ground truth as perfect detections.
 DETECTION_SOURCES: Tuple[str, ...] = ("det", "gt")

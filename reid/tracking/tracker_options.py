@@ -38,16 +38,21 @@ def spec_path(python: str, tracker: str) -> Optional[str]:
 
 
 def read_spec(path: str) -> Dict[str, Dict[str, Any]]:
-    """Each setting of a BoxMOT tracker file, the ones a setting activates included, by name."""
+    """Each setting of a BoxMOT tracker file by name, the ones a setting activates included (at any depth),
+    each with ``parent``: the setting that activates it (None for a setting of its own)."""
     import yaml
 
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f) or {}
     settings: Dict[str, Dict[str, Any]] = {}
-    for name, entry in raw.items():
-        entry = entry if isinstance(entry, dict) else {"default": entry}
-        settings[str(name)] = entry
-        settings.update({str(k): v for k, v in (entry.get("activates") or {}).items()})
+
+    def add(entries: Dict[str, Any], parent: Optional[str]) -> None:
+        for name, entry in entries.items():  # a parent before the settings it activates, at any depth
+            entry = dict(entry) if isinstance(entry, dict) else {"default": entry}
+            settings[str(name)] = {**entry, "parent": parent}
+            add(entry.get("activates") or {}, str(name))
+
+    add(raw, None)
     return settings
 
 

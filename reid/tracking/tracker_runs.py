@@ -42,6 +42,9 @@ TRACKERS: Dict[str, TrackerKind] = {
     "botsort": TrackerKind("appearance_thresh", {"use_embeddings": False}, {"use_embeddings": True}),
     "deepocsort": TrackerKind(None, {"use_embeddings": False}, {"use_embeddings": True}),
     "strongsort": TrackerKind("max_cos_dist", None, {}),
+    # BoostTrack(++) and Hybrid-SORT weigh appearance into their costs, without a cosine gate
+    "boosttrack": TrackerKind(None, {"use_embeddings": False}, {"use_embeddings": True}),
+    "hybridsort": TrackerKind(None, {"use_embeddings": False}, {"use_embeddings": True}),
 }
 assert tuple(TRACKERS) == TRACKER_NAMES, "options.TRACKER_NAMES lists the trackers driven here"
 
@@ -269,7 +272,9 @@ def _needs_frames(tracker: str, options: Dict[str, Any]) -> bool:
         return bool(options.get("use_cmc", True))
     if tracker == "deepocsort":
         return not bool(options.get("cmc_off", False))
-    return False
+    if tracker == "boosttrack":
+        return bool(options.get("use_cmc", True))
+    return tracker == "hybridsort"  # its camera-motion compensation (cmc_method) has no off switch
 
 
 def differences(runs: Seq[RunResult], metrics: Seq[str] = ("HOTA", "AssA", "IDF1", "IDSW")

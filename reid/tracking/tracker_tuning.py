@@ -42,17 +42,13 @@ def require_optuna() -> None:
 
 def search_space(spec: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """The settings of a BoxMOT tracker file (:func:`reid.tracking.tracker_options.read_spec`) that have a
-    tuning range or more than one option, except :data:`FIXED`; each entry keeps ``parent`` (the
-    setting that activates it, whose value must be true for it to be searched)."""
+    tuning range or more than one option, except :data:`FIXED`; each keeps its ``parent`` (the setting
+    that activates it, whose value must be true, as its own parent's, for it to be searched)."""
     space: Dict[str, Dict[str, Any]] = {}
-    activated = {key for entry in spec.values() for key in (entry.get("activates") or {})}
     for name, entry in spec.items():
-        if name in activated:  # read_spec lists it beside its parent too; it is taken after its parent
-            continue
-        for key, child in [(name, entry)] + list((entry.get("activates") or {}).items()):
-            searchable = child.get("range") or len(child.get("options") or []) > 1
-            if key not in FIXED and child.get("type") and searchable:
-                space[key] = {**child, "parent": None if key == name else name}
+        searchable = entry.get("range") or len(entry.get("options") or []) > 1
+        if name not in FIXED and entry.get("type") and searchable:
+            space[name] = dict(entry)
     return space
 
 
@@ -61,9 +57,10 @@ def suggest(trial: Any, space: Dict[str, Dict[str, Any]], fixed: Dict[str, Any])
     whose parent is off, in the trial or in `fixed`, is not drawn)."""
     chosen: Dict[str, Any] = {}
     for name, entry in space.items():
-        parent = entry["parent"]
-        if parent is not None and not chosen.get(parent, fixed.get(parent, True)):
-            continue
+        parent = entry.get("parent")
+        if parent is not None and (parent in chosen or parent in fixed or parent in space) \
+                and not chosen.get(parent, fixed.get(parent, False)):
+            continue  # switched off in this trial (or by the run), or its own parent was
         low, high, *step = entry.get("range") or [None, None]
         kind = entry["type"]
         if kind == "uniform":

@@ -283,3 +283,24 @@ def test_a_sequence_without_boxes_beside_others_is_named_in_a_note(tmp_path):
     said = []
     check_boxes(sequences, [sequence_detections(s, "det") for s in sequences], "det", said.append)
     assert said == ["note: 1 of 2 sequences have no box to track (det/det.txt empty): a"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tracker", ["boosttrack", "hybridsort"])
+def test_boxmots_other_appearance_trackers_run_with_the_toolkits_features(tracker, synth, tmp_path, tracker_python,
+                                                                          capsys):
+    weights = tiny_checkpoint(str(tmp_path))
+    out = tmp_path / "out"
+    rc = load_tool("track").main(["--sequences", synth, "--weights", weights, "--tracker", tracker, "--output",
+                                  str(out), "--tracker-python", tracker_python, "--quiet",
+                                  "--tracker-option", "max_age=20"])
+    assert rc == 0, capsys.readouterr().err
+    record = json.load(open(out / "metrics.json"))
+    assert list(record["runs"]) == ["motion only", "tiny"] and record["settings"]["tracker"] == tracker
+    for run in record["runs"].values():
+        assert 0 < run["metrics"]["COMBINED"]["HOTA"] <= 100
+    assert record["runs"]["tiny"]["appearance_threshold"]["option"] is None  # weighted, no gate
+    capsys.readouterr()
+    assert load_tool("track").main(["--sequences", synth, "--weights", weights, "--tracker", tracker,
+                                    "--appearance-threshold", "0.3", "--output", str(tmp_path / "o2")]) == 1
+    assert f"{tracker} has no appearance gate" in capsys.readouterr().err

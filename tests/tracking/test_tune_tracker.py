@@ -125,3 +125,44 @@ def test_without_optuna_the_tool_says_what_to_install(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and err == ['error: tuning a tracker needs Optuna: pip install -e ".[tune]" (or pip install optuna).']
     assert not (tmp_path / "o").exists()
+
+
+HYBRIDSORT = """
+delta_t:
+  type: randint
+  default: 3
+  range: [1, 6]
+use_embeddings:
+  type: choice
+  default: True
+  options: [False, True]
+  activates:
+    alpha:
+      type: uniform
+      default: 0.9
+      range: [0.7, 0.99]
+    with_longterm_reid:
+      type: choice
+      default: True
+      options: [False, True]
+      activates:
+        longterm_reid_weight:
+          type: uniform
+          default: 1.9
+          range: [0.0, 2.0]
+"""
+
+
+def test_settings_nested_two_deep_are_drawn_only_under_parents_that_are_on(tmp_path):
+    path = tmp_path / "hybridsort.yaml"
+    path.write_text(HYBRIDSORT)
+    spec = read_spec(str(path))
+    assert spec["longterm_reid_weight"]["parent"] == "with_longterm_reid" and spec["alpha"]["parent"] == "use_embeddings"
+    space = search_space(spec)
+    assert list(space) == ["delta_t", "alpha", "with_longterm_reid", "longterm_reid_weight"]
+    params = {"delta_t": 2, "alpha": 0.8, "with_longterm_reid": False, "longterm_reid_weight": 1.0}
+    assert suggest(optuna.trial.FixedTrial(params), space, {"use_embeddings": True}) == {
+        "delta_t": 2, "alpha": 0.8, "with_longterm_reid": False}
+    assert suggest(optuna.trial.FixedTrial({**params, "with_longterm_reid": True}), space,
+                   {"use_embeddings": True})["longterm_reid_weight"] == 1.0
+    assert suggest(optuna.trial.FixedTrial(params), space, {"use_embeddings": False}) == {"delta_t": 2}
