@@ -83,9 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="crops int8 is calibrated on and the checks run on: folders, list files or a dataset name "
                         "(its training images, under DATASETS.ROOT)")
     # 5,000 crops of 256x128 are 0.5 GB in memory; calibration ranges settle long before that.
-    p.add_argument("--calibration-images", type=int_in(1, 5000), default=DEFAULT_CALIBRATION_IMAGES, metavar="N",
-                   help=f"how many crops of --calibration, at most 5,000 (chosen with --seed; default: "
-                        f"{DEFAULT_CALIBRATION_IMAGES})")
+    p.add_argument("--calibration-images", type=int_in(2, 5000), default=DEFAULT_CALIBRATION_IMAGES, metavar="N",
+                   help=f"how many crops of --calibration, 2 to 5,000: a quarter of them is held out to check the "
+                        f"int8 features (chosen with --seed; default: {DEFAULT_CALIBRATION_IMAGES})")
     p.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
                    help="int8 activation ranges: minmax (default) or percentile (99.999th, robust to outliers)")
     p.add_argument("--quantizer", choices=QUANTIZERS, default="onnxruntime",

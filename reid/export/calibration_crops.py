@@ -21,7 +21,7 @@ from reid.data.datasets import DATASET_REGISTRY, Item, build_dataset
 from reid.data.sources import collect_entries
 from reid.data.transforms import build_transforms
 
-from .options import DEFAULT_CALIBRATION_IMAGES
+from .options import DEFAULT_CALIBRATION_IMAGES, MIN_CALIBRATION_IMAGES
 
 
 def _dataset_name(sources: Sequence[str]) -> str:
@@ -51,6 +51,10 @@ def load_calibration(cfg, sources: Sequence[str], num: int = DEFAULT_CALIBRATION
     model's test transform gives them: uint8 ``[N, 3, H, W]`` at ``cfg.INPUT.SIZE_TEST``; and a
     description of the source. An unreadable image is an error naming it."""
     paths, where = calibration_paths(cfg, sources)
+    if len(paths) < MIN_CALIBRATION_IMAGES or num < MIN_CALIBRATION_IMAGES:
+        raise ValueError(f"--calibration {where}: {min(num, len(paths))} image; int8 needs at least "
+                         f"{MIN_CALIBRATION_IMAGES} (some calibrate, one held out checks the int8 features against "
+                         "fp32): give more crops.")
     rng = np.random.default_rng(seed)
     chosen = np.sort(rng.choice(len(paths), size=min(num, len(paths)), replace=False))
     items: List[Item] = [(paths[i], 0, 0) for i in chosen]

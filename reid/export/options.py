@@ -15,6 +15,8 @@ TRACKERS: Tuple[str, ...] = ("boxmot",)
 DEFAULT_OPSET = 18  # the lowest opset torch's torch.export-based ONNX exporter writes
 MIN_SIDE = 16  # smaller inputs pool away to nothing in the backbones
 DEFAULT_CALIBRATION_IMAGES = 300
+#: The fewest int8 calibration crops: a quarter (at least one) is held out to check the int8 features.
+MIN_CALIBRATION_IMAGES = 2
 #: The formats of exported files, by extension: a torch.export program, ONNX.
 EXTENSIONS: Dict[str, str] = {".pt2": "pt2", ".onnx": "onnx"}
 
@@ -38,5 +40,5 @@ def check_precision(precision: str) -> str:
     return check_choice("precision", precision, PRECISIONS)
 
 
-__all__ = ["CALIBRATION_METHODS", "DEFAULT_CALIBRATION_IMAGES", "DEFAULT_OPSET", "MIN_SIDE", "PRECISIONS", "QUANTIZERS",
-           "TRACKERS", "check_choice", "check_precision", "is_exported_file", "EXTENSIONS"]
+__all__ = ["CALIBRATION_METHODS", "DEFAULT_CALIBRATION_IMAGES", "DEFAULT_OPSET", "MIN_CALIBRATION_IMAGES", "MIN_SIDE",
+           "PRECISIONS", "QUANTIZERS", "TRACKERS", "check_choice", "check_precision", "is_exported_file", "EXTENSIONS"]

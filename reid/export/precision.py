@@ -33,6 +33,7 @@ import numpy as np
 
 from reid.utils.file_io import atomic_write
 
+from .options import MIN_CALIBRATION_IMAGES
 
 logger = logging.getLogger(__name__)
 
@@ -289,8 +290,11 @@ def quantize_int8(src: str, dst: str, pixels: np.ndarray, method: str = "minmax"
     if quantizer == "nncf":
         _nncf()
     n = len(pixels)
-    n_check = max(1, int(round(n * held_out))) if n > 1 else 0
-    calibration, check = pixels[:n - n_check], pixels[n - n_check:] if n_check else pixels
+    if n < MIN_CALIBRATION_IMAGES:  # with one crop the check would run on the crop it was calibrated on
+        raise ValueError(f"int8 needs at least {MIN_CALIBRATION_IMAGES} calibration crops (one held out checks the "
+                         f"int8 features against fp32); got {n}: give more crops.")
+    n_check = max(1, int(round(n * held_out)))
+    calibration, check = pixels[:n - n_check], pixels[n - n_check:]
     folder = tempfile.mkdtemp(prefix="reid_int8_")
     try:
         # ONNX Runtime's recommended preparation: shapes inferred, the graph optimised (BatchNorm

@@ -461,7 +461,7 @@ def test_int8_of_a_model_with_camera_ids_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images(tmp_path):
+def test_one_calibration_image_is_refused_in_one_line_and_parity_sees_distinct_images(tmp_path):
     from reid.export.writer import export_onnx
     from reid.export.precision import quantize_int8
     from reid.export.precision_export import _parity_pixels
@@ -470,8 +470,13 @@ def test_one_calibration_image_holds_nothing_out_and_parity_sees_distinct_images
     model, _ = _model_and_cfg()
     src = export_onnx(model, tmp_path / "m.onnx", (64, 32))
     one = np.random.default_rng(0).integers(0, 256, (1, 3, 64, 32)).astype(np.float32)
-    result = quantize_int8(src, str(tmp_path / "m8.onnx"), one, log=lambda _: None)
-    assert result.calibration_images == 1 and result.held_out_images == 0
+    # with one crop the check would run on the crop it was calibrated on, and report 0 held out
+    with pytest.raises(ValueError, match=r"int8 needs at least 2 calibration crops .*; got 1: give more crops"):
+        quantize_int8(src, str(tmp_path / "m8.onnx"), one, log=lambda _: None)
+    assert not (tmp_path / "m8.onnx").exists()
+    two = np.concatenate([one, one[:, :, ::-1]])
+    result = quantize_int8(src, str(tmp_path / "m8.onnx"), two, log=lambda _: None)
+    assert result.calibration_images == 1 and result.held_out_images == 1
     checks = _parity_pixels(one, (64, 32))
     assert len(checks) == 32 and np.array_equal(checks[0], one[0])
     assert len({c.tobytes() for c in checks}) == 32  # topped up with distinct images, not copies
@@ -486,3 +491,17 @@ def test_calibration_crops_named_twice_are_read_once(tmp_path):
     cfg.INPUT.SIZE_TEST = list(SIZE)
     pixels, where = load_calibration(cfg, [folder, folder, os.path.join(folder, "0.jpg")], num=300)
     assert pixels.shape == (5, 3, *SIZE) and pixels.dtype == np.uint8 and where.startswith("5 of 5 images")
+
+
+def test_a_calibration_source_of_one_image_is_one_line(tmp_path, write_jpeg):
+    from reid.config import get_cfg
+    from reid.export.calibration_crops import load_calibration
+
+    write_jpeg(str(tmp_path / "crops" / "a.jpg"))
+    with pytest.raises(ValueError, match=r"--calibration .*: 1 image; int8 needs at least 2 .*give more crops"):
+        load_calibration(get_cfg(), [str(tmp_path / "crops")])
+    write_jpeg(str(tmp_path / "crops" / "b.jpg"))
+    pixels, _ = load_calibration(get_cfg(), [str(tmp_path / "crops")])
+    assert len(pixels) == 2
+    with pytest.raises(ValueError, match=r"1 image; int8 needs at least 2"):
+        load_calibration(get_cfg(), [str(tmp_path / "crops")], num=1)
