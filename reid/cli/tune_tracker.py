@@ -133,7 +133,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                           os.path.join(args.output, "trials"), args.trials, args.objective, args.seed, args.timeout,
                           log)
             first = result.trials[0]["metrics"]
-            best = max(result.trials, key=lambda r: (r["value"], -r["number"]))
+            best = result.best_trial
             rows = [_row("track.py's", "tuning", first), _row(f"tuned (trial {best['number']})", "tuning",
                                                               best["metrics"])]
             held: dict = {}

@@ -120,8 +120,17 @@ class TuningResult:
 
     objective: str
     base: Dict[str, Any]                 # track.py's own settings (trial 0)
-    best: Dict[str, Any]                 # base with the best trial's settings over it
     trials: List[Dict[str, Any]]         # each: number, settings, value, COMBINED figures
+
+    @property
+    def best_trial(self) -> Dict[str, Any]:
+        """The trial of highest objective (the earliest of equals: trial 0 wins a tie)."""
+        return max(self.trials, key=lambda r: (r["value"], -r["number"]))
+
+    @property
+    def best(self) -> Dict[str, Any]:
+        """The best trial's settings (base with the drawn ones over it)."""
+        return dict(self.best_trial["settings"])
 
 
 def tune(data: TuningSet, tracker: str, space: Dict[str, Dict[str, Any]], base: Dict[str, Any], python: str,
@@ -154,8 +163,7 @@ def tune(data: TuningSet, tracker: str, space: Dict[str, Dict[str, Any]], base: 
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
     study.optimize(lambda trial: run(trial.number + 1, {**base, **suggest(trial, space, base)}),
                    n_trials=max(0, int(trials) - 1), timeout=timeout)
-    best = max(record, key=lambda r: (r["value"], -r["number"]))
-    return TuningResult(objective, dict(base), dict(best["settings"]), record)
+    return TuningResult(objective, dict(base), record)
 
 
 __all__ = ["FIXED", "OBJECTIVES", "TuningResult", "TuningSet", "base_options", "prepare", "require_optuna",

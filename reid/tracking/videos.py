@@ -23,7 +23,7 @@ import shutil
 from typing import Callable, Dict, List, Optional, Sequence as Seq
 
 from reid.utils.native_stderr import captured_stderr
-from reid.utils.path_kinds import check_file, check_folder
+from reid.utils.path_kinds import check_file, check_folder, file_problem, is_missing
 
 from .sequences import MAX_SIDE, SEQINFO, Sequence, SequenceError, read_sequence
 
@@ -99,7 +99,10 @@ def _check_detections(video: str, need: Optional[str]) -> None:
     if need is None:
         return
     stem = os.path.splitext(video)[0]
-    if not os.path.isfile(stem + BESIDE[need]):
+    problem = file_problem(stem + BESIDE[need])
+    if problem is not None and not is_missing(problem):  # a FIFO, a folder, a device where the text file goes
+        raise SequenceError(f"{stem + BESIDE[need]} {problem}; put the MOTChallenge text file there, or remove it.")
+    if problem is not None:
         what, other = (("its detections", f"or pass --detections gt to track its ground truth ({stem}.gt.txt)")
                        if need == "det" else ("its ground truth", "or track its detections (--detections det)"))
         raise SequenceError(f"{video}: no {stem + BESIDE[need]} beside it ({what}, MOTChallenge rows "

@@ -173,3 +173,11 @@ def test_frames_of_changing_size_are_refused(tmp_path):
     # the earlier decode is still there and whole
     assert sorted(os.listdir(tmp_path / "out" / "videos")) == ["cam"]
     assert len(os.listdir(tmp_path / "out" / "videos" / "cam" / "img1")) == 3
+
+
+def test_a_fifo_where_the_detections_go_is_named_not_called_missing(videos, tmp_path):
+    _, files = videos
+    video = encode_video([np.zeros((32, 32, 3), np.uint8)] * 2, str(tmp_path / "cam.mp4"))
+    os.mkfifo(tmp_path / "cam.det.txt")
+    with pytest.raises(SequenceError, match=r"cam.det.txt is a FIFO \(named pipe\), not a file; put the MOTChallenge"):
+        find_videos([video], need="det")
