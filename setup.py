@@ -17,6 +17,14 @@ OPTIONAL_EXTRAS = {
     "timm": ["timm>=1.0.31"],  # MODEL.BACKBONE.NAME "timm/<model name>": any timm model as a backbone
     "clip": ["open_clip_torch>=3.3.0"],  # CLIP image encoders (clip_vit_b16, clip_rn50) and CLIP-ReID
     "tune": ["optuna>=5.0.0"],  # tools/tune_tracker.py: a tracker's settings searched by Optuna's TPE
+    # The sightings store and its service (reid/store, reid/service; docs/service.md): SQLAlchemy over SQLite or
+    # PostgreSQL (psycopg 3), FastAPI + uvicorn for the API, python-multipart for uploads, Pillow to check an
+    # upload's size before decoding it, fastapi-offline for Swagger UI's files (the /docs page served locally).
+    "service": ["SQLAlchemy>=2.1.9", "fastapi>=0.165.0", "uvicorn>=0.54.0", "python-multipart>=0.0.34",
+                "psycopg[binary]>=3.3.9", "Pillow>=13.0.0", "fastapi-offline>=1.7.7"],
+    # What the service's tests drive it with: httpx (FastAPI's test client), Selenium (Debian's chromium via its
+    # chromedriver), schemathesis (the OpenAPI schema fuzzed on the loopback server).
+    "service-tests": ["httpx>=0.28.1", "selenium>=4.51.0", "schemathesis>=4.32.5"],
 }
 # --backend openvino, and int8 files quantized by NNCF (tools/export.py --quantizer nncf) that OpenVINO runs
 # fastest. Not part of "all": with them installed, two CI runs of the suite lost an xdist worker (a crash

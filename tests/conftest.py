@@ -87,3 +87,58 @@ def tracker_python(tmp_path_factory) -> str:
         return create_env(default_env_dir(), log=lambda _: None)
     shared = tmp_path_factory.getbasetemp().parent  # the same for every pytest-xdist worker of this run
     return create_env(str(shared / "tracker-env"), log=lambda _: None)
+
+
+# --- Services: PostgreSQL and a headless browser (tests/_services.py) ----------------------------
+
+def _missing(reason: str) -> None:
+    """Skip the test for want of `reason`, outside CI; under CI (CI=true) fail it: CI must run
+    every backend and the browser, not silently skip them."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: failing instead of skipping)", pytrace=False)
+    pytest.skip(f"{reason} (skipped outside CI)")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A throwaway PostgreSQL cluster (``tests/_services.PostgresCluster``) on a free 127.0.0.1
+    port, one per test process (each pytest-xdist worker has its own), stopped and removed at
+    the end of the session, failed tests or not."""
+    from tests._services import PostgresCluster, postgres_missing
+
+    reason = postgres_missing()
+    if reason:
+        _missing(reason)
+    cluster = PostgresCluster().start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    """The SQLAlchemy URL of a fresh, empty database; each test runs once per backend:
+    SQLite (a file in tmp_path) and PostgreSQL (a new database in the session's cluster; it
+    goes with the cluster)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'test.db'}"
+    return request.getfixturevalue("postgres_cluster").create_database()
+
+
+@pytest.fixture
+def browser():
+    """A Selenium webdriver on Debian's headless Chromium (window 1280x900) with a fresh profile,
+    quit after the test."""
+    import tempfile
+
+    from tests._services import browser_missing, chrome_driver
+
+    reason = browser_missing()
+    if reason:
+        _missing(reason)
+    # Chromium may still be writing to its profile as it exits: ignore errors removing it.
+    with tempfile.TemporaryDirectory(prefix="reid-chrome-", ignore_cleanup_errors=True) as profile:
+        driver = chrome_driver(profile)
+        try:
+            yield driver
+        finally:
+            driver.quit()

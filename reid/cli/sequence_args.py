@@ -13,14 +13,16 @@ from .args import int_in
 TRACKING_THREADS = 1
 
 
-def add_input_arguments(p: argparse.ArgumentParser, sequences_help: str) -> None:
-    """``--sequences DIR`` or ``--video FILE [FILE ...]``, one of them required."""
-    given = p.add_mutually_exclusive_group(required=True)
+def add_input_arguments(p: argparse.ArgumentParser, sequences_help: str, required: bool = True,
+                        decoded_into: str = "<output>") -> None:
+    """``--sequences DIR`` or ``--video FILE [FILE ...]``, one of them required (unless `required` is False: a
+    tool that takes them for some inputs only checks that itself); videos are decoded into `decoded_into`/videos/."""
+    given = p.add_mutually_exclusive_group(required=required)
     given.add_argument("--sequences", metavar="DIR", help=sequences_help)
     given.add_argument("--video", nargs="+", metavar="FILE",
                        help="video files or folders of them instead of --sequences, cameras 1, 2, ... in this order: "
                             "each with its detections beside it as <name>.det.txt (and its ground truth, if any, as "
-                            "<name>.gt.txt); decoded once into <output>/videos/")
+                            f"<name>.gt.txt); decoded once into {decoded_into}/videos/")
 
 
 def add_picture_arguments(p: argparse.ArgumentParser, where: str) -> None:

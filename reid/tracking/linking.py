@@ -92,36 +92,42 @@ def load_transitions(path: str) -> Transitions:
     return Transitions(pairs)
 
 
-def time_gaps(tracklets: Tracklets) -> np.ndarray:
-    """``[T, T]`` seconds from the end of the earlier tracklet to the start of the later; 0 when
-    their time spans overlap."""
-    s, e = tracklets.start_s, tracklets.end_s
-    return np.maximum(0.0, np.maximum(s[:, None] - e[None, :], s[None, :] - e[:, None]))
+def time_gaps(a: Tracklets, b: Optional[Tracklets] = None) -> np.ndarray:
+    """``[A, B]`` seconds from the end of the earlier tracklet to the start of the later (`b`
+    defaults to `a`); 0 when their time spans overlap."""
+    b = a if b is None else b
+    return np.maximum(0.0, np.maximum(a.start_s[:, None] - b.end_s[None, :], b.start_s[None, :] - a.end_s[:, None]))
+
+
+def cannot_link_between(a: Tracklets, b: Tracklets, max_gap: Optional[float] = None,
+                        transitions: Optional[Transitions] = None) -> np.ndarray:
+    """``[A, B]`` bool: the pairs (one of `a`, one of `b`) that may not be one person (module
+    docstring); a tracklet and itself are not told apart here."""
+    same_cam = a.camera[:, None] == b.camera[None, :]
+    overlap = (a.first[:, None] <= b.last[None, :]) & (b.first[None, :] <= a.last[:, None])
+    cannot = same_cam & overlap
+    gaps = time_gaps(a, b)
+    if max_gap is not None:
+        cannot |= ~same_cam & (gaps > max_gap)
+    if transitions is not None:
+        cameras = np.unique(np.concatenate([a.camera, b.camera]))
+        # per camera pair, not per tracklet pair: a table of cameras x cameras
+        low = np.full((len(cameras), len(cameras)), np.inf)
+        high = np.full((len(cameras), len(cameras)), -np.inf)
+        for i in range(len(cameras)):
+            for j in range(len(cameras)):
+                allowed = transitions.allowed(int(cameras[i]), int(cameras[j]))
+                if allowed is not None:
+                    low[i, j], high[i, j] = allowed
+        ca, cb = np.searchsorted(cameras, a.camera)[:, None], np.searchsorted(cameras, b.camera)[None, :]
+        cannot |= ~same_cam & ((gaps < low[ca, cb]) | (gaps > high[ca, cb]))
+    return cannot
 
 
 def cannot_link(tracklets: Tracklets, max_gap: Optional[float] = None,
                 transitions: Optional[Transitions] = None) -> np.ndarray:
     """``[T, T]`` bool: the pairs of tracklets that may not be one person (module docstring)."""
-    cam = tracklets.camera
-    same_cam = cam[:, None] == cam[None, :]
-    overlap = ((tracklets.first[:, None] <= tracklets.last[None, :])
-               & (tracklets.first[None, :] <= tracklets.last[:, None]))
-    cannot = same_cam & overlap
-    gaps = time_gaps(tracklets)
-    if max_gap is not None:
-        cannot |= ~same_cam & (gaps > max_gap)
-    if transitions is not None:
-        cameras = np.unique(cam)
-        # per camera pair, not per tracklet pair: a table of cameras x cameras
-        low = np.full((len(cameras), len(cameras)), np.inf)
-        high = np.full((len(cameras), len(cameras)), -np.inf)
-        for a in range(len(cameras)):
-            for b in range(len(cameras)):
-                allowed = transitions.allowed(int(cameras[a]), int(cameras[b]))
-                if allowed is not None:
-                    low[a, b], high[a, b] = allowed
-        ca, cb = np.searchsorted(cameras, cam)[:, None], np.searchsorted(cameras, cam)[None, :]
-        cannot |= ~same_cam & ((gaps < low[ca, cb]) | (gaps > high[ca, cb]))
+    cannot = cannot_link_between(tracklets, tracklets, max_gap, transitions)
     np.fill_diagonal(cannot, False)
     return cannot
 
@@ -181,5 +187,5 @@ def link_tracklets(tracklets: Tracklets, threshold: float, max_gap: Optional[flo
     return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
-__all__ = ["TRANSITIONS_EXAMPLE", "Transitions", "average_linkage", "cannot_link", "cosine_distances",
+__all__ = ["TRANSITIONS_EXAMPLE", "Transitions", "average_linkage", "cannot_link", "cannot_link_between", "cosine_distances",
            "link_tracklets", "load_transitions", "time_gaps"]

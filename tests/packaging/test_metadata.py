@@ -16,8 +16,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPTIONAL_EXTRAS = ("export", "tensorboard", "faiss", "safetensors", "timm", "clip", "tune", "openvino")
-IN_ALL = ("export", "tensorboard", "faiss", "safetensors", "timm", "clip", "tune")  # "openvino" is not (setup.py says why)
+OPTIONAL_EXTRAS = ("export", "tensorboard", "faiss", "safetensors", "timm", "clip", "tune", "service", "service-tests",
+                   "openvino")
+IN_ALL = ("export", "tensorboard", "faiss", "safetensors", "timm", "clip", "tune", "service", "service-tests")  # "openvino" is not (setup.py says why)
 
 
 @pytest.fixture(scope="module")

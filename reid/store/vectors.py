@@ -1,0 +1,398 @@
+"""A model's vectors in memory and its search index, kept in step with the database (the truth).
+
+:class:`ModelVectors` holds every feature row of one model (feature id, sighting, camera, time,
+the vector) in arrays that grow as rows are added, and a search index (reid.search: "exact",
+"faiss", "ivf" or "hnsw", approximate ones tuned to a recall target). New rows are added to the
+index as they arrive (faiss adds them to its lists; rows not yet added are searched exactly), and
+once the rows reach :data:`REBUILD_GROWTH` times those the index was trained on, a new one is built
+in a background thread and swapped in, so neither an insert nor a search waits for a rebuild.
+
+In step with the database: :meth:`ModelVectors.refresh` reads the rows whose feature id is past
+the last one held (another process may have written them); when the database's count or id sum
+of the rows held differs from the memory's (rows removed, a database restored from a backup) the
+whole thing is rebuilt from the database. Saved as one ``.npz`` (arrays and a fingerprint) plus
+the index file (reid.search.save_index); loaded only when its fingerprint matches the database.
+
+Filters (cameras, a time window) are applied to the rows before scores are ranked: a filter that
+keeps few rows is searched exactly over those rows; one that keeps many over-fetches from the index
+and falls back to exact search when too few matches survive.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from reid.utils.file_io import atomic_write
+
+from .schema import Feature, Sighting
+
+logger = logging.getLogger(__name__)
+
+#: Build a new index (in the background) when the rows reach this many times those it was trained on.
+REBUILD_GROWTH = 2.0
+#: ... and never for fewer rows than this.
+MIN_REBUILD_ROWS = 2000
+#: A filter keeping at most this many rows is answered by exact search over them.
+EXACT_FILTER_ROWS = 5000
+#: Seconds between whole-fingerprint checks of the rows held against the database.
+VERIFY_SECONDS = 30.0
+#: Rows read from the database per query when loading.
+READ_CHUNK = 20000
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Count, largest id and id sum of a model's feature rows (up to an id): what must agree."""
+
+    count: int
+    max_id: int
+    id_sum: int
+
+
+def database_fingerprint(session: Session, model_id: int, up_to: Optional[int] = None) -> Fingerprint:
+    """The fingerprint of the model's feature rows in the database (those with id <= `up_to`)."""
+    query = select(func.count(Feature.id), func.max(Feature.id), func.sum(Feature.id)).where(
+        Feature.model_id == model_id)
+    if up_to is not None:
+        query = query.where(Feature.id <= up_to)
+    count, max_id, id_sum = session.execute(query).one()
+    return Fingerprint(int(count or 0), int(max_id or 0), int(id_sum or 0))
+
+
+class _Rows:
+    """Growable column arrays; readers take a length and see only rows below it."""
+
+    def __init__(self, dim: int, capacity: int = 1024) -> None:
+        self.dim = dim
+        self.n = 0
+        self._alloc(capacity)
+
+    def _alloc(self, capacity: int) -> None:
+        old = getattr(self, "feats", None)
+        fresh = (np.zeros(capacity, np.int64), np.zeros(capacity, np.int64), np.zeros(capacity, np.int64),
+                 np.zeros(capacity, np.float64), np.zeros((capacity, self.dim), np.float32))
+        if old is not None:
+            for new, cur in zip(fresh, (self.feature_id, self.sighting_id, self.camera, self.time, self.feats)):
+                new[:self.n] = cur[:self.n]
+        self.feature_id, self.sighting_id, self.camera, self.time, self.feats = fresh
+
+    def append(self, feature_id: np.ndarray, sighting_id: np.ndarray, camera: np.ndarray, times: np.ndarray,
+               feats: np.ndarray) -> None:
+        m = len(feature_id)
+        if self.n + m > len(self.feature_id):
+            self._alloc(max(2 * len(self.feature_id), self.n + m))
+        end = self.n + m
+        self.feature_id[self.n:end] = feature_id
+        self.sighting_id[self.n:end] = sighting_id
+        self.camera[self.n:end] = camera
+        self.time[self.n:end] = times
+        self.feats[self.n:end] = feats
+        self.n = end  # published last: a reader with the old length never sees a half row
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows L2-normalised (float32)."""
+    vectors = np.asarray(vectors, np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass
+class Hits:
+    """Search results for one query: sighting ids and cosine similarities, best first."""
+
+    sighting_ids: np.ndarray
+    scores: np.ndarray
+
+
+class ModelVectors:
+    """The vectors of one model (module docstring). Thread-safe: one writer, many readers."""
+
+    def __init__(self, engine: Engine, model_id: int, dim: int, folder: Optional[str] = None,
+                 backend: str = "exact", target_recall: float = 0.95) -> None:
+        self.engine = engine
+        self.model_id = int(model_id)
+        self.dim = int(dim)
+        self.folder = folder
+        self.backend = backend
+        self.target_recall = target_recall
+        self._lock = threading.RLock()
+        self._index_lock = threading.Lock()  # faiss indexes: one search or add at a time
+        self._rebuilder: Optional[threading.Thread] = None
+        self._generation = 0  # bumped when the rows are read again: an index built before is of other rows
+        self.trained_on = 0  # rows the index was built (trained) on
+        self.rows = _Rows(self.dim)
+        self.index: Any = None
+        self.indexed = 0  # rows the index holds (the first ones)
+        self.rebuilds = 0  # times the rows were re-read from the database because they disagreed
+        self._sum = 0
+        self._verified = 0.0  # time.monotonic() of the last whole-fingerprint check
+
+    # -- keeping in step -------------------------------------------------------------------
+    def _read(self, session: Session, after: int) -> int:
+        """Append the rows with feature id > `after`, in id order; returns how many."""
+        added = 0
+        while True:
+            chunk = session.execute(
+                select(Feature.id, Feature.sighting_id, Sighting.camera_id, Sighting.time, Feature.vector)
+                .join(Sighting, Sighting.id == Feature.sighting_id)
+                .where(Feature.model_id == self.model_id, Feature.id > after)
+                .order_by(Feature.id).limit(READ_CHUNK)).all()
+            if not chunk:
+                return added
+            fid, sid, cam, t, vec = zip(*chunk)
+            feats = np.frombuffer(b"".join(vec), np.float32).reshape(len(chunk), self.dim)
+            self.rows.append(np.array(fid), np.array(sid), np.array(cam), np.array(t, np.float64), unit_rows(feats))
+            self._sum += int(np.sum(np.array(fid, dtype=np.int64)))
+            after = int(fid[-1])
+            added += len(chunk)
+
+    def _fingerprint(self) -> Fingerprint:
+        n = self.rows.n
+        return Fingerprint(n, int(self.rows.feature_id[n - 1]) if n else 0, self._sum)
+
+    def rebuild(self, counted: bool = True) -> None:
+        """Forget everything and read the model's rows from the database again (`counted`: a
+        disagreement, counted in ``rebuilds``; a first build is not)."""
+        with self._lock:
+            self._generation += 1
+            self.rows = _Rows(self.dim)
+            self.index, self.indexed, self._sum = None, 0, 0
+            with Session(self.engine) as session:
+                self._read(session, 0)
+            self.rebuilds += int(counted)
+            self._maybe_reindex(force=True)
+
+    def refresh(self, verify: Optional[bool] = None, wait: bool = True) -> int:
+        """Read rows other writers added; returns how many. The cheap check (the largest feature id,
+        from the model's index) runs every time; the whole fingerprint (count and id sum of the rows
+        held) when `verify`, when the database's largest id went down, and every VERIFY_SECONDS, and a
+        disagreement rebuilds from the database. With `wait` False a refresh already under way in
+        another thread is not waited for (a search then runs on the rows held)."""
+        if not self._lock.acquire(blocking=wait):
+            return 0
+        try:
+            with Session(self.engine) as session:
+                held = self._fingerprint()
+                latest = int(session.scalar(select(func.max(Feature.id)).where(Feature.model_id == self.model_id)) or 0)
+                if verify is None:
+                    verify = latest < held.max_id or time.monotonic() - self._verified > VERIFY_SECONDS
+                if verify:
+                    self._verified = time.monotonic()
+                    if database_fingerprint(session, self.model_id, held.max_id) != held:
+                        logger.warning("the vectors of model %d disagree with the database (%d rows held); "
+                                       "rebuilding from the database", self.model_id, held.count)
+                        session.close()
+                        self.rebuild()
+                        return self.rows.n
+                added = self._read(session, held.max_id) if latest > held.max_id else 0
+            if added:
+                self._maybe_reindex()
+            return added
+        finally:
+            self._lock.release()
+
+    def _maybe_reindex(self, force: bool = False) -> None:
+        """Keep the index over every row: new rows are added to it (faiss adds to its lists; the
+        trained quantizer stays), and once the rows reach REBUILD_GROWTH times those it was trained
+        on, a new index is built in a background thread and swapped in (searches go on meanwhile)."""
+        n = self.rows.n
+        if self.backend == "exact" or n == 0:
+            self.index, self.indexed = None, n if self.backend == "exact" else 0
+            return
+        if force or self.index is None:
+            self.index, self.indexed, self.trained_on = self._build(n), n, n
+            return
+        if n > self.indexed:
+            with self._index_lock:  # faiss may not search while it adds
+                self.index.index.add(np.ascontiguousarray(self.rows.feats[self.indexed:n]))
+                self.indexed = n
+        if n >= REBUILD_GROWTH * max(self.trained_on, MIN_REBUILD_ROWS) and self._rebuilder is None:
+            self._rebuilder = threading.Thread(target=self._rebuild_index, args=(n, self._generation), daemon=True,
+                                               name=f"reindex-model-{self.model_id}")
+            self._rebuilder.start()
+
+    def _build(self, n: int) -> Any:
+        from reid.search import build_index
+
+        return build_index(self.rows.feats[:n], backend=self.backend, target_recall=self.target_recall)
+
+    def _rebuild_index(self, n: int, generation: int) -> None:
+        try:
+            index = self._build(n)
+            with self._lock, self._index_lock:  # rows added while it was built join it before the swap
+                if generation != self._generation:  # the rows were read again meanwhile: other positions
+                    return
+                if self.rows.n > n:
+                    index.index.add(np.ascontiguousarray(self.rows.feats[n:self.rows.n]))
+                self.index, self.indexed, self.trained_on = index, self.rows.n, n
+        except Exception:  # the old index keeps serving; the next growth tries again
+            logger.exception("rebuilding the index of model %d failed; the previous index is kept", self.model_id)
+        finally:
+            self._rebuilder = None
+
+    # -- files -------------------------------------------------------------------------------
+    def _paths(self) -> Tuple[str, str]:
+        assert self.folder is not None
+        base = os.path.join(self.folder, f"model-{self.model_id}")
+        return base + ".npz", base + ".index"
+
+    def save(self) -> Optional[str]:
+        """Write the rows (and the index) under the folder; returns the .npz path (None without a folder)."""
+        if self.folder is None:
+            return None
+        os.makedirs(self.folder, exist_ok=True)
+        arrays_path, index_path = self._paths()
+        with self._lock:
+            n, rows = self.rows.n, self.rows
+            fp = self._fingerprint()
+            info = {"format_version": FORMAT_VERSION, "model_id": self.model_id, "dim": self.dim,
+                    "backend": self.backend, "indexed": self.indexed if self.index is not None else 0,
+                    "fingerprint": fp.__dict__}
+            if self.index is not None:
+                from reid.search import save_index
+
+                with self._index_lock:
+                    save_index(self.index, index_path)
+            atomic_write(arrays_path, lambda f: np.savez(
+                f, feature_id=rows.feature_id[:n], sighting_id=rows.sighting_id[:n], camera=rows.camera[:n],
+                time=rows.time[:n], feats=rows.feats[:n], info=np.array(json.dumps(info))))
+        return arrays_path
+
+    def load(self) -> str:
+        """Take the saved rows when they agree with the database, else rebuild; then refresh.
+        Returns what happened ("loaded", "rebuilt" or "built")."""
+        with self._lock:
+            what = "built"
+            if self.folder is not None and os.path.isfile(self._paths()[0]):
+                what = "loaded" if self._load_saved() else "rebuilt"
+            if what != "loaded":
+                self.rebuild(counted=what == "rebuilt")
+            self.refresh(verify=True)
+            return what
+
+    def _load_saved(self) -> bool:
+        arrays_path, index_path = self._paths()
+        try:
+            with np.load(arrays_path, allow_pickle=False) as z:
+                info = json.loads(str(z["info"]))
+                arrays = {k: z[k] for k in ("feature_id", "sighting_id", "camera", "time", "feats")}
+            if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
+                raise ValueError(f"format version {info.get('format_version') if isinstance(info, dict) else None}, "
+                                 f"not {FORMAT_VERSION}")
+            fp = Fingerprint(**info["fingerprint"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("%s cannot be read (%s); rebuilding from the database", arrays_path, e)
+            return False
+        with Session(self.engine) as session:
+            agrees = database_fingerprint(session, self.model_id, fp.max_id) == fp
+        if not agrees or info.get("dim") != self.dim or info.get("backend") != self.backend \
+                or arrays["feats"].shape != (fp.count, self.dim):
+            logger.warning("%s does not agree with the database; rebuilding from the database", arrays_path)
+            return False
+        self.rows = _Rows(self.dim, max(1024, fp.count))
+        self.rows.append(arrays["feature_id"], arrays["sighting_id"], arrays["camera"], arrays["time"],
+                         arrays["feats"])
+        self._sum = fp.id_sum
+        self.index, self.indexed = None, 0
+        if info.get("indexed") and os.path.isfile(index_path):
+            from reid.search import load_index
+
+            self.index, self.indexed = load_index(index_path), int(info["indexed"])
+            self.trained_on = self.indexed
+        if self.backend == "exact":
+            self.indexed = self.rows.n
+        return True
+
+    # -- search ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.rows.n
+
+    def search(self, query: np.ndarray, k: int, cameras: Optional[Sequence[int]] = None,
+               start: Optional[float] = None, end: Optional[float] = None) -> Hits:
+        """The `k` rows most similar to `query` (a ``[D]`` vector) among those seen by `cameras` within
+        ``[start, end]`` (seconds since 1970; None: no bound)."""
+        rows = self.rows
+        n = rows.n
+        # `indexed` before `index`: an index only ever grows past the count read, so rows below it are in it
+        indexed = min(self.indexed, n)
+        index = self.index
+        if index is None:
+            indexed = 0
+        q = unit_rows(np.asarray(query, np.float32).reshape(1, -1))[0]
+        if q.shape[0] != self.dim:
+            raise ValueError(f"query has {q.shape[0]} values; this model's features have {self.dim}.")
+        mask = None
+        if cameras is not None or start is not None or end is not None:
+            mask = np.ones(n, bool)
+            if cameras is not None:
+                mask &= np.isin(rows.camera[:n], np.asarray(list(cameras), np.int64))
+            if start is not None:
+                mask &= rows.time[:n] >= start
+            if end is not None:
+                mask &= rows.time[:n] <= end
+        if index is None or (mask is not None and mask.sum() <= EXACT_FILTER_ROWS):
+            return self._exact(q, k, np.flatnonzero(mask) if mask is not None else None, n)
+        return self._indexed(q, k, index, indexed, mask, n)
+
+    def _exact(self, q: np.ndarray, k: int, rows_: Optional[np.ndarray], n: int) -> Hits:
+        feats = self.rows.feats[:n] if rows_ is None else self.rows.feats[rows_]
+        scores = feats @ q
+        top = _top(scores, k)
+        picked = top if rows_ is None else rows_[top]
+        return Hits(self.rows.sighting_id[picked], scores[top])
+
+    def _indexed(self, q: np.ndarray, k: int, index: Any, indexed: int, mask: Optional[np.ndarray], n: int) -> Hits:
+        kept = indexed if mask is None else max(1, int(mask[:indexed].sum()))
+        fetch = min(indexed, max(k, int(np.ceil(k * indexed / kept * 2))))
+        with self._index_lock:
+            found = index.search(q[None], fetch)
+        rows_, scores = found.indices[0], found.scores[0]
+        valid = (rows_ >= 0) & (rows_ < indexed)  # rows added after the count was read come from the tail
+        rows_, scores = rows_[valid], scores[valid]
+        if mask is not None:
+            keep = mask[rows_]
+            rows_, scores = rows_[keep], scores[keep]
+            if len(rows_) < min(k, int(mask[:indexed].sum())):
+                return self._exact(q, k, np.flatnonzero(mask), n)
+        tail = np.arange(indexed, n) if mask is None else indexed + np.flatnonzero(mask[indexed:])
+        if len(tail):
+            tail_scores = self.rows.feats[tail] @ q
+            rows_, scores = np.concatenate([rows_, tail]), np.concatenate([scores, tail_scores])
+        top = _top(scores, k)
+        return Hits(self.rows.sighting_id[rows_[top]], scores[top])
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the `k` largest scores, largest first (ties: lower index first)."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    return part[np.lexsort((part, -scores[part]))]
+
+
+def vector_bytes(vector: np.ndarray) -> bytes:
+    """The bytes a feature row is stored as (float32, L2-normalised)."""
+    return unit_rows(np.asarray(vector, np.float32).reshape(1, -1))[0].tobytes()
+
+
+def model_vectors_info(vectors: ModelVectors) -> Dict[str, Any]:
+    """What /health and the benchmarks report about a model's vectors."""
+    return {"rows": len(vectors), "indexed": vectors.indexed, "backend": vectors.backend,
+            "measured_recall": getattr(vectors.index, "measured_recall", 1.0 if vectors.backend == "exact" else None),
+            "rebuilds": vectors.rebuilds}
+
+
+__all__ = ["EXACT_FILTER_ROWS", "Fingerprint", "Hits", "ModelVectors", "database_fingerprint", "model_vectors_info",
+           "unit_rows", "vector_bytes"]
