@@ -15,8 +15,14 @@ One input per run:
 Tracks and crops are embedded with the model (--run / --weights / --config-file), registered as
 --model-name (default: the model's name) with its weights' identity and its threshold: --threshold S,
 else the one calibrated at --far (thresholds.json of the run, or the exported file's); without one,
-tracklets are stored but not linked until a threshold is recorded. A gallery's model is --model-name
-with the gallery's record of its weights.
+tracklets are stored but not linked until a threshold is recorded. A model the store already holds
+keeps its recorded threshold (e.g. one tools/serve.py --calibrate set from reviewed identities) unless
+--threshold or --far is given. A gallery's model is --model-name with the gallery's record of its
+weights.
+
+New tracklets are linked online to the store's identities; --max-gap and --transitions add the time and
+camera-pair limits of tools/link_cameras.py (for this run's new tracklets: they are not recorded in the
+store, so give them on every run).
 
 Each batch of --batch-size tracklets is one transaction: stopped at any point (Ctrl-C, SIGTERM, even
 kill -9), the store keeps every batch written before, whole, and nothing of the rest. The same command
@@ -44,7 +50,7 @@ from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
 from .sequence_args import add_convention_argument, add_input_arguments
 
-DEFAULT_FAR = 1e-2
+DEFAULT_FAR = 1e-2  # reid.store.ingest.DEFAULT_FAR (not imported: --help loads no numpy)
 DEFAULT_BATCH = 200  # reid.store.ingest.DEFAULT_BATCH (not imported: --help loads no numpy)
 
 
@@ -94,12 +100,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="record the model's threshold calibrated at false accept rate F (thresholds.json of "
                              f"the run, or the exported file's; default: {DEFAULT_FAR:g})")
     p.add_argument("--no-link", action="store_true", help="store the new tracklets without linking them")
+    p.add_argument("--max-gap", type=float_in(0, None, "a number of seconds"), default=None, metavar="SECONDS",
+                   help="a new tracklet does not join an identity with a tracklet of another camera further apart in "
+                        "time (default: no limit)")
+    p.add_argument("--transitions", metavar="FILE", default=None,
+                   help='JSON of the camera pairs people walk between: {"transitions": [{"cameras": [1, 2], '
+                        '"min_seconds": 0, "max_seconds": 60}]}; pairs not listed are not linked (with --tracks, '
+                        'checked against the sequences\' cameras)')
     p.add_argument("--batch-size", type=int_in(1, 100000), default=DEFAULT_BATCH, metavar="N",
                    help=f"tracklets per transaction (default: {DEFAULT_BATCH})")
     p.add_argument("--quiet", action="store_true", help="no progress bar or notes; only the final line")
     add_model_arguments(p)
     add_convention_argument(p)
     return p
+
+
+#: What a database says when another writer holds it (SQLite; PostgreSQL's lock timeout, deadlock,
+#: serialization failure), lower case.
+_BUSY = ("database is locked", "database table is locked", "lock timeout", "lock not available", "deadlock",
+         "could not serialize")
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -143,7 +162,7 @@ class _Bar:
             self.bar.close()
 
 
-def _track_source(args: argparse.Namespace, store: Any, log: Any) -> Any:
+def _track_source(args: argparse.Namespace, store: Any, log: Any, transitions: Any) -> Any:
     from reid.store.ingest_tracks import TrackSource, default_track_name
     from reid.tracking.cross_camera import GT_TRACKS, read_camera_tracks
     from reid.tracking.sequences import find_sequences
@@ -152,9 +171,14 @@ def _track_source(args: argparse.Namespace, store: Any, log: Any) -> Any:
     gt = args.tracks == GT_TRACKS
     if args.video:
         # as tools/track.py: every video checked first, then decoded (once; <store>/videos/ keeps them)
-        sequences = video_sequences(find_videos(args.video, need="gt" if gt else None), store.folder, log)
+        videos = find_videos(args.video, need="gt" if gt else None)
+        if transitions is not None:  # the videos are cameras 1, 2, ... (reid/tracking/videos.py): before decoding
+            transitions.check_cameras(range(1, len(videos) + 1), args.transitions)
+        sequences = video_sequences(videos, store.folder, log)
     else:
         sequences = find_sequences(args.sequences)
+        if transitions is not None:
+            transitions.check_cameras([seq.camera for seq in sequences], args.transitions)
     rows = read_camera_tracks(sequences, args.tracks)
     # gt's default name: the folder of the sequences, or of the (first) videos
     first = args.video[0] if args.video else ""
@@ -169,12 +193,32 @@ def main(argv: Optional[List[str]] = None) -> int:
     _check(parser, args)
 
     def work() -> None:
-        from reid.store.ingest import ingest, register_appearance_model
+        from sqlalchemy.exc import IntegrityError, OperationalError
+
+        try:
+            ingest_input()
+        except (IntegrityError, OperationalError) as e:
+            # two runs over one input: the other took a source key this batch meant to write, or holds the
+            # database past the wait; the batch was rolled back whole and a re-run skips what either stored.
+            # Other OperationalErrors (a server that is down, a broken file) are not that: shown as they are.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if isinstance(e, OperationalError) and not any(w in first.lower() for w in _BUSY):
+                raise
+            raise ValueError(f"another process wrote these tracklets (or holds the database) meanwhile: "
+                             f"{first[:300]}; run the same command again: it skips what is stored.") from None
+
+    def ingest_input() -> None:
+        from reid.store.ingest import ingest, recorded_threshold, register_appearance_model
         from reid.store.ingest_images import CropFolderSource, GallerySource
+        from reid.store.online_linking import LinkRules
         from reid.store.store import Store
+        from reid.tracking.linking import load_transitions
 
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-        store = Store(args.store, args.database)
+        # read (a bad file: one line) before the store opens; crops' and galleries' cameras are the user's
+        # numbers, not known here: only --tracks checks the file's cameras against its sequences'
+        transitions = load_transitions(args.transitions) if args.transitions else None
+        store = Store(args.store, args.database, rules=LinkRules(max_gap=args.max_gap, transitions=transitions))
         bar = None
         try:
             # the input is read and checked whole before the model loads: a bad name or file costs nothing
@@ -186,12 +230,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             elif args.crops:
                 source = CropFolderSource(args.crops, None, args.source_name, args.name_pattern)
             else:
-                source = _track_source(args, store, log)
+                source = _track_source(args, store, log, transitions)
             source.planned()
             if args.gallery:
+                before = recorded_threshold(store, args.model_name)  # shown when --threshold replaces it
                 given = "given (--threshold)" if args.threshold is not None else ""
                 info = store.register_model(args.model_name, gallery.meta, gallery.dim, threshold=args.threshold,
                                             threshold_source=given)
+                replaced = args.threshold is not None
             else:
                 from reid.tracking.appearance import load_appearance_models
 
@@ -199,13 +245,21 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                config_file=args.config_file, opts=overrides(args) or None,
                                                device=args.device, input_convention=args.input_convention)[0]
                 source.model = model
-                far = DEFAULT_FAR if args.far is None else args.far
-                info, why = register_appearance_model(store, args.model_name or model.label, model, far,
-                                                      args.threshold)
+                name = args.model_name or model.label
+                before = recorded_threshold(store, name)  # shown when --threshold / --far replaces it
+                # without --threshold / --far a recorded threshold is kept (module docstring)
+                info, why = register_appearance_model(store, name, model, args.far, args.threshold)
+                # recorded what was asked for: the store's source is then `why` (else `why` says what is missing)
+                replaced = (args.threshold is not None or args.far is not None) and info.threshold_source == why
                 if info.threshold is None:
                     log(f"note: no linking threshold for model {info.name!r} ({why.rstrip('.')}); tracklets are "
                         "stored, not linked, until one is recorded (--threshold S)")
-            if info.threshold is not None:
+                elif args.far is not None and not replaced:
+                    log(f"note: model {info.name!r} keeps its recorded threshold ({why.rstrip('.')})")
+            if replaced and before is not None:
+                log(f"model {info.name!r}: threshold {before[0]:.4f} -> {info.threshold:.4f} "
+                    f"({info.threshold_source})")
+            elif info.threshold is not None:
                 log(f"model {info.name!r}: linking threshold cosine similarity {info.threshold:.4f} "
                     f"({info.threshold_source})")
             bar = _Bar(args.quiet, source.kind)

@@ -22,6 +22,8 @@ from .model_args import add_model_arguments, check_model_arguments
 
 #: The host the server binds to unless --host says otherwise: this machine only.
 DEFAULT_HOST = "127.0.0.1"
+#: Host names of this machine's loopback interface (also what a loopback server answers to).
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 SEARCH_BACKENDS = ("exact", "faiss", "ivf", "hnsw")
 
 
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
 
         from reid.service.app import create_app
         from reid.store.export import calibrate_reviewed, export_reviewed
-        from reid.store.store import STORE_FILE, Store
+        from reid.store.store import MODELS_SECONDS, STORE_FILE, Store
 
         if args.export is not None or args.calibrate is not None:
             # export / calibrate read a store: a folder that holds none is a mistake, not a new store to make
@@ -96,7 +98,7 @@ def main(argv=None) -> int:
             finally:
                 store.close()
             return
-        store = Store(args.store, args.database, backend=args.search_backend)
+        store = Store(args.store, args.database, backend=args.search_backend, models_seconds=MODELS_SECONDS)
         embed, name = None, args.model_name
         if args.run or args.weights or args.config_file:
             from reid.tracking.appearance import load_appearance_models
@@ -115,10 +117,17 @@ def main(argv=None) -> int:
                   f"  {token}")
         for m in store.models():
             store.vectors(m)  # loaded (or rebuilt) before the first request
+        loopback = args.host in LOOPBACK_HOSTS
+        if not loopback:
+            print(f"warning: serving on {args.host}: anyone who can reach this machine can try tokens; use a "
+                  "TLS-terminating proxy in front of it on an untrusted network", file=sys.stderr)
         print(f"serving {args.store} on http://{args.host}:{args.port}/ (API docs at /docs)")
         try:
-            uvicorn.run(create_app(store, tokens, embed=embed, model_name=name), host=args.host, port=args.port,
-                        log_level="warning")
+            # on the loopback, only requests naming the loopback are answered (DNS rebinding: a page elsewhere
+            # resolving its own name to 127.0.0.1 would otherwise reach the server)
+            app = create_app(store, tokens, embed=embed, model_name=name,
+                             allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
         finally:
             store.save_vectors()
             store.close()

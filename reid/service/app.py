@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from typing import Annotated, Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 from fastapi import Body, Depends, FastAPI, File, HTTPException, Path, Query, Request, UploadFile
@@ -25,9 +25,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
 from sqlalchemy import select
-from starlette.middleware.base import BaseHTTPMiddleware
+from sqlalchemy.exc import IntegrityError, OperationalError
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from reid.store import review
 from reid.store.crops import CropError, check_crop_name
@@ -36,185 +36,20 @@ from reid.store.queries import list_identities, pending_links
 from reid.store.schema import Sighting
 from reid.store.store import Store
 
+from .guard import CSP, DOCS_CSP, MAX_JSON_BYTES, Guard, SecurityHeaders
 from .params import MAX_K, check_window, parse_cameras, parse_time
+from .schemas import (MAX_ID, DecisionOut, ExportIn, ExportOut, HealthOut, IdentityOut, IdentitySummary, MeOut,
+                      MergeIn, ModelOut, PendingLink, SearchOut, SightingOut, SplitIn, refusals)
 from .tokens import Caller, Tokens
 from .uploads import MAX_UPLOAD_BYTES, UploadError, decode_upload
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
-#: The page may talk to this server only (no fonts, scripts or pictures from anywhere else).
-#: The API docs page (Swagger UI, served from the swagger-ui-bundle package) sets styles on its elements.
-DOCS_CSP = ("default-src 'self'; img-src 'self' data:; connect-src 'self'; style-src 'self' 'unsafe-inline'; "
-            "script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-CSP = ("default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; style-src 'self'; script-src 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 Embed = Callable[[List[np.ndarray]], np.ndarray]
-
-
-#: Largest row id: the id columns are INTEGER, 32 bits on PostgreSQL (a larger number is not an id there,
-#: and would reach the database as an error, not a 404).
-MAX_ID = 2**31 - 1
-RowId = Annotated[int, Field(ge=1, le=MAX_ID)]
 
 
 def ID() -> Any:
     """A fresh id path parameter (FastAPI binds a parameter object to the first name it meets)."""
     return Path(ge=1, le=MAX_ID)
-
-
-class SightingOut(BaseModel):
-    id: int
-    camera: int
-    time: float
-    frame: Optional[int] = None
-    box: List[float]
-    crop: str
-    tracklet: int
-    identity: Optional[int] = None
-    score: Optional[float] = None
-
-
-class SearchOut(BaseModel):
-    model: str
-    threshold: Optional[float] = Field(None, description="cosine similarity at or above which two crops are one person")
-    threshold_source: str = ""
-    results: List[SightingOut]
-
-
-class TrackletOut(BaseModel):
-    id: int
-    camera: int
-    start: float
-    end: float
-    identity: int
-    source: str
-
-
-class LinkOut(BaseModel):
-    id: int
-    tracklet: int
-    identity: int
-    score: Optional[float] = None
-    made_by: str
-    by: str
-    status: str
-    created: float
-
-
-class CameraSightings(BaseModel):
-    camera: int
-    sightings: List[SightingOut]
-
-
-class IdentityOut(BaseModel):
-    id: int
-    merged_into: Optional[int] = None
-    created: float
-    tracklets: List[TrackletOut]
-    cameras: List[CameraSightings]
-    links: List[LinkOut]
-
-
-class IdentitySummary(BaseModel):
-    id: int
-    cameras: List[int]
-    tracklets: int
-    sightings: int
-    start: Optional[float] = None
-    end: Optional[float] = None
-    sighting: Optional[int] = None
-    crop: Optional[str] = None
-
-
-class PendingLink(BaseModel):
-    id: int
-    tracklet: int
-    identity: int
-    score: Optional[float] = None
-    status: str
-    made_by: str
-    camera: int
-    start: float
-    end: float
-    crop: Optional[str] = None
-    identity_crop: Optional[str] = None
-    identity_camera: Optional[int] = None
-
-
-class DecisionOut(BaseModel):
-    id: int
-    kind: str
-    by: str
-    created: float
-    undoes: Optional[int] = None
-    payload: Dict[str, Any]
-    new_identity: Optional[int] = None
-
-
-class SplitIn(BaseModel):
-    tracklets: List[RowId] = Field(min_length=1, max_length=10000)
-
-
-class MergeIn(BaseModel):
-    keep: int = Field(ge=1, le=MAX_ID)
-    other: int = Field(ge=1, le=MAX_ID)
-
-
-class ModelOut(BaseModel):
-    name: str
-    dim: int
-    threshold: Optional[float] = None
-    threshold_source: str
-    can_embed: bool
-
-
-class MeOut(BaseModel):
-    name: str
-    role: str
-
-
-class HealthOut(BaseModel):
-    counts: Dict[str, int]
-    models: List[ModelOut]
-    vectors: Dict[str, Any]
-
-
-class ExportIn(BaseModel):
-    test_fraction: float = Field(0.2, ge=0, lt=1, description="share of the identities seen by 2+ cameras held out for testing")
-    seed: int = Field(0, ge=0, le=2**31)
-
-
-class ExportOut(BaseModel):
-    folder: str
-    identities: int
-    test_identities: int
-    images: Dict[str, int]
-    by: str
-
-
-class ErrorOut(BaseModel):
-    detail: str = Field(description="why, in one line")
-
-
-#: What each refusal means (module docstring); every refusal has the body ErrorOut.
-REFUSALS = {400: "a body that cannot be read at all (bytes that are not text, broken multipart)",
-            401: "no token, or one this server does not know", 403: "the token's role may not do this",
-            404: "not in the store", 409: "a decision that cannot be made now", 413: "upload too large",
-            415: "upload is not an image", 422: "a parameter or body that is not valid"}
-
-
-def refusals(*codes: int) -> Dict[Union[int, str], Dict[str, Any]]:
-    """The `responses=` of a route for the refusals `codes` (401 and 422 are every route's: app-wide)."""
-    return {code: {"model": ErrorOut, "description": REFUSALS[code]} for code in codes}
-
-
-class _Headers(BaseHTTPMiddleware):
-    async def dispatch(self, request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        docs = request.url.path == "/docs" or request.url.path.startswith("/docs-assets/")
-        response.headers["Content-Security-Policy"] = DOCS_CSP if docs else CSP
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        return response
 
 
 def _validation_line(exc: RequestValidationError) -> str:
@@ -249,14 +84,20 @@ def _bad(e: Exception, status: int = 422) -> HTTPException:
 
 
 def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, model_name: Optional[str] = None,
-               max_upload_bytes: int = MAX_UPLOAD_BYTES) -> FastAPI:
+               max_upload_bytes: int = MAX_UPLOAD_BYTES, allowed_hosts: Optional[Sequence[str]] = None) -> FastAPI:
     """The service of `store` (module docstring). `embed` turns RGB crops into features of the model
-    `model_name` (search by upload needs it; without it only search by sighting works)."""
+    `model_name` (search by upload needs it; without it only search by sighting works).
+    `allowed_hosts`: the Host header values answered (None: any; tools/serve.py gives the loopback names
+    when it binds to the loopback, against DNS rebinding)."""
     app = FastAPI(title="circle-reid store", version="1",
                   description="Search the sightings of a re-ID store by image or sighting, and review the links "
                               "the machine made. Every /api route needs `Authorization: Bearer <token>`.",
                   responses=refusals(401, 422), docs_url=None, redoc_url=None)
-    app.add_middleware(_Headers)
+    # the last added runs first: Host check, then the guard, every answer (refusals too) with the headers
+    app.add_middleware(Guard, tokens=tokens, upload_limit=max_upload_bytes)
+    if allowed_hosts:  # a page elsewhere cannot reach a loopback server by a name it resolves to 127.0.0.1
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(RequestValidationError)
     async def one_line(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -323,16 +164,18 @@ def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, mode
 
     @app.post("/api/search/image", response_model=SearchOut, summary="Search by an uploaded image",
               responses=refusals(400, 404, 409, 413, 415))
-    async def search_image(request: Request, image: UploadFile = File(..., description="a person crop (JPEG/PNG)"),
-                           k: int = K(), cameras: Optional[str] = Cameras(), start: Optional[str] = Start(),
-                           end: Optional[str] = End(), model: Optional[str] = ModelName(),
-                           _: Caller = Depends(reader)) -> Dict[str, Any]:
+    def search_image(image: UploadFile = File(..., description="a person crop (JPEG/PNG)"),
+                     k: int = K(), cameras: Optional[str] = Cameras(), start: Optional[str] = Start(),
+                     end: Optional[str] = End(), model: Optional[str] = ModelName(),
+                     _: Caller = Depends(reader)) -> Dict[str, Any]:
+        # a plain def: FastAPI runs it in its thread pool, so decoding, the model and the search never
+        # hold up the event loop (other requests)
         m = model_of(model)
         if embed is None or (model_name is not None and m.name != model_name):
             raise HTTPException(409, f"this server runs no model for {m.name!r}; search by sighting, or start "
                                      "tools/serve.py with the model (--run / --weights).")
         cams, t0, t1 = filters(cameras, start, end)
-        data = await image.read(max_upload_bytes + 1)
+        data = image.file.read(max_upload_bytes + 1)
         try:
             rgb = decode_upload(data, max_upload_bytes)
         except UploadError as e:
@@ -372,7 +215,11 @@ def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, mode
             known = s.scalar(select(Sighting.id).where(Sighting.crop == name).limit(1))
         if known is None:
             raise HTTPException(404, f"crop {name} is not in the store.")
-        return FileResponse(store.crops.path(name), media_type="image/jpeg",
+        path = store.crops.path(name)
+        if not os.path.isfile(path):  # a row whose file is elsewhere: another writer's folder
+            raise HTTPException(404, f"crop {name} is named by a sighting, but its file is not in the store's folder "
+                                     f"{store.crops.folder}; every writer must use the same folder.")
+        return FileResponse(path, media_type="image/jpeg",
                             headers={"Cache-Control": "private, max-age=86400, immutable"})
 
     @app.get("/api/identities", response_model=List[IdentitySummary], summary="Identities, most cameras first")
@@ -398,36 +245,41 @@ def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, mode
 
     def decide(action: Callable[..., Dict[str, Any]], *args: Any) -> Dict[str, Any]:
         try:
-            with store.session() as s:
+            with store.writing() as s:  # decisions take turns: each sees the state the one before left
                 return action(s, *args)
         except review.NotFound as e:
             raise _bad(e, 404) from None
         except review.ReviewError as e:
             raise _bad(e, 409) from None
+        except IntegrityError as e:  # a unique row another writer made first (e.g. one decision undone twice)
+            raise HTTPException(409, f"another decision changed this meanwhile ({str(e.orig).splitlines()[0]}); "
+                                     "reload and decide again.") from None
+        except OperationalError:
+            raise HTTPException(503, "the database is busy; try again.", headers={"Retry-After": "1"}) from None
 
     @app.post("/api/links/{link_id}/confirm", response_model=DecisionOut, summary="Confirm a link",
-              responses=refusals(403, 404, 409))
+              responses=refusals(403, 404, 409, 503))
     def confirm(link_id: int = ID(), who: Caller = Depends(reviewer)) -> Dict[str, Any]:
         return decide(review.confirm, link_id, who.name)
 
     @app.post("/api/links/{link_id}/reject", response_model=DecisionOut, summary="Reject a link",
-              responses=refusals(403, 404, 409))
+              responses=refusals(403, 404, 409, 503))
     def reject(link_id: int = ID(), who: Caller = Depends(reviewer)) -> Dict[str, Any]:
         return decide(review.reject, link_id, who.name)
 
     @app.post("/api/identities/{identity_id}/split", response_model=DecisionOut,
               summary="Move tracklets of an identity to a new one",
-              responses=refusals(400, 403, 404, 409))
+              responses=refusals(400, 403, 404, 409, 503))
     def split(identity_id: int = ID(), body: SplitIn = Body(...), who: Caller = Depends(reviewer)) -> Dict[str, Any]:
         return decide(review.split, identity_id, body.tracklets, who.name)
 
     @app.post("/api/identities/merge", response_model=DecisionOut, summary="Merge one identity into another",
-              responses=refusals(400, 403, 404, 409))
+              responses=refusals(400, 403, 404, 409, 503))
     def merge(body: MergeIn, who: Caller = Depends(reviewer)) -> Dict[str, Any]:
         return decide(review.merge, body.keep, body.other, who.name)
 
     @app.post("/api/decisions/{decision_id}/undo", response_model=DecisionOut, summary="Undo a decision",
-              responses=refusals(403, 404, 409))
+              responses=refusals(403, 404, 409, 503))
     def undo(decision_id: int = ID(), who: Caller = Depends(reviewer)) -> Dict[str, Any]:
         return decide(review.undo, decision_id, who.name)
 
@@ -480,4 +332,4 @@ def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, mode
     return app
 
 
-__all__ = ["CSP", "create_app"]
+__all__ = ["CSP", "DOCS_CSP", "MAX_JSON_BYTES", "STATIC", "create_app"]

@@ -45,17 +45,25 @@ class Tokens:
     def __init__(self, path: str) -> None:
         self.path = path
         self.entries: List[Dict[str, str]] = []
+        self._stamp: Optional[tuple] = None
+        self._load()
+
+    def _load(self) -> None:
+        """Read the file (again): a token made or removed while a server runs counts from its next request."""
+        path = self.path
+        stamp, entries = self._file_stamp(), []
         if os.path.isfile(path):
             try:
                 with open(path, encoding="utf-8") as f:
                     record = json.load(f)
-                self.entries = [dict(name=str(e["name"]), role=str(e["role"]), sha256=str(e["sha256"]))
-                                for e in record["tokens"]]
+                entries = [dict(name=str(e["name"]), role=str(e["role"]), sha256=str(e["sha256"]))
+                           for e in record["tokens"]]
             except (ValueError, KeyError, TypeError):
                 raise ValueError(f"{path} is damaged; remove it and start the server again for a new token.") from None
-            bad = [e["role"] for e in self.entries if e["role"] not in ROLES]
+            bad = [e["role"] for e in entries if e["role"] not in ROLES]
             if bad:
                 raise ValueError(f"{path}: role {bad[0]!r} is not one of {', '.join(ROLES)}; correct or remove it.")
+        self.entries, self._stamp = entries, stamp
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -66,18 +74,33 @@ class Tokens:
             raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}.")
         if not name or len(name) > MAX_TOKEN_NAME or not name.isprintable():
             raise ValueError(f"token name {name[:80]!r} must be 1..{MAX_TOKEN_NAME} printable characters.")
+        self._load()  # another process may have added one since
         if any(e["name"] == name for e in self.entries):
             raise ValueError(f"a token named {name!r} exists in {self.path}; choose another name.")
         token = secrets.token_urlsafe(32)
         self.entries.append({"name": name, "role": role, "sha256": _digest(token)})
         atomic_write_text(self.path, json.dumps({"tokens": self.entries}, indent=1))
         os.chmod(self.path, 0o600)
+        self._stamp = self._file_stamp()
         return token
 
+    def _file_stamp(self) -> Optional[tuple]:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
     def caller(self, token: Optional[str]) -> Optional[Caller]:
-        """The caller a token belongs to, or None (compared in constant time)."""
+        """The caller a token belongs to, or None (compared in constant time). The file is read again when
+        it changed since it was last read (tools/serve.py --new-token, a token deleted by hand)."""
         if not token:
             return None
+        if self._file_stamp() != self._stamp:
+            try:
+                self._load()
+            except ValueError:  # a file being edited by hand: keep the tokens known so far
+                pass
         digest = _digest(token)
         for e in self.entries:
             if hmac.compare_digest(e["sha256"], digest):

@@ -19,6 +19,8 @@ from .schema import SCHEMA_VERSION, Base, Meta
 
 #: The database kinds a store runs on (SQLAlchemy URL schemes).
 BACKENDS = ("sqlite", "postgresql")
+#: The store_meta row every writer updates first (Store.writing): writers take turns on both databases.
+WRITE_LOCK = "write_lock"
 #: Seconds a SQLite writer waits for another writer's lock before giving up.
 SQLITE_BUSY_SECONDS = 30.0
 
@@ -80,6 +82,8 @@ def open_database(url: str) -> Engine:
             elif row.value != str(SCHEMA_VERSION):
                 raise ValueError(f"database {shown(url)} holds a store of schema version {row.value}; this "
                                  f"circle-reid reads version {SCHEMA_VERSION}: use the version that wrote it.")
+            if session.get(Meta, WRITE_LOCK) is None:
+                session.add(Meta(key=WRITE_LOCK, value=""))
     except OperationalError as e:
         engine.dispose()
         reason = str(e.orig).strip().splitlines()[0] if e.orig is not None else str(e)
@@ -97,4 +101,4 @@ def meta_value(engine: Engine, key: str) -> str:
     return value or ""
 
 
-__all__ = ["BACKENDS", "create_database_engine", "meta_value", "open_database", "shown"]
+__all__ = ["BACKENDS", "WRITE_LOCK", "create_database_engine", "meta_value", "open_database", "shown"]

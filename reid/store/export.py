@@ -1,8 +1,9 @@
 """What people reviewed, as training data: a Market-1501 folder, list files, and a calibrated threshold.
 
 An identity counts as reviewed when a person confirmed at least one of its links (or merged into
-it) and none of its links still waits (proposed): its tracklets are then one person by a person's
-word. :func:`export_reviewed` writes, under a new folder:
+it) and none of its links still waits (proposed), counting only links whose tracklet is still in the
+identity (a later split or merge makes a link out of date): its tracklets are then one person by a
+person's word. :func:`export_reviewed` writes, under a new folder:
 
 * ``bounding_box_train/``, ``query/``, ``bounding_box_test/`` with Market-1501 names
   ``<pid>_c<camera>s1_<frame>_<k>.jpg`` (pids numbered 1..N in the order of the store's identity ids; ``k``:
@@ -40,8 +41,11 @@ SPLITS = ("bounding_box_train", "query", "bounding_box_test")
 
 def reviewed_identities(s: Session) -> List[int]:
     """Ids of the identities a person reviewed (module docstring), ascending."""
-    confirmed = set(s.scalars(select(Link.identity_id).where(Link.status == "confirmed")))
-    waiting = set(s.scalars(select(Link.identity_id).where(Link.status == "proposed")))
+    # links whose tracklet is still in their identity (a split or merge since makes a link out of date)
+    current = select(Link.identity_id).join(Tracklet, Tracklet.id == Link.tracklet_id).where(
+        Tracklet.identity_id == Link.identity_id)
+    confirmed = set(s.scalars(current.where(Link.status == "confirmed")))
+    waiting = set(s.scalars(current.where(Link.status == "proposed")))
     held = set(s.scalars(select(func.distinct(Tracklet.identity_id))))
     return sorted((confirmed - waiting) & held)
 

@@ -26,13 +26,15 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence, Set, Tuple
 from sqlalchemy import select
 
 from .records import NewTracklet
-from .schema import MAX_KEY, Tracklet, TrackletFeature
+from .schema import MAX_KEY, Model, Tracklet, TrackletFeature
 from .store import IN_CHUNK, IngestCount, ModelInfo, Store
 from .times import parse_time
 
 #: Tracklets per transaction unless told: small enough that a stop loses little work, large enough that
 #: the model runs on full batches and each commit's cost (a sync to disk) is spread over many rows.
 DEFAULT_BATCH = 200
+#: The false accept rate whose calibrated threshold a new model gets when none is asked for.
+DEFAULT_FAR = 1e-2
 #: ``progress(done, total)``: tracklets handled so far (written or skipped) of the input's total.
 Progress = Callable[[int, int], None]
 
@@ -154,15 +156,35 @@ def model_threshold(model: Any, far: float, threshold: Optional[float] = None) -
     return float(similarity), f"{path}; {description}"
 
 
-def register_appearance_model(store: Store, name: str, model: Any, far: float = 1e-2,
+def recorded_threshold(store: Store, name: str) -> Optional[Tuple[float, str]]:
+    """``(threshold, where it is from)`` the store records for the model `name`, or None (no such model,
+    or no threshold). Read from the database, not the store's short-lived list of models: another
+    process (tools/serve.py --calibrate) may have just recorded it."""
+    with store.session() as s:
+        row = s.execute(select(Model.threshold, Model.threshold_source).where(Model.name == name)).first()
+    if row is None or row[0] is None:
+        return None
+    return float(row[0]), row[1] or ""
+
+
+def register_appearance_model(store: Store, name: str, model: Any, far: Optional[float] = None,
                               threshold: Optional[float] = None) -> Tuple[ModelInfo, str]:
     """Register `model` (an AppearanceModel) under `name` with its weights identity and threshold
-    (:func:`model_threshold`); returns the store's record and where the threshold came from."""
-    similarity, why = model_threshold(model, far, threshold)
+    (:func:`model_threshold`, at `far` or DEFAULT_FAR); returns the store's record and where its threshold
+    came from. A threshold the store already records for the model is kept unless `threshold` or `far`
+    is given: it may be one calibrated on reviewed identities (tools/serve.py --calibrate), which a
+    routine ingest at the default false accept rate must not undo."""
+    if threshold is None and far is None:
+        if recorded_threshold(store, name) is not None:
+            # registered without a threshold (the weights are still checked): the recorded one stays
+            info = store.register_model(name, dict(model.identity), int(model.feature_dim))
+            return info, info.threshold_source
+    similarity, why = model_threshold(model, DEFAULT_FAR if far is None else far, threshold)
     info = store.register_model(name, dict(model.identity), int(model.feature_dim), threshold=similarity,
                                 threshold_source=why if similarity is not None else "")
     return info, why
 
 
-__all__ = ["DEFAULT_BATCH", "IngestSource", "Planned", "Progress", "check_unique", "in_batches", "ingest",
-           "model_threshold", "parse_time", "register_appearance_model", "source_key", "stored_tracklets"]
+__all__ = ["DEFAULT_BATCH", "DEFAULT_FAR", "IngestSource", "Planned", "Progress", "check_unique", "in_batches",
+           "ingest", "model_threshold", "parse_time", "recorded_threshold", "register_appearance_model", "source_key",
+           "stored_tracklets"]

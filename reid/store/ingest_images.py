@@ -11,10 +11,10 @@ Each image is one tracklet with one sighting (box ``0, 0, width, height``: the w
   pattern matches it, else the given start time; the crops read from its paths.
 
 Every name is checked before anything is written (a name the pattern does not fit, a camera that is
-not a number, a time that is not one: one line naming the file). An image that cannot be read stops
-the ingest with one line naming it: the batches written before it are kept, and the same command run
-again after the file is replaced or removed goes on from there (a skipped image would silently be a
-person missing from the store).
+not a number or not in 0..2**31-1, a time that is not one: one line naming the file). An image that
+cannot be read stops the ingest with one line naming it: the batches written before it are kept, and
+the same command run again after the file is replaced or removed goes on from there (a skipped image
+would silently be a person missing from the store).
 
 Keys: ``crop:<name>:<path within the folder>`` and ``gallery:<name>:<path as the gallery holds it>``
 (name: ``--source-name``, by default the folder's or the gallery file's name); a sighting's key is its
@@ -33,7 +33,7 @@ from reid.utils.safe_regex import compile_bounded, search_names
 
 from .crops import encode_crop
 from .ingest import IngestSource, Planned, check_unique, source_key
-from .records import NewSighting, NewTracklet
+from .records import INT32_MAX, NewSighting, NewTracklet
 from .times import parse_time
 
 #: Names like ``c3_1764338701.25_0007.jpg`` or ``c3_20261128T140501.250Z.png``: camera 3 at that time.
@@ -69,6 +69,9 @@ class NamePattern:
             except ValueError:
                 raise ValueError(f"{path}: camera {groups[cam][:80]!r} ({self.flag}) is not a whole number; rename "
                                  "the file or change the pattern.") from None
+            if not 0 <= camera <= INT32_MAX:  # PostgreSQL's INTEGER (records.py): say so before writing
+                raise ValueError(f"{path}: camera {camera} ({self.flag}) is not in 0..{INT32_MAX}; rename the file or "
+                                 "change the pattern.")
             out.append((camera, parse_time(groups[tim], f"{path}: the time")))
         return out
 
@@ -146,6 +149,12 @@ class GallerySource(IngestSource):
         self.pattern, self.start_time = NamePattern(pattern), float(start_time)
 
     def plan(self) -> List[Planned]:
+        camids = np.asarray(self.gallery.camids)
+        bad = np.flatnonzero((camids < 0) | (camids > INT32_MAX))
+        if len(bad):  # before anything is written, as a bad name
+            raise ValueError(f"--gallery {self.path}: {self.gallery.paths[bad[0]]} has camera {camids[bad[0]]}, not "
+                             f"in 0..{INT32_MAX} ({len(bad)} images); extract the gallery with camera numbers in that "
+                             "range.")
         found = self.pattern.match(self.gallery.paths)
         planned = [Planned(source_key("gallery", self.name, p), f[1] if f else self.start_time, i)
                    for i, (p, f) in enumerate(zip(self.gallery.paths, found))]

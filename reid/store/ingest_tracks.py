@@ -6,7 +6,8 @@ ids, as link_cameras.py reads it) become one tracklet per track id. Its sighting
 linker pools (:func:`reid.tracking.tracklets.select_crops`: up to ``crops_per_tracklet`` spread over
 its time, the best :func:`~reid.tracking.tracklets.crop_quality` of each stretch), each with its
 quality as its weight in the tracklet's feature. A sighting's time is ``start_time + (frame - 1) /
-frame rate``; its camera is the sequence's (seqinfo.ini ``camera=``).
+frame rate``; its camera is the sequence's (seqinfo.ini ``camera=``). A tracklet's time span is
+its track's first to last frame (all its rows, as the offline linker's), not its sightings'.
 
 Boxes with no pixel inside the image (a tracker's prediction run off the edge) are never chosen; a
 track with no other box has no crop and is left out.
@@ -62,6 +63,13 @@ class TrackSource(IngestSource):
     def plan(self) -> List[Planned]:
         planned: List[Planned] = []
         for index, (seq, rows) in enumerate(zip(self.sequences, self.rows)):
+            # each track's span: its first and last frame over all its rows (as the offline linker's
+            # tracklet_features), not over the few crops kept as sightings; online linking compares spans
+            span_ids, span_track = np.unique(rows.track_id, return_inverse=True)
+            first = np.full(len(span_ids), np.iinfo(np.int64).max)
+            last = np.full(len(span_ids), np.iinfo(np.int64).min)
+            np.minimum.at(first, span_track.reshape(-1), rows.frame)
+            np.maximum.at(last, span_track.reshape(-1), rows.frame)
             pixels = clip_boxes(rows.boxes, seq.width, seq.height)
             inside = np.flatnonzero((pixels[:, 2] > pixels[:, 0]) & (pixels[:, 3] > pixels[:, 1]))
             rows = rows.select(inside)
@@ -72,12 +80,13 @@ class TrackSource(IngestSource):
             ids, track = np.unique(rows.track_id, return_inverse=True)
             track = track.reshape(-1)
             chosen = select_crops(track, rows.frame, quality, self.k)
+            span = np.searchsorted(span_ids, ids)  # every id left is among all rows' ids
             for t, tid in enumerate(ids):
                 mine = chosen[track[chosen] == t]
                 picked = {"sequence": index, "frame": rows.frame[mine], "box": rows.boxes[mine],
-                          "quality": quality[mine]}
+                          "quality": quality[mine], "first": int(first[span[t]]), "last": int(last[span[t]])}
                 planned.append(Planned(source_key("track", self.name, seq.name, int(tid)),
-                                       float(self.time(seq, rows.frame[track == t].min())), picked))
+                                       float(self.time(seq, picked["first"])), picked))
         check_unique(planned, "tracks")
         # arrival order: online linking sees tracklets as a live system would, by start time
         return sorted(planned, key=lambda p: (p.start, p.key))
@@ -110,7 +119,9 @@ class TrackSource(IngestSource):
                          for i, (f, t, b, c, q) in enumerate(zip(item["frame"], times, item["box"], crops[n],
                                                                   item["quality"]))]
             at += len(sightings)
-            out.append(NewTracklet(source=p.key, camera=int(seq.camera), sightings=sightings, camera_name=seq.name))
+            out.append(NewTracklet(source=p.key, camera=int(seq.camera), sightings=sightings, camera_name=seq.name,
+                                   start_time=float(self.time(seq, item["first"])),
+                                   end_time=float(self.time(seq, item["last"]))))
         return out
 
 

@@ -51,6 +51,8 @@ def pending_links(s: Session, limit: int = 50, status: str = "proposed",
     camera and time and one crop of the tracklet and one of the rest of its identity."""
     limit = _limit(limit)
     q = select(Link, Tracklet).join(Tracklet, Tracklet.id == Link.tracklet_id).where(Link.status == status)
+    if status == "proposed":  # a link whose tracklet a person moved since speaks of a grouping that is gone
+        q = q.where(Tracklet.identity_id == Link.identity_id)
     if before is not None:
         q = q.where(Link.id < int(before))
     q = q.order_by(Link.score.asc(), Link.id).limit(limit) if status == "proposed" else \

@@ -96,11 +96,22 @@ def _new_identity(s: Session) -> Identity:
     return ident
 
 
+def _current(s: Session, link: Link) -> Tracklet:
+    """The link's tracklet, when it is still in the link's identity; a ReviewError otherwise (a split,
+    merge or reject moved it since: the link speaks of a grouping that is gone)."""
+    t = _get(s, Tracklet, link.tracklet_id, "tracklet")
+    if t.identity_id != link.identity_id:
+        raise ReviewError(f"link {link.id} is out of date: tracklet {t.id} has left identity {link.identity_id} "
+                          f"(it is in identity {t.identity_id} now); review that identity.")
+    return t
+
+
 def confirm(s: Session, link_id: int, by: str = "") -> Dict[str, Any]:
     """Confirm a proposed link (the tracklet is that person)."""
     link = _get(s, Link, link_id, "link")
     if link.status != "proposed":
         raise ReviewError(f"link {link_id} is {link.status}, not proposed.")
+    _current(s, link)
     changes = _Changes()
     changes.status(link, "confirmed")
     return _log(s, "confirm", changes, {"link": link_id}, _who(by))
@@ -111,11 +122,10 @@ def reject(s: Session, link_id: int, by: str = "") -> Dict[str, Any]:
     link = _get(s, Link, link_id, "link")
     if link.status == "rejected":
         raise ReviewError(f"link {link_id} is already rejected.")
+    t = _current(s, link)
     changes = _Changes()
     changes.status(link, "rejected")
-    t = _get(s, Tracklet, link.tracklet_id, "tracklet")
-    if t.identity_id == link.identity_id:
-        changes.move(t, _new_identity(s).id)
+    changes.move(t, _new_identity(s).id)
     return _log(s, "reject", changes, {"link": link_id}, _who(by))
 
 
@@ -164,6 +174,15 @@ def merge(s: Session, keep: int, other: int, by: str = "") -> Dict[str, Any]:
     return _log(s, "merge", changes, {"keep": int(keep), "other": int(other)}, _who(by))
 
 
+def _later(s: Session, after: int, table: str, key: str) -> str:
+    """" (decision N)" naming the latest decision after `after` that changed `table`'s `key` (what an undo
+    must wait for), or "" when the log does not show one (a linker's change)."""
+    for d in s.scalars(select(Decision).where(Decision.id > after).order_by(Decision.id.desc()).limit(10000)):
+        if key in json.loads(d.payload).get(table, {}):
+            return f" (decision {d.id}, {d.kind})"
+    return ""
+
+
 def undo(s: Session, decision_id: int, by: str = "") -> Dict[str, Any]:
     """Undo a decision (module docstring)."""
     d = _get(s, Decision, decision_id, "decision")
@@ -173,22 +192,30 @@ def undo(s: Session, decision_id: int, by: str = "") -> Dict[str, Any]:
         raise ReviewError(f"decision {decision_id} is already undone.")
     payload = json.loads(d.payload)
     changes = _Changes()
+    undone_merges = {int(k): before for k, (before, _) in payload["identities"].items()}
     for key, (before, after) in payload["tracklets"].items():
         t = _get(s, Tracklet, int(key), "tracklet")
         if t.identity_id != after:
-            raise ReviewError(f"a later decision moved tracklet {key} (now in identity {t.identity_id}); "
-                              f"undo that one first.")
+            raise ReviewError(f"a later decision{_later(s, d.id, 'tracklets', key)} moved tracklet {key} (now in "
+                              f"identity {t.identity_id}); undo that one first.")
+        target = _get(s, Identity, before, "identity")
+        merged = undone_merges.get(before, target.merged_into)
+        if merged is not None:  # putting it back would hide it in an identity that no longer shows
+            raise ReviewError(f"identity {before} was merged into {target.merged_into} by a later decision"
+                              f"{_later(s, d.id, 'identities', str(before))}; undo that one first.")
         changes.move(t, before)
     for key, (before, after) in payload["links"].items():
         link = _get(s, Link, int(key), "link")
         if link.status != after:
-            raise ReviewError(f"a later decision changed link {key} (now {link.status}); undo that one first.")
+            raise ReviewError(f"a later decision{_later(s, d.id, 'links', key)} changed link {key} (now "
+                              f"{link.status}); undo that one first.")
         # a link this decision made is withdrawn (kept for the log), not rejected: nobody said "not this person"
         changes.status(link, "withdrawn" if before is None else before)
     for key, (before, after) in payload["identities"].items():
         ident = _get(s, Identity, int(key), "identity")
         if ident.merged_into != after:
-            raise ReviewError(f"a later decision changed identity {key}; undo that one first.")
+            raise ReviewError(f"a later decision{_later(s, d.id, 'identities', key)} changed identity {key}; "
+                              "undo that one first.")
         changes.merged(ident, before)
     return _log(s, "undo", changes, {"decision": decision_id}, _who(by), undoes=d.id)
 

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from reid.utils.file_io import atomic_write_text
 
 from .crops import CropFiles
-from .database import meta_value, open_database, shown
+from .database import WRITE_LOCK, meta_value, open_database, shown
 from .online_linking import LinkRules, link_new_tracklets
 from .records import NewTracklet, NotInStore
 from .schema import (MAX_NAME, Camera, Feature, Identity, Link, Meta, Model, Sighting, Tracklet,
@@ -36,6 +36,8 @@ from .schema import (MAX_NAME, Camera, Feature, Identity, Link, Meta, Model, Sig
 from .vectors import ModelVectors, model_vectors_info, vector_bytes
 
 STORE_FILE = "store.json"
+#: Seconds a server reuses the list of models before it reads it again (Store(models_seconds=...)).
+MODELS_SECONDS = 1.0
 #: Rows per IN (...) query (SQLite's bound-parameter limit is far above; keeps statements small).
 IN_CHUNK = 500
 
@@ -78,7 +80,7 @@ class Store:
     """A store of sightings (module docstring)."""
 
     def __init__(self, folder: str, database: Optional[str] = None, backend: str = "exact",
-                 rules: Optional[LinkRules] = None) -> None:
+                 rules: Optional[LinkRules] = None, models_seconds: float = 0.0) -> None:
         rules = (rules or LinkRules()).check()  # a rule that cannot work is one line, not links silently never made
         self.folder = os.path.abspath(folder)
         if os.path.exists(self.folder) and not os.path.isdir(self.folder):
@@ -95,6 +97,8 @@ class Store:
         self.backend = backend
         self.rules = rules
         self._vectors: Dict[int, ModelVectors] = {}
+        self._models: Optional[tuple] = None  # (time.monotonic(), [ModelInfo]) of the last read
+        self.models_seconds = models_seconds  # reuse the list of models this long (a server: MODELS_SECONDS)
         self._lock = threading.Lock()
 
     def _pair_folder(self) -> None:
@@ -117,6 +121,12 @@ class Store:
                                  f"{shown(self.database)} (store ids {recorded} and {store_id}); give the folder "
                                  "and the database of one store.")
         else:
+            with Session(self.engine) as s:
+                held = int(s.scalar(select(func.count(Sighting.id))) or 0)
+            if held:  # its crops are in the folder that first wrote it; a new folder would hold none of them
+                raise ValueError(f"database {shown(self.database)} already holds a store ({held} sightings) whose crops "
+                                 f"are in another folder than {self.folder}; give that folder (every writer and the "
+                                 "server share one).")
             atomic_write_text(path, json.dumps({"store_id": store_id, "format_version": 1}, indent=1))
 
     def close(self) -> None:
@@ -128,6 +138,16 @@ class Store:
         """A session in one transaction: committed when the block ends, rolled back on an exception."""
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             yield session
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A session in one transaction that first takes the store's write lock (it updates one row of
+        ``store_meta``): writers that read, decide and write (ingest with linking, review decisions) take
+        turns, in one process or several, on SQLite and PostgreSQL, so none decides on a state another is
+        changing (two merges crossing, two ingests of one tracklet)."""
+        with self.session() as s:
+            s.execute(update(Meta).where(Meta.key == WRITE_LOCK).values(value=Meta.value))
+            yield s
 
     # -- models ------------------------------------------------------------------------------
     def register_model(self, name: str, identity: Dict[str, Any], dim: int, threshold: Optional[float] = None,
@@ -152,25 +172,31 @@ class Store:
                                      f", {row.dim}-d); give these weights another --model-name.")
                 if threshold is not None:
                     row.threshold, row.threshold_source = float(threshold), threshold_source
-            return _model_info(row)
+            info = _model_info(row)
+        self._models = None  # committed: the next read sees it
+        return info
 
     def model(self, name: Optional[str] = None) -> ModelInfo:
         """The model `name` (None: the only one); one line listing the models when it is not there."""
-        with Session(self.engine) as s:
-            rows = s.scalars(select(Model).order_by(Model.id)).all()
-        names = [r.name for r in rows]
+        rows = self.models()
         if name is None and len(rows) == 1:
-            return _model_info(rows[0])
+            return rows[0]
         for r in rows:
             if r.name == name:
-                return _model_info(r)
-        listed = ", ".join(names) or "none yet: ingest with --model-name"
+                return r
+        listed = ", ".join(r.name for r in rows) or "none yet: ingest with --model-name"
         raise NotInStore(f"model {name!r} is not in this store (its models: {listed}).")
 
     def models(self) -> List[ModelInfo]:
-        """Every model of the store."""
+        """Every model of the store. With `models_seconds` (a server: a search asks several times per
+        request) read at most that often: this object's own changes are seen at once, others' within it."""
+        cached = self._models
+        if cached is not None and time.monotonic() - cached[0] < self.models_seconds:
+            return cached[1]
         with Session(self.engine) as s:
-            return [_model_info(r) for r in s.scalars(select(Model).order_by(Model.id))]
+            rows = [_model_info(r) for r in s.scalars(select(Model).order_by(Model.id))]
+        self._models = (time.monotonic(), rows)
+        return rows
 
     def vectors(self, model: ModelInfo) -> ModelVectors:
         """The model's vectors, loaded (or rebuilt) on first use and refreshed from the database."""
@@ -208,7 +234,7 @@ class Store:
         count = IngestCount()
         now = time.time()
         crops = {id(s): self.crops.put(s.crop) for t in tracklets for s in t.sightings}  # files before rows
-        with self.session() as s:
+        with self.writing() as s:
             existing = {}
             for part in _chunks([t.source for t in tracklets]):
                 existing.update(s.execute(select(Tracklet.source, Tracklet.id).where(Tracklet.source.in_(part))).all())

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from sqlalchemy import func, select
@@ -44,6 +44,9 @@ REBUILD_GROWTH = 2.0
 MIN_REBUILD_ROWS = 2000
 #: A filter keeping at most this many rows is answered by exact search over them.
 EXACT_FILTER_ROWS = 5000
+#: How far below the largest held feature id a refresh looks for rows committed late, and how often.
+LOOKBACK_IDS = 100000
+LOOKBACK_SECONDS = 1.0
 #: Seconds between whole-fingerprint checks of the rows held against the database.
 VERIFY_SECONDS = 30.0
 #: Rows read from the database per query when loading.
@@ -115,8 +118,26 @@ class Hits:
     scores: np.ndarray
 
 
+class _State(NamedTuple):
+    rows: "_Rows"
+    index: Any
+    indexed: int
+
+
 class ModelVectors:
     """The vectors of one model (module docstring). Thread-safe: one writer, many readers."""
+
+    @property
+    def rows(self) -> "_Rows":
+        return self._state.rows
+
+    @property
+    def index(self) -> Any:
+        return self._state.index
+
+    @property
+    def indexed(self) -> int:
+        return self._state.indexed
 
     def __init__(self, engine: Engine, model_id: int, dim: int, folder: Optional[str] = None,
                  backend: str = "exact", target_recall: float = 0.95) -> None:
@@ -129,49 +150,72 @@ class ModelVectors:
         self._lock = threading.RLock()
         self._index_lock = threading.Lock()  # faiss indexes: one search or add at a time
         self._rebuilder: Optional[threading.Thread] = None
-        self._generation = 0  # bumped when the rows are read again: an index built before is of other rows
         self.trained_on = 0  # rows the index was built (trained) on
-        self.rows = _Rows(self.dim)
-        self.index: Any = None
-        self.indexed = 0  # rows the index holds (the first ones)
+        # rows, index and how many rows the index holds (the first ones), replaced as one: a search reads
+        # them once, so a rebuild or a new index never shows it one without the others
+        self._state = _State(_Rows(self.dim), None, 0)
+        self._max_id = 0  # the largest feature id held (rows written late by another writer come after it)
+        self._looked_back = 0.0  # time.monotonic() of the last look for rows committed late
         self.rebuilds = 0  # times the rows were re-read from the database because they disagreed
         self._sum = 0
         self._verified = 0.0  # time.monotonic() of the last whole-fingerprint check
 
     # -- keeping in step -------------------------------------------------------------------
-    def _read(self, session: Session, after: int) -> int:
-        """Append the rows with feature id > `after`, in id order; returns how many."""
+    def _query(self):
+        return (select(Feature.id, Feature.sighting_id, Sighting.camera_id, Sighting.time, Feature.vector)
+                .join(Sighting, Sighting.id == Feature.sighting_id).where(Feature.model_id == self.model_id))
+
+    def _append(self, rows: "_Rows", chunk: Sequence[Any]) -> None:
+        fid, sid, cam, t, vec = zip(*chunk)
+        feats = np.frombuffer(b"".join(vec), np.float32).reshape(len(chunk), self.dim)
+        rows.append(np.array(fid), np.array(sid), np.array(cam), np.array(t, np.float64), unit_rows(feats))
+        self._sum += int(np.sum(np.array(fid, dtype=np.int64)))
+        self._max_id = max(self._max_id, int(max(fid)))
+
+    def _read(self, session: Session, after: int, rows: "_Rows") -> int:
+        """Append to `rows` the rows with feature id > `after`, in id order; returns how many."""
         added = 0
         while True:
-            chunk = session.execute(
-                select(Feature.id, Feature.sighting_id, Sighting.camera_id, Sighting.time, Feature.vector)
-                .join(Sighting, Sighting.id == Feature.sighting_id)
-                .where(Feature.model_id == self.model_id, Feature.id > after)
-                .order_by(Feature.id).limit(READ_CHUNK)).all()
+            chunk = session.execute(self._query().where(Feature.id > after).order_by(Feature.id)
+                                    .limit(READ_CHUNK)).all()
             if not chunk:
                 return added
-            fid, sid, cam, t, vec = zip(*chunk)
-            feats = np.frombuffer(b"".join(vec), np.float32).reshape(len(chunk), self.dim)
-            self.rows.append(np.array(fid), np.array(sid), np.array(cam), np.array(t, np.float64), unit_rows(feats))
-            self._sum += int(np.sum(np.array(fid, dtype=np.int64)))
-            after = int(fid[-1])
+            self._append(rows, chunk)
+            after = int(chunk[-1][0])
             added += len(chunk)
 
+    def _read_late(self, session: Session) -> int:
+        """Append rows with ids below the largest held that were committed after it was read (writers
+        commit out of id order on PostgreSQL); looks LOOKBACK_IDS back. Returns how many."""
+        rows, n = self.rows, self.rows.n
+        low = max(0, self._max_id - LOOKBACK_IDS)
+        there = np.array(session.scalars(select(Feature.id).where(
+            Feature.model_id == self.model_id, Feature.id > low, Feature.id <= self._max_id)).all(), np.int64)
+        held = rows.feature_id[:n]
+        missing = np.setdiff1d(there, held[held > low])
+        if not len(missing):
+            return 0
+        for start in range(0, len(missing), READ_CHUNK):
+            part = [int(i) for i in missing[start:start + READ_CHUNK]]
+            self._append(rows, session.execute(self._query().where(Feature.id.in_(part))).all())
+        return len(missing)
+
     def _fingerprint(self) -> Fingerprint:
-        n = self.rows.n
-        return Fingerprint(n, int(self.rows.feature_id[n - 1]) if n else 0, self._sum)
+        return Fingerprint(self.rows.n, self._max_id, self._sum)
 
     def rebuild(self, counted: bool = True) -> None:
         """Forget everything and read the model's rows from the database again (`counted`: a
         disagreement, counted in ``rebuilds``; a first build is not)."""
         with self._lock:
-            self._generation += 1
-            self.rows = _Rows(self.dim)
-            self.index, self.indexed, self._sum = None, 0, 0
+            rows, self._sum, self._max_id = _Rows(self.dim), 0, 0
             with Session(self.engine) as session:
-                self._read(session, 0)
+                self._read(session, 0, rows)
             self.rebuilds += int(counted)
-            self._maybe_reindex(force=True)
+            n = rows.n
+            index = self._build(rows, n) if self.backend != "exact" and n else None
+            self.trained_on = n if index is not None else 0
+            # published whole: searches meanwhile ran on the rows held before
+            self._state = _State(rows, index, n if (index is not None or self.backend == "exact") else 0)
 
     def refresh(self, verify: Optional[bool] = None, wait: bool = True) -> int:
         """Read rows other writers added; returns how many. The cheap check (the largest feature id,
@@ -183,59 +227,66 @@ class ModelVectors:
             return 0
         try:
             with Session(self.engine) as session:
-                held = self._fingerprint()
+                held_max = self._max_id
                 latest = int(session.scalar(select(func.max(Feature.id)).where(Feature.model_id == self.model_id)) or 0)
+                added = self._read(session, held_max, self.rows) if latest > held_max else 0
+                if verify or time.monotonic() - self._looked_back > LOOKBACK_SECONDS:
+                    self._looked_back = time.monotonic()
+                    added += self._read_late(session)
                 if verify is None:
-                    verify = latest < held.max_id or time.monotonic() - self._verified > VERIFY_SECONDS
+                    verify = latest < held_max or time.monotonic() - self._verified > VERIFY_SECONDS
                 if verify:
                     self._verified = time.monotonic()
+                    held = self._fingerprint()
                     if database_fingerprint(session, self.model_id, held.max_id) != held:
                         logger.warning("the vectors of model %d disagree with the database (%d rows held); "
                                        "rebuilding from the database", self.model_id, held.count)
                         session.close()
                         self.rebuild()
                         return self.rows.n
-                added = self._read(session, held.max_id) if latest > held.max_id else 0
             if added:
                 self._maybe_reindex()
             return added
         finally:
             self._lock.release()
 
-    def _maybe_reindex(self, force: bool = False) -> None:
+    def _maybe_reindex(self) -> None:
         """Keep the index over every row: new rows are added to it (faiss adds to its lists; the
         trained quantizer stays), and once the rows reach REBUILD_GROWTH times those it was trained
         on, a new index is built in a background thread and swapped in (searches go on meanwhile)."""
-        n = self.rows.n
+        rows, index, indexed = self._state
+        n = rows.n
         if self.backend == "exact" or n == 0:
-            self.index, self.indexed = None, n if self.backend == "exact" else 0
+            self._state = _State(rows, None, n if self.backend == "exact" else 0)
             return
-        if force or self.index is None:
-            self.index, self.indexed, self.trained_on = self._build(n), n, n
+        if index is None:
+            self._state = _State(rows, self._build(rows, n), n)
+            self.trained_on = n
             return
-        if n > self.indexed:
+        if n > indexed:
             with self._index_lock:  # faiss may not search while it adds
-                self.index.index.add(np.ascontiguousarray(self.rows.feats[self.indexed:n]))
-                self.indexed = n
+                index.index.add(np.ascontiguousarray(rows.feats[indexed:n]))
+            self._state = _State(rows, index, n)
         if n >= REBUILD_GROWTH * max(self.trained_on, MIN_REBUILD_ROWS) and self._rebuilder is None:
-            self._rebuilder = threading.Thread(target=self._rebuild_index, args=(n, self._generation), daemon=True,
+            self._rebuilder = threading.Thread(target=self._rebuild_index, args=(rows, n), daemon=True,
                                                name=f"reindex-model-{self.model_id}")
             self._rebuilder.start()
 
-    def _build(self, n: int) -> Any:
+    def _build(self, rows: "_Rows", n: int) -> Any:
         from reid.search import build_index
 
-        return build_index(self.rows.feats[:n], backend=self.backend, target_recall=self.target_recall)
+        return build_index(rows.feats[:n], backend=self.backend, target_recall=self.target_recall)
 
-    def _rebuild_index(self, n: int, generation: int) -> None:
+    def _rebuild_index(self, rows: "_Rows", n: int) -> None:
         try:
-            index = self._build(n)
+            index = self._build(rows, n)
             with self._lock, self._index_lock:  # rows added while it was built join it before the swap
-                if generation != self._generation:  # the rows were read again meanwhile: other positions
+                if self._state.rows is not rows:  # the rows were read again meanwhile: other positions
                     return
-                if self.rows.n > n:
-                    index.index.add(np.ascontiguousarray(self.rows.feats[n:self.rows.n]))
-                self.index, self.indexed, self.trained_on = index, self.rows.n, n
+                if rows.n > n:
+                    index.index.add(np.ascontiguousarray(rows.feats[n:rows.n]))
+                self._state = _State(rows, index, rows.n)
+                self.trained_on = n
         except Exception:  # the old index keeps serving; the next growth tries again
             logger.exception("rebuilding the index of model %d failed; the previous index is kept", self.model_id)
         finally:
@@ -254,16 +305,17 @@ class ModelVectors:
         os.makedirs(self.folder, exist_ok=True)
         arrays_path, index_path = self._paths()
         with self._lock:
-            n, rows = self.rows.n, self.rows
+            rows, index, indexed = self._state
+            n = rows.n
             fp = self._fingerprint()
             info = {"format_version": FORMAT_VERSION, "model_id": self.model_id, "dim": self.dim,
-                    "backend": self.backend, "indexed": self.indexed if self.index is not None else 0,
+                    "backend": self.backend, "indexed": indexed if index is not None else 0,
                     "fingerprint": fp.__dict__}
-            if self.index is not None:
+            if index is not None:
                 from reid.search import save_index
 
                 with self._index_lock:
-                    save_index(self.index, index_path)
+                    save_index(index, index_path)
             atomic_write(arrays_path, lambda f: np.savez(
                 f, feature_id=rows.feature_id[:n], sighting_id=rows.sighting_id[:n], camera=rows.camera[:n],
                 time=rows.time[:n], feats=rows.feats[:n], info=np.array(json.dumps(info))))
@@ -300,18 +352,16 @@ class ModelVectors:
                 or arrays["feats"].shape != (fp.count, self.dim):
             logger.warning("%s does not agree with the database; rebuilding from the database", arrays_path)
             return False
-        self.rows = _Rows(self.dim, max(1024, fp.count))
-        self.rows.append(arrays["feature_id"], arrays["sighting_id"], arrays["camera"], arrays["time"],
-                         arrays["feats"])
-        self._sum = fp.id_sum
-        self.index, self.indexed = None, 0
+        rows = _Rows(self.dim, max(1024, fp.count))
+        rows.append(arrays["feature_id"], arrays["sighting_id"], arrays["camera"], arrays["time"], arrays["feats"])
+        self._sum, self._max_id = fp.id_sum, fp.max_id
+        index, indexed = None, 0
         if info.get("indexed") and os.path.isfile(index_path):
             from reid.search import load_index
 
-            self.index, self.indexed = load_index(index_path), int(info["indexed"])
-            self.trained_on = self.indexed
-        if self.backend == "exact":
-            self.indexed = self.rows.n
+            index, indexed = load_index(index_path), int(info["indexed"])
+            self.trained_on = indexed
+        self._state = _State(rows, index, rows.n if self.backend == "exact" else indexed)
         return True
 
     # -- search ------------------------------------------------------------------------------
@@ -322,13 +372,9 @@ class ModelVectors:
                start: Optional[float] = None, end: Optional[float] = None) -> Hits:
         """The `k` rows most similar to `query` (a ``[D]`` vector) among those seen by `cameras` within
         ``[start, end]`` (seconds since 1970; None: no bound)."""
-        rows = self.rows
+        rows, index, indexed = self._state  # one consistent view, whatever a refresh or rebuild does meanwhile
         n = rows.n
-        # `indexed` before `index`: an index only ever grows past the count read, so rows below it are in it
-        indexed = min(self.indexed, n)
-        index = self.index
-        if index is None:
-            indexed = 0
+        indexed = min(indexed, n) if index is not None else 0
         q = unit_rows(np.asarray(query, np.float32).reshape(1, -1))[0]
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} values; this model's features have {self.dim}.")
@@ -342,17 +388,11 @@ class ModelVectors:
             if end is not None:
                 mask &= rows.time[:n] <= end
         if index is None or (mask is not None and mask.sum() <= EXACT_FILTER_ROWS):
-            return self._exact(q, k, np.flatnonzero(mask) if mask is not None else None, n)
-        return self._indexed(q, k, index, indexed, mask, n)
+            return _exact(rows, q, k, mask, n)
+        return self._indexed(rows, q, k, index, indexed, mask, n)
 
-    def _exact(self, q: np.ndarray, k: int, rows_: Optional[np.ndarray], n: int) -> Hits:
-        feats = self.rows.feats[:n] if rows_ is None else self.rows.feats[rows_]
-        scores = feats @ q
-        top = _top(scores, k)
-        picked = top if rows_ is None else rows_[top]
-        return Hits(self.rows.sighting_id[picked], scores[top])
-
-    def _indexed(self, q: np.ndarray, k: int, index: Any, indexed: int, mask: Optional[np.ndarray], n: int) -> Hits:
+    def _indexed(self, rows: "_Rows", q: np.ndarray, k: int, index: Any, indexed: int, mask: Optional[np.ndarray],
+                 n: int) -> Hits:
         kept = indexed if mask is None else max(1, int(mask[:indexed].sum()))
         fetch = min(indexed, max(k, int(np.ceil(k * indexed / kept * 2))))
         with self._index_lock:
@@ -364,13 +404,29 @@ class ModelVectors:
             keep = mask[rows_]
             rows_, scores = rows_[keep], scores[keep]
             if len(rows_) < min(k, int(mask[:indexed].sum())):
-                return self._exact(q, k, np.flatnonzero(mask), n)
+                return _exact(rows, q, k, mask, n)
         tail = np.arange(indexed, n) if mask is None else indexed + np.flatnonzero(mask[indexed:])
         if len(tail):
-            tail_scores = self.rows.feats[tail] @ q
+            tail_scores = rows.feats[tail] @ q
             rows_, scores = np.concatenate([rows_, tail]), np.concatenate([scores, tail_scores])
         top = _top(scores, k)
-        return Hits(self.rows.sighting_id[rows_[top]], scores[top])
+        return Hits(rows.sighting_id[rows_[top]], scores[top])
+
+
+def _exact(rows: "_Rows", q: np.ndarray, k: int, mask: Optional[np.ndarray], n: int) -> Hits:
+    """Exact search over the first `n` rows (those `mask` keeps). A small selection is gathered; a large
+    one is scored in place, the rows it leaves out set to -inf (no copy of a large part of the matrix)."""
+    if mask is not None and mask.sum() <= EXACT_FILTER_ROWS:
+        picked = np.flatnonzero(mask)
+        scores = rows.feats[picked] @ q
+        top = _top(scores, k)
+        return Hits(rows.sighting_id[picked[top]], scores[top])
+    scores = rows.feats[:n] @ q
+    if mask is not None:
+        scores[~mask] = -np.inf
+        k = min(k, int(mask.sum()))
+    top = _top(scores, k)
+    return Hits(rows.sighting_id[top], scores[top])
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

@@ -247,14 +247,195 @@ def test_the_tool_ingests_a_gallery_and_says_what_it_did(tmp_path, capsys):
     argv = ["--store", str(tmp_path / "store"), "--gallery", path, "--model-name", "g", "--threshold", "0.5",
             "--quiet", "--batch-size", "4"]
     assert cli.main(argv) == 0
-    assert capsys.readouterr().out.startswith("ingested 6 tracklets (6 sightings, 6 features) under model 'g'; "
-                                              "skipped 0 already stored; linked ")
+    # the last line (a log line may come first when the "reid" logger prints to stdout: its rows are not unit length)
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(
+        "ingested 6 tracklets (6 sightings, 6 features) under model 'g'; skipped 0 already stored; linked ")
     assert cli.main(argv) == 0
     assert "ingested 0 tracklets (0 sightings, 0 features) under model 'g'; skipped 6 already stored" in \
         capsys.readouterr().out
     store = Store(str(tmp_path / "store"))
     assert store.model("g").threshold == 0.5
 
+
+
+# ---------------------------------------------------------------------------- spans, ranges, the tool's rules
+
+def same_model(dim: int = 12) -> AppearanceModel:
+    """A model that sees everyone alike (every feature the same): whatever the rules allow is linked."""
+    return AppearanceModel("same", (16, 8), dim, {"weights_sha256": "same"},
+                           lambda crops: np.ones((len(crops), dim), np.float32))
+
+
+def test_overlapping_tracks_of_one_camera_stay_apart_though_their_chosen_crops_do_not_overlap(tmp_path):
+    # camera 1: track 1 on frames 1..20, track 2 on 18..30 (10 fps); two crops each: frames 1, 11 and 18, 25
+    gt = "".join(f"{f},1,4,5,14,30,1,1,1\n" for f in range(1, 21))
+    gt += "".join(f"{f},2,60,5,14,30,1,1,1\n" for f in range(18, 31))
+    write_sequence(str(tmp_path / "seqs" / "cam1"), length=30, gt=gt, extra={"camera": "1"}, seed=1)
+    seqs = find_sequences(str(tmp_path / "seqs"))
+    store = Store(str(tmp_path / "store"))
+    register_appearance_model(store, "same", same_model(), threshold=0.5)
+    count = ingest(store, "same", TrackSource(seqs, read_camera_tracks(seqs, "gt"), same_model(), "gt/seqs",
+                                              start_time=T0, crops_per_tracklet=2))
+    with store.session() as s:
+        frames = dict(s.execute(text("select t.source, group_concat(s.frame) from sightings s join tracklets t "
+                                     "on t.id = s.tracklet_id group by t.source")).all())
+        spans = {k: (a, b) for k, a, b in s.execute(text('select source, start, "end" from tracklets')).all()}
+        identities = {k for (k,) in s.execute(text("select identity_id from tracklets")).all()}
+    assert frames == {"track:gt/seqs:cam1:1": "1,11", "track:gt/seqs:cam1:2": "18,25"}  # crops 0..1 s, 1.7..2.4 s
+    # the tracks' spans: frames 1..20 and 18..30 (not 1..11 and 18..25)
+    assert spans == {"track:gt/seqs:cam1:1": (T0, pytest.approx(T0 + 1.9, abs=1e-6)),
+                     "track:gt/seqs:cam1:2": (pytest.approx(T0 + 1.7, abs=1e-6), pytest.approx(T0 + 2.9, abs=1e-6))}
+    assert count.linked == 0 and len(identities) == 2
+
+
+def _one(camera=1, frame=1, name="", **span):
+    from reid.store.records import NewSighting, NewTracklet
+
+    return NewTracklet("trk", camera, [NewSighting("trk:1", T0 + 1, (0, 0, 4, 8), b"", np.ones(12), frame)],
+                       camera_name=name, **span)
+
+
+def test_a_given_span_must_hold_every_sighting():
+    assert (_one(start_time=T0, end_time=T0 + 2).check().start, _one(end_time=T0 + 2).end) == (T0, T0 + 2)
+    assert (_one(end_time=T0 + 2).start, _one().end) == (T0 + 1, T0 + 1)  # the sightings' where not given
+    for bad, message in [(_one(start_time=T0 + 1.5), r"^tracklet 'trk': start_time .* contains every sighting"),
+                         (_one(end_time=T0), r"^tracklet 'trk': end_time .* contains every sighting"),
+                         (_one(end_time=float("nan")), r"^tracklet 'trk': end_time nan "),
+                         (_one(start_time=float("-inf")), r"^tracklet 'trk': start_time -inf ")]:
+        with pytest.raises(ValueError, match=message):
+            bad.check()
+
+
+def test_values_postgresql_refuses_are_refused_in_one_line(tmp_path):
+    one = _one
+    for bad, message in [(one(camera=2 ** 31), r"^tracklet 'trk': camera 2147483648 is not in 0\.\.2147483647; number"),
+                         (one(camera=-1), r"^tracklet 'trk': camera -1 is not in"),
+                         (one(name="x" * 201), r"^tracklet 'trk': camera name 'x+'\.\.\. has 201 characters; .* at "
+                                               r"most 200\.$"),
+                         (one(frame=2 ** 31), r"^tracklet 'trk': sighting 'trk:1' has frame 2147483648, not in "
+                                              r"-2147483648\.\.2147483647; number the frames"),
+                         (one(frame=-2 ** 31 - 1), r"has frame -2147483649, not in")]:
+        with pytest.raises(ValueError, match=message) as e:
+            bad.check()
+        assert "\n" not in str(e.value)
+    assert one(camera=2 ** 31 - 1, frame=-2 ** 31, name="x" * 200).check()
+    store = Store(str(tmp_path / "store"))
+    store.register_model("m", {"weights_sha256": "m"}, 12)
+    with pytest.raises(ValueError, match="camera 2147483648"):
+        store.add_tracklets("m", [one(camera=2 ** 31)])
+    assert store.counts()["tracklets"] == 0
+    # in names, before anything is written
+    with pytest.raises(ValueError, match=r"^c99999999999_10\.jpg: camera 99999999999 \(--name-pattern\) is not in "
+                                         r"0\.\.2147483647; rename the file or change the pattern\.$"):
+        NamePattern().match(["c99999999999_10.jpg"])
+    with pytest.raises(ValueError, match=r"^cam-3-10\.jpg: camera -3 "):
+        NamePattern(r"cam(?P<camera>-?\d+)-(?P<time>\d+)").match(["cam-3-10.jpg"])
+    from reid.search import load_gallery
+
+    gallery = load_gallery(make_gallery(tmp_path))
+    gallery.camids[2] = 2 ** 31
+    with pytest.raises(ValueError, match=r"img2\.jpg has camera 2147483648, not in 0\.\.2147483647 \(1 images\)"):
+        GallerySource(gallery, "g.npz").plan()
+
+
+@pytest.fixture
+def tool_model(monkeypatch):
+    """tools/ingest.py's model is :func:`same_model` (--run is not read), calibrated at cosine similarity 0.42
+    at any --far (a model's thresholds.json)."""
+    import reid.store.ingest as store_ingest
+    import reid.tracking.appearance as appearance
+
+    monkeypatch.setattr(appearance, "load_appearance_models", lambda **_: [same_model()])
+
+    def calibrated(model, far, threshold=None):
+        return (threshold, "given (--threshold)") if threshold is not None else (0.42, f"thresholds.json; FAR {far:g}")
+
+    monkeypatch.setattr(store_ingest, "model_threshold", calibrated)
+
+
+def _crops_10_s_apart(tmp_path):
+    folder = str(tmp_path / "crops")
+    write_crops(folder, [f"c1_{T0}_a.jpg", f"c2_{T0 + 10}_b.jpg"])
+    return folder
+
+
+def _tool_args(store_dir, folder, *more):
+    return ["--store", store_dir, "--crops", folder, "--run", "output/none", *more]
+
+
+def test_a_recorded_threshold_stays_unless_the_tool_is_told_to_replace_it(tmp_path, capsys, tool_model):
+    folder = _crops_10_s_apart(tmp_path)
+    new = str(tmp_path / "new")
+    assert cli.main(_tool_args(new, folder, "--quiet")) == 0  # a new model: the calibrated threshold, as before
+    assert (Store(new).model("same").threshold, Store(new).model("same").threshold_source) == (
+        0.42, "thresholds.json; FAR 0.01")
+    store_dir = str(tmp_path / "store")
+    reviewed = "calibrated on 40 reviewed identities at FAR 0.01"
+    Store(store_dir).register_model("same", {"weights_sha256": "same"}, 12, threshold=0.7, threshold_source=reviewed)
+    capsys.readouterr()
+    assert cli.main(_tool_args(store_dir, folder)) == 0
+    model = Store(store_dir).model("same")
+    assert (model.threshold, model.threshold_source) == (0.7, reviewed)
+    assert f"model 'same': linking threshold cosine similarity 0.7000 ({reviewed})" in capsys.readouterr().err
+    assert cli.main(_tool_args(store_dir, folder, "--far", "0.001")) == 0
+    assert (Store(store_dir).model("same").threshold, Store(store_dir).model("same").threshold_source) == (
+        0.42, "thresholds.json; FAR 0.001")
+    err = capsys.readouterr().err.splitlines()
+    assert "model 'same': threshold 0.7000 -> 0.4200 (thresholds.json; FAR 0.001)" in err
+    assert cli.main(_tool_args(store_dir, folder, "--threshold", "0.9")) == 0
+    assert Store(store_dir).model("same").threshold == 0.9
+    assert "model 'same': threshold 0.4200 -> 0.9000 (given (--threshold))" in capsys.readouterr().err.splitlines()
+    # the library: the same
+    register_appearance_model(Store(store_dir), "same", same_model())
+    assert Store(store_dir).model("same").threshold == 0.9
+
+
+def test_the_tool_passes_max_gap_and_transitions_to_online_linking(tmp_path, capsys, tool_model, sequences):
+    folder = _crops_10_s_apart(tmp_path)
+    linked = []
+    for name, more in [("free", []), ("gap", ["--max-gap", "1"]), ("gap10", ["--max-gap", "10"])]:
+        assert cli.main(_tool_args(str(tmp_path / name), folder, "--quiet", *more)) == 0
+        linked.append(capsys.readouterr().out.strip().endswith("linked 1 to an existing identity"))
+    assert linked == [True, False, True]
+    slow = tmp_path / "slow.json"  # cameras 1 and 2 at least 20 s apart: crops 10 s apart are two people
+    slow.write_text('{"transitions": [{"cameras": [1, 2], "min_seconds": 20}]}')
+    assert cli.main(_tool_args(str(tmp_path / "slow"), folder, "--quiet", "--transitions", str(slow))) == 0
+    assert capsys.readouterr().out.strip().endswith("linked 0 to an existing identity")
+    # --tracks: the file's cameras are checked against the sequences' (1 and 2), before anything is stored
+    other = tmp_path / "other.json"
+    other.write_text('{"transitions": [{"cameras": [1, 7]}]}')
+    store_dir = str(tmp_path / "tracks")
+    assert cli.main(["--store", store_dir, "--tracks", "gt", "--sequences", sequences, "--run", "output/none",
+                     "--transitions", str(other), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {other}: camera 7 is not a camera of these sequences") and "\n" not in err
+    assert Store(store_dir).counts()["tracklets"] == 0
+    assert cli.main(_tool_args(str(tmp_path / "bad"), folder, "--transitions", str(tmp_path / "none.json"))) == 1
+    assert "none.json" in capsys.readouterr().err
+
+
+def test_another_process_writing_meanwhile_is_one_line_and_says_to_run_again(tmp_path, capsys, tool_model,
+                                                                          monkeypatch):
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    folder = _crops_10_s_apart(tmp_path)
+    for error in (IntegrityError("INSERT INTO tracklets ...", {}, sqlite3.IntegrityError(
+                      "UNIQUE constraint failed: tracklets.source")),
+                  OperationalError("INSERT INTO tracklets ...", {}, sqlite3.OperationalError("database is locked"))):
+        def taken(*_, error=error, **__):
+            raise error
+
+        monkeypatch.setattr(Store, "add_tracklets", taken)
+        assert cli.main(_tool_args(str(tmp_path / "store"), folder, "--quiet")) == 1
+        err = capsys.readouterr().err.strip()
+        assert err == (f"error: another process wrote these tracklets (or holds the database) meanwhile: "
+                       f"({type(error.orig).__module__}.{type(error.orig).__name__}) {error.orig}; run the same "
+                       "command again: it skips what is stored.")
+    # another database error is not that: shown as it is
+    monkeypatch.setattr(Store, "add_tracklets", lambda *_, **__: (_ for _ in ()).throw(OperationalError(
+        "SELECT 1", {}, sqlite3.OperationalError("disk I/O error"))))
+    with pytest.raises(OperationalError, match="disk I/O error"):
+        cli.main(_tool_args(str(tmp_path / "store"), folder, "--quiet"))
 
 # ------------------------------------------------------------------------------------------- kill -9
 

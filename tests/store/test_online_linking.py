@@ -290,3 +290,28 @@ def test_a_store_refuses_rules_that_cannot_work(tmp_path):
             Store(str(tmp_path / "store"), rules=rules)
         assert str(e.value) == message
     assert not (tmp_path / "store").exists()  # refused before anything was made
+
+
+def test_a_tracklets_given_span_not_its_sightings_decides_the_overlap(stores):
+    # two tracks of camera 1 at 0..19 s and 17..29 s: the sightings kept of each (a few crops) do not
+    # overlap, the tracks do; two people at once in one camera, never one identity
+    store = stores(threshold=0.1)
+    same = np.stack([_vec(1.0, 1.0)] * 2)
+    a = tracklet("a", 1, [T0, T0 + 10], same, seed=1)
+    b = tracklet("b", 1, [T0 + 20, T0 + 25], same, seed=2)
+    a.start_time, a.end_time = T0, T0 + 19
+    b.start_time, b.end_time = T0 + 17, T0 + 29
+    assert store.add_tracklets("demo", [a, b]).linked == 0
+    ids = _identities(store)
+    assert ids["a"] != ids["b"]
+    assert sorted(table_rows(store.engine, "SELECT source, start, \"end\" FROM tracklets")) == [
+        ("a", T0, T0 + 19), ("b", T0 + 17, T0 + 29)]
+
+
+def test_a_tracklets_given_span_counts_for_max_gap(stores):
+    same = _vec(1.0, 1.0)
+    store = stores(rules=LinkRules(max_gap=10.0), threshold=0.1)
+    a = tracklet("a", 1, [T0, T0 + 5], np.stack([same, same]), seed=1)
+    a.start_time, a.end_time = T0, T0 + 19   # the track went on after its last kept crop
+    c = tracklet("c", 2, [T0 + 29], same[None], seed=3)  # 10 s after the track, 24 s after its last crop
+    assert store.add_tracklets("demo", [a, c]).linked == 1

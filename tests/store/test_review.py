@@ -123,13 +123,16 @@ def test_reject_of_a_confirmed_link_and_of_a_tracklet_that_already_left(world):
     d = decide(world, review.reject, lc)  # a person may change their mind
     assert d["payload"]["links"] == {str(lc): ["confirmed", "rejected"]}
     assert state(world)["tracklets"][c] != I
-    # b was split off first: rejecting its link now changes the link only
+    # b was split off first: its link speaks of a grouping that is gone, so neither verdict applies
     lb, b = world["link"]["b"], world["t"]["b"]
     split = decide(world, review.split, I, [b])
     before = state(world)
-    d = decide(world, review.reject, lb)
-    assert d["payload"]["tracklets"] == {} and state(world)["tracklets"][b] == split["new_identity"]
-    assert changed(before, state(world)) == {"links": {lb: (before["links"][lb], (b, I, "rejected", "linker", ""))}}
+    for action in (review.reject, review.confirm):
+        with pytest.raises(review.ReviewError) as e:
+            decide(world, action, lb)
+        assert str(e.value) == (f"link {lb} is out of date: tracklet {b} has left identity {I} (it is in identity "
+                                f"{split['new_identity']} now); review that identity.")
+    assert changed(before, state(world)) == {}
 
 
 def test_split_moves_the_tracklets_together_to_a_new_identity(world):
@@ -222,7 +225,8 @@ def test_undo_is_blocked_while_a_later_decision_holds_what_it_changed(world):
     held = state(world)
     with pytest.raises(ReviewError) as e:
         decide(world, review.undo, split["id"])
-    assert str(e.value) == f"a later decision moved tracklet {t['c']} (now in identity {I}); undo that one first."
+    assert str(e.value).startswith("a later decision (decision ")
+    assert str(e.value).endswith(f") moved tracklet {t['c']} (now in identity {I}); undo that one first.")
     assert state(world) == held and len(decision_rows(world)) == 2  # the refused undo changed nothing
     decide(world, review.undo, merge["id"])
     decide(world, review.undo, split["id"])
@@ -239,7 +243,8 @@ def test_undo_is_blocked_by_a_later_change_of_the_same_link(world):
     reject = decide(world, review.reject, lb)
     with pytest.raises(ReviewError) as e:
         decide(world, review.undo, confirm["id"])
-    assert str(e.value) == f"a later decision changed link {lb} (now rejected); undo that one first."
+    assert str(e.value).startswith("a later decision (decision ") and ", reject) changed link" in str(e.value)
+    assert str(e.value).endswith(f"changed link {lb} (now rejected); undo that one first.")
     decide(world, review.undo, reject["id"])
     decide(world, review.undo, confirm["id"])
     assert state(world)["links"][lb][2] == "proposed"
@@ -304,3 +309,66 @@ def test_sql_looking_reviewer_names_are_stored_verbatim(world, name):
     assert {k: v for k, v in after["links"].items() if k not in new_links} == before["links"]
     u = decide(world, review.undo, d["id"], by=name)
     assert decision_rows(world)[-1] == (u["id"], "undo", name, d["id"])
+
+
+def test_undo_does_not_put_tracklets_back_into_an_identity_merged_away(world):
+    """Split c off I, then merge I into J: undoing the split would hide c in I, which no longer shows."""
+    t, I, J = world["t"], world["I"], world["J"]
+    first = decide(world, review.split, I, [t["c"]])
+    merge = decide(world, review.merge, J, I)
+    before = state(world)
+    with pytest.raises(review.ReviewError) as e:
+        decide(world, review.undo, first["id"])
+    assert str(e.value) == (f"identity {I} was merged into {J} by a later decision (decision {merge['id']}, merge); "
+                            "undo that one first.")
+    assert changed(before, state(world)) == {}
+    decide(world, review.undo, merge["id"])  # in the order the message gives, both undo
+    decide(world, review.undo, first["id"])
+    assert state(world)["tracklets"][t["c"]] == I
+
+
+def test_out_of_date_links_leave_the_queue_and_do_not_count_for_review(world):
+    from reid.store.export import reviewed_identities
+    from reid.store.queries import pending_links
+
+    t, I, lb, lc = world["t"], world["I"], world["link"]["b"], world["link"]["c"]
+    decide(world, review.confirm, lc)
+    with world["store"].session() as s:
+        assert {x["id"] for x in pending_links(s)} >= {lb} and I not in reviewed_identities(s)
+    decide(world, review.split, I, [t["b"]])  # b's proposed link speaks of I, which b left
+    with world["store"].session() as s:
+        assert lb not in {x["id"] for x in pending_links(s)}
+        assert I in reviewed_identities(s)  # what waited no longer applies; c's confirmation does
+
+
+def test_writers_take_turns_through_the_write_lock(world):
+    """A decision started while another writer holds the lock runs after that writer commits, and sees
+    what it wrote (two merges crossing cannot both happen)."""
+    import threading
+
+    store, I, J = world["store"], world["I"], world["J"]
+    holding, results = threading.Event(), {}
+
+    def first():
+        with store.writing() as s:
+            holding.set()
+            results["first"] = review.merge(s, I, J, by="ann")
+            import time
+            time.sleep(0.5)  # the second merge must wait for this commit, not decide on the state before it
+
+    def second():
+        holding.wait(10)
+        try:
+            with store.writing() as s:
+                results["second"] = review.merge(s, J, I, by="bob")
+        except review.ReviewError as e:
+            results["second"] = e
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    assert isinstance(results["second"], review.ReviewError)
+    assert str(results["second"]) == f"identity {J} was merged into {I}; review that one."
+    assert state(world)["identities"][J] == I and state(world)["identities"][I] is None
