@@ -2,7 +2,9 @@
 """The sightings store under load: ingest rate, and search latency with 8 clients while ingest runs.
 
 1. Populate: ``--sightings`` sightings (tracklets of ``--per-tracklet``, ``--dim``-d features drawn
-   around ``--people`` centres, 8 cameras, one small JPEG per tracklet) written with
+   around ``--people`` identity centres grouped by appearance, as tests/inference/synthetic_features.py
+   shapes re-ID features: an image at cosine ~0.7 to its identity; 8 cameras, one small JPEG per
+   tracklet) written with
    ``Store.add_tracklets`` in batches (features given, as ``tools/ingest.py --gallery`` writes them),
    without online linking (a store kept with ``--keep`` is reused); then ``--link-last`` more
    sightings with it (max gap 60 s): sightings/s of each.
@@ -36,6 +38,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from reid.store import NewSighting, NewTracklet, Store  # noqa: E402
+from tests.inference.synthetic_features import identity_centres  # noqa: E402
+
+
+class _Done(Exception):
+    """The load part finished early (wrk measured it)."""
 
 
 def tiny_jpeg(seed: int) -> bytes:
@@ -55,7 +62,8 @@ def make_batch(start: int, count: int, per: int, dim: int, centres: np.ndarray, 
         tid = t0 // per
         crop = tiny_jpeg(tid % 997)
         n = min(per, start + count - t0)
-        feats = centres[person] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
+        # an image around its identity as a trained model's features sit (cos ~0.7 to the centre)
+        feats = centres[person] + rng.standard_normal((n, dim)).astype(np.float32) / np.float32(np.sqrt(dim))
         when = 1.8e9 + tid * 2.0
         out.append(NewTracklet(f"{prefix}:{tid}", camera=1 + tid % 8, sightings=[
             NewSighting(f"{prefix}:{tid}:{i}", when + i * 0.2, (0, 0, 16, 32), crop, feats[i], frame=i)
@@ -90,7 +98,7 @@ def ingest_loop(folder: str, stop_file: str, report: str, start: int, per: int, 
     """A second process: batches at `rate` sightings/s (0: as fast as it can) until `stop_file` exists;
     writes what it did to `report`."""
     store = Store(folder)
-    centres = np.random.default_rng(0).standard_normal((people, dim)).astype(np.float32)
+    centres = identity_centres(people, dim, np.random.default_rng(0))
     done, t0 = 0, time.perf_counter()
     while not os.path.exists(stop_file):
         store.add_tracklets("bench", make_batch(start + done, batch, per, dim, centres, seed=start + done,
@@ -102,12 +110,47 @@ def ingest_loop(folder: str, stop_file: str, report: str, start: int, per: int, 
         json.dump({"sightings": done, "seconds": time.perf_counter() - t0}, f)
 
 
+WRK_SCRIPT = """
+math.randomseed(%(seed)d)
+local n = 0
+request = function()
+  n = n + 1
+  local cams = (n %% 2 == 0) and "&cameras=1,2,3,4" or ""
+  return wrk.format("GET", "/api/search/sighting/" .. math.random(1, %(rows)d) .. "?k=10" .. cams, {["Authorization"] = "Bearer %(token)s"})
+end
+"""
+
+
+def _ms(text: str) -> float:
+    """wrk's latency figure ("812.00us", "57.31ms", "1.02s") in ms."""
+    for unit, scale in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * scale
+    return float(text)
+
+
+def run_wrk(url: str, token: str, rows: int, clients: int, seconds: float, folder: str) -> Dict[str, Any]:
+    """Debian's wrk (C, little CPU of its own) with `clients` connections on 2 threads, random sightings,
+    every other request with a camera filter; its latency percentiles and rate."""
+    script = os.path.join(folder, "search.lua")
+    with open(script, "w") as f:
+        f.write(WRK_SCRIPT % {"seed": 1, "rows": rows, "token": token})
+    out = subprocess.run(["wrk", "-t2", f"-c{clients}", f"-d{int(seconds)}s", "--latency", "-s", script, url],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    pct = {ln.split()[0]: _ms(ln.split()[1]) for ln in lines if ln.strip().startswith(("50%", "75%", "90%", "99%"))}
+    rate = next(float(ln.split()[1]) for ln in lines if ln.startswith("Requests/sec"))
+    errors = sum(int(x) for ln in lines if "Non-2xx" in ln for x in ln.split()[-1:])
+    return {"client": "wrk", "p50_ms": pct["50%"], "p90_ms": pct["90%"], "p99_ms": pct["99%"],
+            "requests_per_s": rate, "errors": errors}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sightings", type=int, default=1_000_000)
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--per-tracklet", type=int, default=8)
-    p.add_argument("--people", type=int, default=5000)
+    p.add_argument("--people", type=int, default=50000, help="identities (about 20 sightings each at 1M)")
     p.add_argument("--batch", type=int, default=2000, help="sightings per transaction")
     p.add_argument("--link-last", type=int, default=20000,
                    help="sightings then ingested with online linking (max gap 60 s), on top of the store")
@@ -115,6 +158,8 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--ingest-rate", type=float, default=1000.0,
                    help="sightings/s the second process ingests during the load (0: as fast as it can)")
+    p.add_argument("--client", choices=("python", "wrk"), default="python",
+                   help="the clients: Python threads with httpx, or Debian's wrk (less CPU of its own)")
     p.add_argument("--search-backend", default="ivf", choices=("exact", "faiss", "ivf", "hnsw"))
     p.add_argument("--folder", default="/tmp/bench_store")
     p.add_argument("--keep", action="store_true", help="keep the store (a second run reuses it)")
@@ -132,7 +177,7 @@ def main() -> int:
     fresh = not os.path.exists(os.path.join(args.folder, "store.db"))
     store = Store(args.folder)
     store.register_model("bench", {"weights_sha256": "bench"}, args.dim, threshold=0.5)
-    centres = np.random.default_rng(0).standard_normal((args.people, args.dim)).astype(np.float32)
+    centres = identity_centres(args.people, args.dim, np.random.default_rng(0))
     if fresh:
         print(f"populating {args.sightings} sightings (no linking) ...", flush=True)
         figures["populate"] = populate(store, args.sightings, args.per_tracklet, args.dim, centres, args.batch, False)
@@ -181,6 +226,14 @@ def main() -> int:
                                   str(args.per_tracklet), "--people", str(args.people), "--ingest-rate",
                                   str(args.ingest_rate), "--ingest-child", stop_file,
                                   report])
+        if args.client == "wrk":
+            figures["search"] = run_wrk(url, token, n_sightings, args.clients, args.seconds, args.folder)
+            open(stop_file, "w").close()
+            child.wait(timeout=120)
+            with open(report) as f:
+                ingest = json.load(f)
+            figures["ingest_during_load_per_s"] = ingest["sightings"] / ingest["seconds"]
+            raise _Done
         latencies: List[List[float]] = [[] for _ in range(args.clients)]
         errors: List[str] = []
         deadline = time.perf_counter() + args.seconds
@@ -215,6 +268,8 @@ def main() -> int:
         figures["ingest_during_load_per_s"] = ingest["sightings"] / ingest["seconds"]
         if errors:
             print("errors:", errors[:3])
+    except _Done:
+        pass
     finally:
         for proc in (child, server):
             if proc is not None and proc.poll() is None:

@@ -16,7 +16,8 @@ import subprocess
 import tempfile
 import uuid
 import warnings
-from typing import List, Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -214,3 +215,33 @@ def chrome_driver(profile_dir: str):
         warnings.simplefilter("ignore", DeprecationWarning)
         options.ignore_local_proxy_environment_variables()
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+# --- An app served on the loopback from a thread -------------------------------------------------------------
+
+@contextmanager
+def served_in_thread(app, timeout: float = 30.0) -> Iterator[str]:
+    """Serve the ASGI `app` with uvicorn from a thread on 127.0.0.1 (a free port, chosen by the system);
+    yields its base URL and stops the server afterwards."""
+    import threading
+    import time
+
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def install_signal_handlers(self) -> None:  # a thread; the test process keeps its own handlers
+            pass
+
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start on 127.0.0.1")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(15)

@@ -45,7 +45,7 @@ MIN_REBUILD_ROWS = 2000
 #: A filter keeping at most this many rows is answered by exact search over them.
 EXACT_FILTER_ROWS = 5000
 #: How far below the largest held feature id a refresh looks for rows committed late, and how often.
-LOOKBACK_IDS = 100000
+LOOKBACK_IDS = 5000
 LOOKBACK_SECONDS = 1.0
 #: Seconds between whole-fingerprint checks of the rows held against the database.
 VERIFY_SECONDS = 30.0
@@ -186,15 +186,18 @@ class ModelVectors:
 
     def _read_late(self, session: Session) -> int:
         """Append rows with ids below the largest held that were committed after it was read (writers
-        commit out of id order on PostgreSQL); looks LOOKBACK_IDS back. Returns how many."""
+        commit out of id order on PostgreSQL); looks LOOKBACK_IDS back. Counting first keeps the common
+        case (nothing late) to one indexed count. Returns how many."""
         rows, n = self.rows, self.rows.n
         low = max(0, self._max_id - LOOKBACK_IDS)
-        there = np.array(session.scalars(select(Feature.id).where(
-            Feature.model_id == self.model_id, Feature.id > low, Feature.id <= self._max_id)).all(), np.int64)
-        held = rows.feature_id[:n]
-        missing = np.setdiff1d(there, held[held > low])
-        if not len(missing):
+        window = (Feature.model_id == self.model_id, Feature.id > low, Feature.id <= self._max_id)
+        held = rows.feature_id[max(0, n - 4 * LOOKBACK_IDS):n]  # rows come in id order but for late ones
+        held = held[held > low]
+        if int(session.scalar(select(func.count(Feature.id)).where(*window)) or 0) == len(held):
             return 0
+        there = np.array(session.scalars(select(Feature.id).where(*window)).all(), np.int64)
+        everything = rows.feature_id[:n]  # a mismatch is rare: compare with every row held, not the recent ones
+        missing = np.setdiff1d(there, everything[everything > low])
         for start in range(0, len(missing), READ_CHUNK):
             part = [int(i) for i in missing[start:start + READ_CHUNK]]
             self._append(rows, session.execute(self._query().where(Feature.id.in_(part))).all())

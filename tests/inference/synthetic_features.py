@@ -25,6 +25,16 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def identity_centres(num_ids: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """``[num_ids, dim]`` unit identity centres around ~sqrt(num_ids) appearance groups (cos(identity,
+    its group) ~ 0.6); an image is ``unit(centre + noise * N(0, 1) / sqrt(dim))`` (noise 1.0: cos ~0.7)."""
+    num_groups = max(1, int(round(num_ids ** 0.5)))
+    groups = _unit(rng.standard_normal((num_groups, dim), dtype=np.float32))
+    ids = groups[rng.integers(0, num_groups, num_ids)]
+    ids += rng.standard_normal(ids.shape, dtype=np.float32) * np.float32(1.33 / dim ** 0.5)
+    return _unit(ids)
+
+
 def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 20, seed: int = 0,
                        noise: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
     """(gallery ``[num, dim]``, queries ``[num_queries, dim]``), float32, L2-normalised rows.
@@ -33,12 +43,7 @@ def clustered_features(num: int, dim: int, num_queries: int = 0, per_id: int = 2
     """
     rng = np.random.default_rng(seed)
     num_ids = max(1, num // per_id)
-    num_groups = max(1, int(round(num_ids ** 0.5)))
-    groups = _unit(rng.standard_normal((num_groups, dim), dtype=np.float32))
-    # cos(identity, its group) ~ 0.6; cos(image, its identity) ~ 0.7.
-    ids = groups[rng.integers(0, num_groups, num_ids)]
-    ids += rng.standard_normal(ids.shape, dtype=np.float32) * np.float32(1.33 / dim ** 0.5)
-    ids = _unit(ids)
+    ids = identity_centres(num_ids, dim, rng)
     out = []
     for rows in (num, num_queries):
         feats = np.empty((rows, dim), np.float32)

@@ -1,14 +1,13 @@
 """The API docs page (/docs): Swagger UI served by the server itself, in a real browser, nothing from a CDN."""
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("fastapi_offline")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -17,29 +16,16 @@ from reid.service import create_app  # noqa: E402
 from reid.service.app import CSP, DOCS_CSP  # noqa: E402
 from reid.service.tokens import Tokens  # noqa: E402
 from reid.store import Store  # noqa: E402
-
-
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # runs in a thread
-        pass
+from tests._services import served_in_thread  # noqa: E402
 
 
 @pytest.fixture
 def server_url(tmp_path):
     store = Store(str(tmp_path / "store"))
-    app = create_app(store, Tokens(str(tmp_path / "tokens.json")))
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        with served_in_thread(create_app(store, Tokens(str(tmp_path / "tokens.json")))) as url:
+            yield url
     finally:
-        server.should_exit = True
-        thread.join(15)
         store.close()
 
 

@@ -14,7 +14,6 @@ import hashlib
 import io
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, List
@@ -28,7 +27,6 @@ pytest.importorskip("httpx")
 pytest.importorskip("selenium")
 
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 from PIL import Image  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
@@ -36,6 +34,7 @@ from reid.service.app import create_app  # noqa: E402
 from reid.service.tokens import Tokens  # noqa: E402
 from reid.store import NewSighting, NewTracklet, Store  # noqa: E402
 from reid.store.schema import Sighting  # noqa: E402
+from tests._services import served_in_thread  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -190,11 +189,6 @@ def ingest(store: Store, trained: Trained) -> Dict[int, int]:
         return {sid: pid_of_source[src] for src, sid in s.execute(select(Sighting.source, Sighting.id))}
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # a thread; the test process keeps its own handlers
-        pass
-
-
 @pytest.fixture
 def site(tmp_path, trained):
     """A store of the synthetic gallery served by uvicorn on 127.0.0.1 (a free port) from a thread."""
@@ -203,31 +197,14 @@ def site(tmp_path, trained):
     tokens = Tokens(str(tmp_path / "tokens.json"))
     review, read = tokens.add("operator", "review"), tokens.add("viewer", "read")
     app = create_app(store, tokens, embed=trained.embed, model_name=MODEL)
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    # trust_env=False: no proxy from the environment; only this loopback address is ever contacted
-    client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {review}"}, trust_env=False, timeout=30)
-    while True:
-        try:
-            if client.get("/").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the server does not answer"
-        time.sleep(0.05)
     try:
-        yield Site(url, store, review, read, client, pid_of_sighting, trained)
+        with served_in_thread(app) as url:
+            # trust_env=False: no proxy from the environment; only this loopback address is ever contacted
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {review}"}, trust_env=False,
+                              timeout=30) as client:
+                assert client.get("/").status_code == 200
+                yield Site(url, store, review, read, client, pid_of_sighting, trained)
     finally:
-        client.close()
-        server.should_exit = True
-        thread.join(15)
         store.close()
 
 
