@@ -271,6 +271,12 @@ def main() -> int:
     except _Done:
         pass
     finally:
+        if server.poll() is None:  # SIGTERM: the server saves its vectors (a next run with --keep loads them)
+            server.terminate()
+            try:
+                server.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                pass
         for proc in (child, server):
             if proc is not None and proc.poll() is None:
                 proc.kill()

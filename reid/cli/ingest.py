@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from typing import Any, List, Optional
 
@@ -119,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
 #: serialization failure), lower case.
 _BUSY = ("database is locked", "database table is locked", "lock timeout", "lock not available", "deadlock",
          "could not serialize")
+
+
+def _holds_sightings(store: Any) -> bool:
+    """Whether the store holds sightings (True when that cannot be read: then nothing is removed)."""
+    try:
+        return bool(store.counts()["sightings"])
+    except Exception:  # noqa: BLE001 - the error being reported is the one that stopped the ingest
+        return True
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -218,8 +227,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         # read (a bad file: one line) before the store opens; crops' and galleries' cameras are the user's
         # numbers, not known here: only --tracks checks the file's cameras against its sequences'
         transitions = load_transitions(args.transitions) if args.transitions else None
+        made = not os.path.exists(args.store)  # a folder this run makes goes again if it stores nothing
         store = Store(args.store, args.database, rules=LinkRules(max_gap=args.max_gap, transitions=transitions))
-        bar = None
+        bar, stored = None, False
         try:
             # the input is read and checked whole before the model loads: a bad name or file costs nothing
             if args.gallery:
@@ -264,10 +274,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                     f"({info.threshold_source})")
             bar = _Bar(args.quiet, source.kind)
             count = ingest(store, info.name, source, args.batch_size, progress=bar, link=not args.no_link)
+            stored = True
         finally:
             if bar is not None:
                 bar.close()
+            empty = made and not stored and not _holds_sightings(store)
             store.close()
+            if empty:  # bad input found before anything was written: no empty store left behind
+                shutil.rmtree(args.store, ignore_errors=True)
         print(f"ingested {count.tracklets} tracklets ({count.sightings} sightings, {count.features} features) "
               f"under model {info.name!r}; skipped {count.skipped_tracklets} already stored; linked {count.linked} "
               "to an existing identity")

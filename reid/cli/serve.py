@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .errors import run_main
@@ -25,6 +29,29 @@ DEFAULT_HOST = "127.0.0.1"
 #: Host names of this machine's loopback interface (also what a loopback server answers to).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 SEARCH_BACKENDS = ("exact", "faiss", "ivf", "hnsw")
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGINT after uvicorn's graceful shutdown (it raises the signal again once it is done)."""
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGINT into :class:`_Stopped` while serving: uvicorn answers the requests under
+    way, then raises the signal again; SIGTERM's default would end the process there, before the
+    vectors are saved (a restart would then read a million rows from the database again)."""
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stopped(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _token_spec(text: str):
@@ -98,7 +125,8 @@ def main(argv=None) -> int:
             finally:
                 store.close()
             return
-        store = Store(args.store, args.database, backend=args.search_backend, models_seconds=MODELS_SECONDS)
+        store = Store(args.store, args.database, backend=args.search_backend, models_seconds=MODELS_SECONDS,
+                      background_index=True)
         embed, name = None, args.model_name
         if args.run or args.weights or args.config_file:
             from reid.tracking.appearance import load_appearance_models
@@ -121,16 +149,22 @@ def main(argv=None) -> int:
         if not loopback:
             print(f"warning: serving on {args.host}: anyone who can reach this machine can try tokens; use a "
                   "TLS-terminating proxy in front of it on an untrusted network", file=sys.stderr)
-        print(f"serving {args.store} on http://{args.host}:{args.port}/ (API docs at /docs)")
+        print(f"serving {args.store} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
+        stopped = "the server stopped"
         try:
             # on the loopback, only requests naming the loopback are answered (DNS rebinding: a page elsewhere
             # resolving its own name to 127.0.0.1 would otherwise reach the server)
             app = create_app(store, tokens, embed=embed, model_name=name,
                              allowed_hosts=LOOPBACK_HOSTS if loopback else None)
-            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+            with _stop_signals():
+                uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        except _Stopped as e:
+            stopped = f"stopped by {e}"
         finally:
-            store.save_vectors()
+            saved = store.save_vectors()
             store.close()
+        print(f"{stopped}; vectors saved ({len(saved)} model(s), a restart loads them)" if saved else stopped,
+              flush=True)
 
     return run_main(work)
 

@@ -80,7 +80,7 @@ class Store:
     """A store of sightings (module docstring)."""
 
     def __init__(self, folder: str, database: Optional[str] = None, backend: str = "exact",
-                 rules: Optional[LinkRules] = None, models_seconds: float = 0.0) -> None:
+                 rules: Optional[LinkRules] = None, models_seconds: float = 0.0, background_index: bool = False) -> None:
         rules = (rules or LinkRules()).check()  # a rule that cannot work is one line, not links silently never made
         self.folder = os.path.abspath(folder)
         if os.path.exists(self.folder) and not os.path.isdir(self.folder):
@@ -99,6 +99,7 @@ class Store:
         self._vectors: Dict[int, ModelVectors] = {}
         self._models: Optional[tuple] = None  # (time.monotonic(), [ModelInfo]) of the last read
         self.models_seconds = models_seconds  # reuse the list of models this long (a server: MODELS_SECONDS)
+        self.background_index = background_index  # a server: new rows join faiss indexes off the request path
         self._lock = threading.Lock()
 
     def _pair_folder(self) -> None:
@@ -204,7 +205,7 @@ class Store:
             vec = self._vectors.get(model.id)
             if vec is None:
                 vec = ModelVectors(self.engine, model.id, model.dim, os.path.join(self.folder, "vectors"),
-                                   backend=self.backend)
+                                   backend=self.backend, background_adds=self.background_index)
                 vec.load()
                 self._vectors[model.id] = vec
                 return vec
@@ -325,19 +326,20 @@ class Store:
     def sightings(self, ids: Sequence[int]) -> Dict[int, Dict[str, Any]]:
         """Sighting id -> its fields (with its tracklet's identity), for the ids that exist."""
         out: Dict[int, Dict[str, Any]] = {}
-        with Session(self.engine) as s:
+        # plain rows (no ORM objects): a search asks this on every request
+        query = select(*Sighting.__table__.columns, Tracklet.identity_id).join(
+            Tracklet, Tracklet.id == Sighting.tracklet_id)
+        with self.engine.connect() as c:
             for part in _chunks(list(ids)):
-                for sg, identity in s.execute(select(Sighting, Tracklet.identity_id)
-                                              .join(Tracklet, Tracklet.id == Sighting.tracklet_id)
-                                              .where(Sighting.id.in_(part))):
-                    out[sg.id] = sighting_dict(sg, identity)
+                for row in c.execute(query.where(Sighting.id.in_(part))):
+                    out[row.id] = sighting_dict(row, row.identity_id)
         return out
 
     def sighting_vector(self, model_name: Optional[str], sighting_id: int) -> np.ndarray:
         """A sighting's feature under the model; KeyError when it has none."""
         model = self.model(model_name)
-        with Session(self.engine) as s:
-            blob = s.scalar(select(Feature.vector).where(Feature.sighting_id == sighting_id,
+        with self.engine.connect() as c:
+            blob = c.scalar(select(Feature.vector).where(Feature.sighting_id == sighting_id,
                                                          Feature.model_id == model.id))
         if blob is None:
             raise NotInStore(f"sighting {sighting_id} has no feature of model {model.name!r}.")
@@ -387,8 +389,8 @@ def _model_info(row: Model) -> ModelInfo:
     return ModelInfo(row.id, row.name, row.dim, json.loads(row.identity), row.threshold, row.threshold_source)
 
 
-def sighting_dict(sg: Sighting, identity_id: Optional[int]) -> Dict[str, Any]:
-    """A sighting as the API returns it."""
+def sighting_dict(sg: Any, identity_id: Optional[int]) -> Dict[str, Any]:
+    """A sighting (an ORM object or a row of its columns) as the API returns it."""
     return {"id": sg.id, "camera": sg.camera_id, "time": sg.time, "frame": sg.frame,
             "box": [sg.x, sg.y, sg.w, sg.h], "crop": sg.crop, "tracklet": sg.tracklet_id, "identity": identity_id}
 

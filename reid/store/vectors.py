@@ -13,9 +13,8 @@ of the rows held differs from the memory's (rows removed, a database restored fr
 whole thing is rebuilt from the database. Saved as one ``.npz`` (arrays and a fingerprint) plus
 the index file (reid.search.save_index); loaded only when its fingerprint matches the database.
 
-Filters (cameras, a time window) are applied to the rows before scores are ranked: a filter that
-keeps few rows is searched exactly over those rows; one that keeps many over-fetches from the index
-and falls back to exact search when too few matches survive.
+Filters (cameras, a time window): reid/store/filtered_search.py. Searches share the faiss index; an
+add takes it alone (a server adds from a thread of its own).
 """
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
@@ -33,7 +33,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from reid.utils.file_io import atomic_write
+from reid.utils.read_write_lock import ReadWriteLock
 
+from . import filtered_search
+from .filtered_search import EXACT_FILTER_ROWS, Hits
 from .schema import Feature, Sighting
 
 logger = logging.getLogger(__name__)
@@ -42,8 +45,6 @@ logger = logging.getLogger(__name__)
 REBUILD_GROWTH = 2.0
 #: ... and never for fewer rows than this.
 MIN_REBUILD_ROWS = 2000
-#: A filter keeping at most this many rows is answered by exact search over them.
-EXACT_FILTER_ROWS = 5000
 #: How far below the largest held feature id a refresh looks for rows committed late, and how often.
 LOOKBACK_IDS = 5000
 LOOKBACK_SECONDS = 1.0
@@ -79,6 +80,7 @@ class _Rows:
     def __init__(self, dim: int, capacity: int = 1024) -> None:
         self.dim = dim
         self.n = 0
+        self.camera_min, self.camera_max = 0, 0  # the range of camera numbers held (a filter's lookup table)
         self._alloc(capacity)
 
     def _alloc(self, capacity: int) -> None:
@@ -96,6 +98,9 @@ class _Rows:
         if self.n + m > len(self.feature_id):
             self._alloc(max(2 * len(self.feature_id), self.n + m))
         end = self.n + m
+        if m:
+            self.camera_min = min(self.camera_min, int(np.min(camera)))
+            self.camera_max = max(self.camera_max, int(np.max(camera)))
         self.feature_id[self.n:end] = feature_id
         self.sighting_id[self.n:end] = sighting_id
         self.camera[self.n:end] = camera
@@ -110,12 +115,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
-@dataclass
-class Hits:
-    """Search results for one query: sighting ids and cosine similarities, best first."""
-
-    sighting_ids: np.ndarray
-    scores: np.ndarray
+_NO_LOCK = nullcontext()
 
 
 class _State(NamedTuple):
@@ -140,7 +140,7 @@ class ModelVectors:
         return self._state.indexed
 
     def __init__(self, engine: Engine, model_id: int, dim: int, folder: Optional[str] = None,
-                 backend: str = "exact", target_recall: float = 0.95) -> None:
+                 backend: str = "exact", target_recall: float = 0.95, background_adds: bool = False) -> None:
         self.engine = engine
         self.model_id = int(model_id)
         self.dim = int(dim)
@@ -148,8 +148,12 @@ class ModelVectors:
         self.backend = backend
         self.target_recall = target_recall
         self._lock = threading.RLock()
-        self._index_lock = threading.Lock()  # faiss indexes: one search or add at a time
+        self._index_lock = ReadWriteLock()  # faiss indexes: searches together, an add alone
         self._rebuilder: Optional[threading.Thread] = None
+        # a server: new rows join the faiss index in a thread of their own (searched exactly meanwhile), so
+        # the search whose refresh found them does not wait while each row is compared with every IVF list
+        self.background_adds = background_adds
+        self._adder: Optional[threading.Thread] = None
         self.trained_on = 0  # rows the index was built (trained) on
         # rows, index and how many rows the index holds (the first ones), replaced as one: a search reads
         # them once, so a rebuild or a new index never shows it one without the others
@@ -247,7 +251,7 @@ class ModelVectors:
                         session.close()
                         self.rebuild()
                         return self.rows.n
-            if added:
+            if added or (self.background_adds and self.index is not None and self.indexed < self.rows.n):
                 self._maybe_reindex()
             return added
         finally:
@@ -267,13 +271,53 @@ class ModelVectors:
             self.trained_on = n
             return
         if n > indexed:
-            with self._index_lock:  # faiss may not search while it adds
-                index.index.add(np.ascontiguousarray(rows.feats[indexed:n]))
-            self._state = _State(rows, index, n)
+            if not self.background_adds:
+                self._add_new_rows(rows, index)
+            elif self._adder is None:
+                self._adder = threading.Thread(target=self._add_new_rows, args=(rows, index, True), daemon=True,
+                                               name=f"index-add-model-{self.model_id}")
+                self._adder.start()
         if n >= REBUILD_GROWTH * max(self.trained_on, MIN_REBUILD_ROWS) and self._rebuilder is None:
             self._rebuilder = threading.Thread(target=self._rebuild_index, args=(rows, n), daemon=True,
                                                name=f"reindex-model-{self.model_id}")
             self._rebuilder.start()
+
+    def _add_new_rows(self, rows: "_Rows", index: Any, background: bool = False) -> None:
+        """Add the rows the index lacks to it (in the background: until none are left, unless the rows
+        or the index were replaced meanwhile) and publish the new count."""
+        try:
+            while True:
+                state = self._state
+                n = rows.n
+                if state.rows is not rows or state.index is not index or state.indexed >= n:
+                    return
+                self._add(index, rows.feats[state.indexed:n])
+                with self._lock if background else _NO_LOCK:
+                    if self._state.index is index:  # not swapped for a rebuilt one meanwhile
+                        self._state = _State(rows, index, n)
+                if not background:
+                    return
+        except Exception:  # searches go on exactly over the rows the index lacks; the next refresh tries again
+            logger.exception("adding rows to the index of model %d failed", self.model_id)
+        finally:
+            if background:
+                self._adder = None
+
+    def _add(self, index: Any, feats: np.ndarray) -> None:
+        """Append rows to a faiss index. An IVF index's lists are found first, outside the write lock
+        (the costly part: every row against every centroid), so searches wait only for the append."""
+        x = np.ascontiguousarray(feats, np.float32)
+        import faiss
+        from faiss.contrib.ivf_tools import add_preassigned
+
+        native = index.index
+        if isinstance(native, faiss.IndexIVF):
+            _, lists = native.quantizer.search(x, 1)
+            with self._index_lock.writing():
+                add_preassigned(native, x, np.ascontiguousarray(lists[:, 0]))
+            return
+        with self._index_lock.writing():
+            native.add(x)
 
     def _build(self, rows: "_Rows", n: int) -> Any:
         from reid.search import build_index
@@ -283,11 +327,11 @@ class ModelVectors:
     def _rebuild_index(self, rows: "_Rows", n: int) -> None:
         try:
             index = self._build(rows, n)
-            with self._lock, self._index_lock:  # rows added while it was built join it before the swap
+            with self._lock:  # rows added while it was built join it before the swap
                 if self._state.rows is not rows:  # the rows were read again meanwhile: other positions
                     return
                 if rows.n > n:
-                    index.index.add(np.ascontiguousarray(rows.feats[n:rows.n]))
+                    self._add(index, rows.feats[n:rows.n])
                 self._state = _State(rows, index, rows.n)
                 self.trained_on = n
         except Exception:  # the old index keeps serving; the next growth tries again
@@ -317,7 +361,7 @@ class ModelVectors:
             if index is not None:
                 from reid.search import save_index
 
-                with self._index_lock:
+                with self._index_lock.reading():
                     save_index(index, index_path)
             atomic_write(arrays_path, lambda f: np.savez(
                 f, feature_id=rows.feature_id[:n], sighting_id=rows.sighting_id[:n], camera=rows.camera[:n],
@@ -381,65 +425,8 @@ class ModelVectors:
         q = unit_rows(np.asarray(query, np.float32).reshape(1, -1))[0]
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} values; this model's features have {self.dim}.")
-        mask = None
-        if cameras is not None or start is not None or end is not None:
-            mask = np.ones(n, bool)
-            if cameras is not None:
-                mask &= np.isin(rows.camera[:n], np.asarray(list(cameras), np.int64))
-            if start is not None:
-                mask &= rows.time[:n] >= start
-            if end is not None:
-                mask &= rows.time[:n] <= end
-        if index is None or (mask is not None and mask.sum() <= EXACT_FILTER_ROWS):
-            return _exact(rows, q, k, mask, n)
-        return self._indexed(rows, q, k, index, indexed, mask, n)
-
-    def _indexed(self, rows: "_Rows", q: np.ndarray, k: int, index: Any, indexed: int, mask: Optional[np.ndarray],
-                 n: int) -> Hits:
-        kept = indexed if mask is None else max(1, int(mask[:indexed].sum()))
-        fetch = min(indexed, max(k, int(np.ceil(k * indexed / kept * 2))))
-        with self._index_lock:
-            found = index.search(q[None], fetch)
-        rows_, scores = found.indices[0], found.scores[0]
-        valid = (rows_ >= 0) & (rows_ < indexed)  # rows added after the count was read come from the tail
-        rows_, scores = rows_[valid], scores[valid]
-        if mask is not None:
-            keep = mask[rows_]
-            rows_, scores = rows_[keep], scores[keep]
-            if len(rows_) < min(k, int(mask[:indexed].sum())):
-                return _exact(rows, q, k, mask, n)
-        tail = np.arange(indexed, n) if mask is None else indexed + np.flatnonzero(mask[indexed:])
-        if len(tail):
-            tail_scores = rows.feats[tail] @ q
-            rows_, scores = np.concatenate([rows_, tail]), np.concatenate([scores, tail_scores])
-        top = _top(scores, k)
-        return Hits(rows.sighting_id[rows_[top]], scores[top])
-
-
-def _exact(rows: "_Rows", q: np.ndarray, k: int, mask: Optional[np.ndarray], n: int) -> Hits:
-    """Exact search over the first `n` rows (those `mask` keeps). A small selection is gathered; a large
-    one is scored in place, the rows it leaves out set to -inf (no copy of a large part of the matrix)."""
-    if mask is not None and mask.sum() <= EXACT_FILTER_ROWS:
-        picked = np.flatnonzero(mask)
-        scores = rows.feats[picked] @ q
-        top = _top(scores, k)
-        return Hits(rows.sighting_id[picked[top]], scores[top])
-    scores = rows.feats[:n] @ q
-    if mask is not None:
-        scores[~mask] = -np.inf
-        k = min(k, int(mask.sum()))
-    top = _top(scores, k)
-    return Hits(rows.sighting_id[top], scores[top])
-
-
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the `k` largest scores, largest first (ties: lower index first)."""
-    k = min(k, len(scores))
-    if k <= 0:
-        return np.zeros(0, np.int64)
-    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    return part[np.lexsort((part, -scores[part]))]
-
+        return filtered_search.search(rows, n, index, indexed, q, k, filtered_search.filter_mask(
+            rows, n, cameras, start, end), self._index_lock.reading)
 
 def vector_bytes(vector: np.ndarray) -> bytes:
     """The bytes a feature row is stored as (float32, L2-normalised)."""

@@ -190,6 +190,14 @@ class _LogFileHandler(logging.FileHandler):
 
     owner = LOGGER_NAME  # the logger it is attached to
 
+    def emit(self, record: logging.LogRecord) -> None:
+        # a closed handler reopens its file on the next line, outside logging's own error handling: a run
+        # folder moved or removed meanwhile (a program that trained in-process goes on) would raise there
+        try:
+            super().emit(record)
+        except OSError:
+            self.handleError(record)
+
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
         error = sys.exc_info()[1]
         sys.stderr.write(f"warning: cannot write {self.baseFilename} ({error}); log lines go to the console only\n")

@@ -500,3 +500,41 @@ def test_ingest_killed_mid_batch(tmp_path, database_url):
             store.close()
     with open(log, errors="replace") as f:
         assert "Traceback" not in f.read()
+
+
+# -- the server stopped by SIGTERM / SIGINT --------------------------------------------------------------
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_server_stopped_by_a_signal_saves_its_vectors(tmp_path, stop):
+    """systemd, docker and kill send SIGTERM: the server answers what is under way, saves the vectors (a
+    restart loads them instead of reading every row again), says so in one line and exits 0."""
+    folder, log = str(tmp_path / "store"), str(tmp_path / "serve.log")
+    database = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(folder, database)
+    try:
+        store.register_model(MODEL, {"sha256": "3" * 64}, dim=DIM, threshold=0.8, threshold_source="test")
+        store.add_tracklets(MODEL, people_tracklets(np.random.default_rng(5), range(4)))
+        model_id = store.model(MODEL).id
+    finally:
+        store.close()
+    saved = os.path.join(folder, "vectors", f"model-{model_id}.npz")
+    assert not os.path.exists(saved)
+    token = new_token(folder, database, "alice:read")
+    server = Server(folder, database, log).start(token)
+    try:
+        status, health = call(server.port, "GET", "/api/health", token)
+        assert status == 200 and health["counts"]["sightings"] == 24
+        server.proc.send_signal(stop)
+        assert server.proc.wait(timeout=60) == 0
+    finally:
+        server.kill()
+    with open(log) as f:
+        lines = f.read().strip().splitlines()
+    assert lines[-1] == f"stopped by {stop.name}; vectors saved (1 model(s), a restart loads them)", lines
+    assert not [x for x in lines if "Traceback" in x], lines
+    store = Store(folder, database)
+    try:
+        vectors = ModelVectors(store.engine, model_id, DIM, os.path.join(folder, "vectors"))
+        assert vectors.load() == "loaded" and len(vectors) == 24
+    finally:
+        store.close()

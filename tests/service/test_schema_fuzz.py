@@ -92,12 +92,14 @@ class LoopbackSession(requests.Session):
         super().__init__()
         self.trust_env = False
         self.sent = 0
+        self.last = None  # the last request sent
 
     def send(self, request, **kwargs):
         host = urlsplit(request.url).hostname
         if host not in LOOPBACK:
             raise AssertionError(f"a request for {request.url} (not the loopback) was about to be sent")
         self.sent += 1
+        self.last = request
         return super().send(request, **kwargs)
 
 
@@ -146,6 +148,28 @@ def served(tmp_path, database_url):
 HTTP_LEVEL_REFUSAL = "Invalid HTTP request received."
 
 
+def refused_by_http_layer(request: requests.PreparedRequest) -> bool:
+    """Whether h11 (uvicorn's HTTP parser, with uvicorn's default limit on a request's head) refuses
+    `request`'s request line and headers, as the server saw them, before any app could (the fuzzer's
+    invalid header names, or a query string of 100 KiB)."""
+    import h11
+
+    head = f"{request.method} {request.path_url} HTTP/1.1\r\n".encode("latin-1", "replace")
+    for name, value in request.headers.items():
+        head += name.encode("latin-1", "replace") + b": " + str(value).encode("latin-1", "replace") + b"\r\n"
+    head += b"Host: 127.0.0.1\r\n\r\n"  # http.client adds the Host header
+    limit = uvicorn.Config(None).h11_max_incomplete_event_size or 16 * 1024  # None: h11's own default, 16 KiB
+    if len(head) > limit:  # h11 refuses a head it has not seen whole past the limit: as the bytes arrive
+        return True
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limit)
+    try:
+        conn.receive_data(head)
+        conn.next_event()
+    except h11.RemoteProtocolError:
+        return True
+    return False
+
+
 def fuzz(schema, base_url: str, session: LoopbackSession, token: str, modes, examples: int) -> Dict[str, str]:
     """Run every operation of `schema` with `examples` generated cases per mode; returns the failures
     ("METHOD path [mode]" -> report), empty when every answer passed CHECKS."""
@@ -161,7 +185,14 @@ def fuzz(schema, base_url: str, session: LoopbackSession, token: str, modes, exa
                       suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink])
             @given(case=operation.as_strategy(generation_mode=mode))
             def run(case) -> None:
-                response = case.call(base_url=base_url, session=session, headers=headers, timeout=30)
+                try:
+                    response = case.call(base_url=base_url, session=session, headers=headers, timeout=30)
+                except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                    # uvicorn answers a request h11 cannot parse with a 400 and closes the connection; the
+                    # body the client is still sending then resets it, and the 400 may be lost with it
+                    if refused_by_http_layer(session.last):
+                        return
+                    raise
                 if response.status_code == 400 and response.text == HTTP_LEVEL_REFUSAL:
                     return  # uvicorn refused bytes that are not HTTP before the app saw them: no API answer
                 try:

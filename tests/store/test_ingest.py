@@ -234,6 +234,7 @@ def test_gallery_mistakes_are_one_line_naming_the_file(tmp_path, capsys):
     assert cli.main(["--store", store_dir, "--gallery", path, "--model-name", "g", "--quiet"]) == 1
     err = capsys.readouterr().err.strip()
     assert "img4.jpg" in err and err.startswith("error: --gallery") and "\n" not in err
+    assert not os.path.exists(store_dir)  # the refused input left no empty store behind
     with pytest.raises(SystemExit):
         cli.main(["--store", store_dir, "--gallery", path])
     assert "--gallery needs --model-name" in capsys.readouterr().err
@@ -255,6 +256,12 @@ def test_the_tool_ingests_a_gallery_and_says_what_it_did(tmp_path, capsys):
         capsys.readouterr().out
     store = Store(str(tmp_path / "store"))
     assert store.model("g").threshold == 0.5
+    store.close()
+    # bad input for a store that exists: refused, and the store stays whole
+    assert cli.main(["--store", str(tmp_path / "store"), "--gallery", str(tmp_path / "none.npz"), "--model-name",
+                     "g", "--quiet"]) == 1
+    assert "none.npz" in capsys.readouterr().err
+    assert Store(str(tmp_path / "store")).counts()["sightings"] == 6
 
 
 

@@ -15,11 +15,12 @@ import pytest
 pytest.importorskip("sqlalchemy")
 
 from reid.store import Store  # noqa: E402
+from reid.store import filtered_search  # noqa: E402
 from reid.store import vectors as vectors_module  # noqa: E402
 from reid.store.vectors import ModelVectors, model_vectors_info  # noqa: E402
 
 from ._data import (OTHER_WEIGHTS, T0, WEIGHTS, brute_force, execute, random_tracklets,  # noqa: E402
-                    stored_features, table_rows, tracklet)
+                    stored_features, table_rows, tracklet, unit)
 
 DIM = 16
 APPROXIMATE = ["hnsw", "ivf"]
@@ -129,7 +130,7 @@ def test_exact_filters_gathered_or_scored_in_place_agree_with_brute_force(store,
     """A filter keeping many rows is scored in place (no copy of the matrix), one keeping few is gathered:
     both give brute force's answer."""
     fill(store, 60, seed=41)
-    monkeypatch.setattr(vectors_module, "EXACT_FILTER_ROWS", 10**9 if gathered else 0)
+    monkeypatch.setattr(filtered_search, "EXACT_FILTER_ROWS", 10**9 if gathered else 0)
     vec = model_vectors(store)
     vec.load()
     check_exact(vec, truth(store), queries(3, seed=42))
@@ -166,7 +167,7 @@ def test_approximate_search_recall_with_filters_and_appended_rows(store, backend
     qs = queries(25, seed=7)
     assert recall(vec, rows, qs) >= 0.9
     # filters through the index (over-fetch, then the filter), not the exact path for small filters
-    monkeypatch.setattr(vectors_module, "EXACT_FILTER_ROWS", 0)
+    monkeypatch.setattr(filtered_search, "EXACT_FILTER_ROWS", 0)
     for kw in filters(rows)[1:]:
         assert recall(vec, rows, qs, **kw) >= 0.9, kw
     # appended rows: found (each finds itself first) and ranked with the rest
@@ -193,7 +194,7 @@ def test_rows_not_in_the_index_yet_are_searched_exactly(store, backend, monkeypa
     assert vec.refresh() == added and vec.indexed == n and len(vec) == n + added
     rows = truth(store)
     tail = set(rows["sighting_id"][n:].tolist())
-    monkeypatch.setattr(vectors_module, "EXACT_FILTER_ROWS", 0)  # filters through the index too
+    monkeypatch.setattr(filtered_search, "EXACT_FILTER_ROWS", 0)  # filters through the index too
     for q in list(queries(10, seed=11)) + list(rows["feats"][n::5]):
         for kw in filters(rows)[:3]:
             got = [int(i) for i in vec.search(q, 10, **kw).sighting_ids]
@@ -423,8 +424,87 @@ def test_a_background_index_built_before_a_rebuild_is_not_swapped_in(store, monk
     assert not worker.is_alive()
     rows = truth(store)
     assert len(vec) == len(rows["feature_id"])
-    monkeypatch.setattr(vectors_module, "EXACT_FILTER_ROWS", 0)
+    monkeypatch.setattr(filtered_search, "EXACT_FILTER_ROWS", 0)
     for i in range(0, len(rows["feature_id"]), 5):
         hit = vec.search(rows["feats"][i], 1)
         assert int(hit.sighting_ids[0]) == rows["sighting_id"][i] and hit.scores[0] == pytest.approx(1.0, abs=1e-5)
     check_exact(vec, rows, queries(2, seed=29))
+
+
+# -- filtered search through the index, adds off the search path ---------------------------------------------
+
+def near_on_one_camera(store, rng, query, near=120, far=240):
+    """`near` rows close to `query`, all on camera 1, and `far` random rows on cameras 2 and 3: a search
+    for camera 2 finds none of its matches among the index's first answers."""
+    close = unit(query)[None] + 0.05 * rng.normal(size=(near, DIM))
+    spread = rng.normal(size=(far, DIM))
+    store.add_tracklets("demo", [tracklet(f"near{i}", 1, [T0 + i], close[i]) for i in range(near)] +
+                        [tracklet(f"far{i}", 2 + i % 2, [T0 + near + i], spread[i]) for i in range(far)], link=False)
+
+
+def test_a_filter_whose_rows_are_far_from_the_query_asks_the_index_for_more(store, monkeypatch):
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(31)
+    query = rng.normal(size=DIM)
+    near_on_one_camera(store, rng, query)
+    vec = model_vectors(store, "faiss")
+    vec.load()
+    rows = truth(store)
+    exact_calls, asked = [], []
+    real_exact, real_search = filtered_search.exact, vec.index.search
+    monkeypatch.setattr(filtered_search, "exact", lambda *a: exact_calls.append(1) or real_exact(*a))
+    monkeypatch.setattr(vec.index, "search", lambda q, k: asked.append(k) or real_search(q, k))
+    monkeypatch.setattr(filtered_search, "EXACT_FILTER_ROWS", 0)  # the index answers even a small filter
+    hits = vec.search(query, 10, cameras=[2])
+    want, scores = brute_force(rows["feats"], rows["sighting_id"], query, 10, keep(rows, cameras=[2]))
+    assert [int(i) for i in hits.sighting_ids] == want
+    np.testing.assert_allclose(hits.scores, scores, atol=1e-5)
+    # 10 of 360 rows kept 120: asked for 10 * 3 * 2 = 60, none on camera 2 among them; then 4 times as many
+    assert asked == [60, 240] and not exact_calls
+    # past MAX_FETCH the filter's rows are scored exactly (the same answer)
+    asked.clear()
+    monkeypatch.setattr(filtered_search, "MAX_FETCH", 100)
+    again = vec.search(query, 10, cameras=[2])
+    assert [int(i) for i in again.sighting_ids] == want and asked == [60, 100] and exact_calls == [1]
+
+
+def test_camera_filters_through_the_lookup_table_and_without_it_agree(store):
+    fill(store, 60, seed=33)
+    vec = model_vectors(store)
+    vec.load()
+    rows = truth(store)
+    for cameras in ([1, 3], [2, 2_000_000_000], [7], []):  # through the table
+        for q in queries(3, seed=34):
+            hits = vec.search(q, 10, cameras=cameras)
+            want, _ = brute_force(rows["feats"], rows["sighting_id"], q, 10, keep(rows, cameras=cameras))
+            assert [int(i) for i in hits.sighting_ids] == want, cameras
+    # a camera numbered past the table's size: np.isin
+    store.add_tracklets("demo", [tracklet("big", 2_000_000_000, [T0], np.ones(DIM))], link=False)
+    vec.refresh()
+    rows = truth(store)
+    assert vec.rows.camera_max == 2_000_000_000 > filtered_search.CAMERA_TABLE_SIZE
+    for cameras in ([1, 3], [2_000_000_000, 2], [7], []):
+        for q in queries(3, seed=34):
+            hits = vec.search(q, 10, cameras=cameras)
+            want, _ = brute_force(rows["feats"], rows["sighting_id"], q, 10, keep(rows, cameras=cameras))
+            assert [int(i) for i in hits.sighting_ids] == want, cameras
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", APPROXIMATE)
+def test_new_rows_join_the_index_in_the_background_and_are_found_meanwhile(store, backend):
+    n = fill(store, 150, seed=35)
+    m = store.model("demo")
+    vec = ModelVectors(store.engine, m.id, m.dim, backend=backend, background_adds=True)
+    vec.load()
+    assert vec.indexed == n
+    added = fill(store, 40, seed=36, prefix="bg")
+    assert vec.refresh() == added and len(vec) == n + added
+    rows = truth(store)
+    for i in range(n, n + added, 3):  # in the index or still in the exact tail: found either way
+        hit = vec.search(rows["feats"][i], 1)
+        assert int(hit.sighting_ids[0]) == rows["sighting_id"][i]
+    if vec._adder is not None:
+        vec._adder.join(60)
+    assert vec.indexed == n + added == vec.index.index.ntotal
+    assert recall(vec, rows, queries(20, seed=37)) >= 0.9

@@ -139,3 +139,28 @@ def test_tensorboard_forgets_the_steps_trained_again(tmp_path):
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [
         (1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, -5.0), (6, -6.0), (7, -7.0), (8, -8.0)]
+
+
+def test_a_run_folder_removed_while_its_closed_log_file_handler_stays_is_one_warning(tmp_path, capsys):
+    """A program that trained in-process and moved its run folder goes on logging: the run's log.txt
+    handler (closed, so it would reopen the file) warns once and leaves, instead of raising."""
+    import shutil
+
+    from reid.utils.logger import LOGGER_NAME, setup_run_logger
+
+    run = tmp_path / "run"
+    logger = setup_run_logger(str(run))
+    mine = [h for h in logger.handlers if getattr(h, "baseFilename", "").startswith(str(run))]
+    assert len(mine) == 1
+    try:
+        mine[0].close()
+        shutil.rmtree(run)
+        logging.getLogger(LOGGER_NAME + ".somewhere").warning("a line after the folder went")
+        err = capsys.readouterr().err
+        assert err.count(f"warning: cannot write {run / 'log.txt'}") == 1
+        assert mine[0] not in logger.handlers
+        logging.getLogger(LOGGER_NAME).warning("another line")  # no handler left to complain
+        assert "cannot write" not in capsys.readouterr().err
+    finally:
+        for h in mine:
+            logger.removeHandler(h)
