@@ -285,6 +285,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"ingested {count.tracklets} tracklets ({count.sightings} sightings, {count.features} features) "
               f"under model {info.name!r}; skipped {count.skipped_tracklets} already stored; linked {count.linked} "
               "to an existing identity")
+        if count.changed_tracklets:
+            print(f"warning: {count.changed_tracklets} of the tracklets skipped are stored under the same keys with "
+                  f"another start time (e.g. {count.changed_example[:200]!r}): another input with the same names, not "
+                  "this one again; the stored ones are kept. Give this input its own --source-name to add it, or "
+                  "ingest it into a new store.", file=sys.stderr)
 
     left = (f"the store {args.store} keeps every batch written before the stop, each whole; run the same command "
             "again to ingest the rest (what is stored is skipped).")

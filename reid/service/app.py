@@ -238,10 +238,15 @@ def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, mode
 
     @app.get("/api/links", response_model=List[PendingLink], summary="Links by status (the review queue)")
     def links(status: str = Query("proposed", pattern="^(proposed|confirmed|rejected|withdrawn)$"),
-              limit: int = Query(50, ge=1, le=500), before: Optional[int] = Query(None, ge=1, le=MAX_ID),
+              limit: int = Query(50, ge=1, le=500),
+              after: Optional[int] = Query(None, ge=1, le=MAX_ID,
+                                           description="the next page: the id of the last link of this one"),
               _: Caller = Depends(reader)) -> List[Dict[str, Any]]:
-        with store.session() as s:
-            return pending_links(s, limit, status, before)
+        try:
+            with store.session() as s:
+                return pending_links(s, limit, status, after)
+        except KeyError as e:
+            raise HTTPException(404, str(e.args[0])) from None
 
     def decide(action: Callable[..., Dict[str, Any]], *args: Any) -> Dict[str, Any]:
         try:

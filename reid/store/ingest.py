@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from sqlalchemy import select
 
@@ -35,6 +35,8 @@ from .times import parse_time
 DEFAULT_BATCH = 200
 #: The false accept rate whose calibrated threshold a new model gets when none is asked for.
 DEFAULT_FAR = 1e-2
+#: A stored tracklet whose start differs from the input's by more than this is another input's.
+CHANGED_SECONDS = 1e-3
 #: ``progress(done, total)``: tracklets handled so far (written or skipped) of the input's total.
 Progress = Callable[[int, int], None]
 
@@ -83,16 +85,17 @@ def source_key(*parts: Any) -> str:
     return key[:MAX_KEY - 66] + "#" + digest + "#"
 
 
-def stored_tracklets(store: Store, model: ModelInfo, keys: Sequence[str]) -> Set[str]:
-    """The keys among `keys` of tracklets that already hold the model's feature: nothing of them is left
-    to write (their sightings' features were written in the same transaction as the tracklet's)."""
-    found: Set[str] = set()
+def stored_tracklets(store: Store, model: ModelInfo, keys: Sequence[str]) -> Dict[str, float]:
+    """Key -> start time of the tracklets among `keys` that already hold the model's feature: nothing of
+    them is left to write (their sightings' features were written in the same transaction as the
+    tracklet's)."""
+    found: Dict[str, float] = {}
     with store.session() as s:
         for start in range(0, len(keys), IN_CHUNK):
             part = list(keys[start:start + IN_CHUNK])
-            found.update(s.scalars(select(Tracklet.source)
+            found.update(s.execute(select(Tracklet.source, Tracklet.start)
                                    .join(TrackletFeature, TrackletFeature.tracklet_id == Tracklet.id)
-                                   .where(TrackletFeature.model_id == model.id, Tracklet.source.in_(part))))
+                                   .where(TrackletFeature.model_id == model.id, Tracklet.source.in_(part))).all())
     return found
 
 
@@ -130,6 +133,11 @@ def ingest(store: Store, model_name: str, source: IngestSource, batch_size: int 
         todo = [p for p in batch if p.key not in known]
         count = store.add_tracklets(model.name, source.build(todo), link=link) if todo else IngestCount()
         count.skipped_tracklets += len(batch) - len(todo)
+        # a key stored with another start: not this input again but another under the same names (a tracker
+        # run again over the same sequences); the stored tracklet is kept, and the caller says so
+        changed = [p.key for p in batch if p.key in known and abs(known[p.key] - p.start) > CHANGED_SECONDS]
+        count.changed_tracklets += len(changed)
+        count.changed_example = count.changed_example or (changed[0] if changed else "")
         count.tracklet_ids = []  # ids of a whole input are not needed, and would grow with it
         total.add(count)
         done += len(batch)

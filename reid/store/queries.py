@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from .schema import Identity, Link, Sighting, Tracklet
@@ -46,17 +46,24 @@ def list_identities(s: Session, limit: int = 50, offset: int = 0, min_cameras: i
 
 
 def pending_links(s: Session, limit: int = 50, status: str = "proposed",
-                  before: Optional[int] = None) -> List[Dict[str, Any]]:
-    """Links in `status` (the review queue: proposed ones, least sure first), each with its tracklet's
-    camera and time and one crop of the tracklet and one of the rest of its identity."""
+                  after: Optional[int] = None) -> List[Dict[str, Any]]:
+    """Links in `status` (the review queue: proposed ones, least sure first; the others newest first),
+    each with its tracklet's camera and time and one crop of the tracklet and one of the rest of its
+    identity. `after`: the page that follows the link of that id in this order (the last of a page)."""
     limit = _limit(limit)
     q = select(Link, Tracklet).join(Tracklet, Tracklet.id == Link.tracklet_id).where(Link.status == status)
     if status == "proposed":  # a link whose tracklet a person moved since speaks of a grouping that is gone
         q = q.where(Tracklet.identity_id == Link.identity_id)
-    if before is not None:
-        q = q.where(Link.id < int(before))
-    q = q.order_by(Link.score.asc(), Link.id).limit(limit) if status == "proposed" else \
-        q.order_by(Link.id.desc()).limit(limit)
+        if after is not None:  # by (score, id), the order of the queue: a link decided meanwhile keeps its score
+            score = s.scalar(select(Link.score).where(Link.id == int(after)))
+            if score is None:
+                raise KeyError(f"link {after} is not in the store: give the id of the last link of a page.")
+            q = q.where(or_(Link.score > score, and_(Link.score == score, Link.id > int(after))))
+        q = q.order_by(Link.score.asc(), Link.id).limit(limit)
+    else:
+        if after is not None:
+            q = q.where(Link.id < int(after))
+        q = q.order_by(Link.id.desc()).limit(limit)
     out = []
     for link, t in s.execute(q).all():
         mine = s.execute(select(Sighting.id, Sighting.crop).where(Sighting.tracklet_id == t.id)

@@ -64,11 +64,14 @@ class IngestCount:
     skipped_tracklets: int = 0
     tracklet_ids: List[int] = field(default_factory=list)
     linked: int = 0  # new tracklets that joined an existing identity
+    changed_tracklets: int = 0  # skipped, though stored with another start (another input under the same keys)
+    changed_example: str = ""  # the key of one of them
 
     def add(self, other: "IngestCount") -> None:
-        for name in ("tracklets", "sightings", "features", "skipped_tracklets", "linked"):
+        for name in ("tracklets", "sightings", "features", "skipped_tracklets", "linked", "changed_tracklets"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.tracklet_ids += other.tracklet_ids
+        self.changed_example = self.changed_example or other.changed_example
 
 
 def _chunks(values: Sequence[Any], size: int = IN_CHUNK) -> Iterator[Sequence[Any]]:

@@ -220,6 +220,34 @@ def assert_same_ranking(answer: dict, expected: List[tuple]) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_the_review_queue_pages_in_its_own_order(site):
+    """Proposed links come least sure first: a page of 3 after the last link of the page before, until
+    none are left, gives the whole queue in order, each link once; decided links newest first likewise."""
+    whole = site.get("/api/links", params={"limit": 500}).json()
+    assert len(whole) == 2 * PEOPLE
+    assert [(x["score"], x["id"]) for x in whole] == sorted((x["score"], x["id"]) for x in whole)
+    assert len({x["score"] for x in whole}) > 1  # by score, not by id: paging by id would skip some
+    paged, after = [], None
+    while True:
+        page = site.get("/api/links", params=dict(limit=3, **({"after": after} if after else {}))).json()
+        if not page:
+            break
+        paged += page
+        after = page[-1]["id"]
+        assert len(paged) <= len(whole), "a page came twice"
+    assert [x["id"] for x in paged] == [x["id"] for x in whole]
+    for link in [x["id"] for x in whole[:4]]:
+        assert site.post(f"/api/links/{link}/confirm").status_code == 200
+    confirmed = site.get("/api/links", params={"status": "confirmed"}).json()
+    assert [x["id"] for x in confirmed] == sorted((x["id"] for x in whole[:4]), reverse=True)
+    second = site.get("/api/links", params={"status": "confirmed", "limit": 2, "after": confirmed[1]["id"]}).json()
+    assert [x["id"] for x in second] == [x["id"] for x in confirmed[2:4]]
+    # a confirmed link still anchors the queue's next page; a link that never was is a 404
+    rest = site.get("/api/links", params={"after": whole[3]["id"]}).json()
+    assert [x["id"] for x in rest] == [x["id"] for x in whole[4:]]
+    one_line_refusal(site.get("/api/links", params={"after": 999999}), 404)
+
+
 def test_search_by_upload_is_the_brute_force_cosine_ranking(site):
     for p in range(PEOPLE):
         data = upload_of(site.bases[p])
@@ -634,7 +662,7 @@ def test_sql_in_every_text_field_is_refused_and_changes_nothing(site):
             site.post("/api/search/image", params={"end": sql}, files={"image": ("q.png", png, "image/png")}),
             site.post("/api/search/image", params={"model": sql}, files={"image": ("q.png", png, "image/png")}),
             site.get("/api/links", params={"status": sql}),
-            site.get("/api/links", params={"before": sql}),
+            site.get("/api/links", params={"after": sql}),
             site.get("/api/links", params={"limit": sql}),
             site.get("/api/decisions", params={"before": sql}),
             site.get("/api/identities", params={"min_cameras": sql}),

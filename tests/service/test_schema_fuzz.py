@@ -260,7 +260,7 @@ def test_refusals_are_declared_with_one_line_bodies(served):
     review = {"Authorization": f"Bearer {tokens['review']}"}
     big = 2**31
     cases += [("get", f"/api/identities/{big}", auth, 422), ("get", f"/api/identities/{big - 1}", auth, 404),
-              ("get", f"/api/search/sighting/{2**40}", auth, 422), ("get", f"/api/links?before={big}", auth, 422),
+              ("get", f"/api/search/sighting/{2**40}", auth, 422), ("get", f"/api/links?after={big}", auth, 422),
               ("get", f"/api/decisions?before={2**62}", auth, 422), ("post", f"/api/decisions/{big}/undo", review, 422),
               ("post", "/api/identities/merge", review, 422, {"keep": big, "other": 1}),
               ("post", "/api/identities/1/split", review, 422, {"tracklets": [2**63]}),

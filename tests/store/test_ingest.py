@@ -125,7 +125,12 @@ def test_tracks_become_tracklets_of_their_camera_and_time_and_twice_add_nothing(
     again = ingest(store, "fake", TrackSource(seqs, read_camera_tracks(seqs, "gt"), model, "gt/seqs",
                                               start_time=T0, crops_per_tracklet=4))
     assert (again.tracklets, again.sightings, again.features, again.skipped_tracklets) == (0, 0, 0, 6)
-    assert table_counts(store) == before
+    assert again.changed_tracklets == 0 and table_counts(store) == before
+    # the same names with other times (a tracker run again, another clock): skipped, but counted as changed
+    other = ingest(store, "fake", TrackSource(seqs, read_camera_tracks(seqs, "gt"), model, "gt/seqs",
+                                              start_time=T0 + 5, crops_per_tracklet=4))
+    assert (other.tracklets, other.skipped_tracklets, other.changed_tracklets) == (0, 6, 6)
+    assert other.changed_example.startswith("track:gt/seqs:cam") and table_counts(store) == before
 
 
 def test_a_results_folder_is_read_as_the_tracking_tools_write_it(tmp_path, sequences):
@@ -252,8 +257,14 @@ def test_the_tool_ingests_a_gallery_and_says_what_it_did(tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(
         "ingested 6 tracklets (6 sightings, 6 features) under model 'g'; skipped 0 already stored; linked ")
     assert cli.main(argv) == 0
-    assert "ingested 0 tracklets (0 sightings, 0 features) under model 'g'; skipped 6 already stored" in \
-        capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "ingested 0 tracklets (0 sightings, 0 features) under model 'g'; skipped 6 already stored" in out.out
+    assert "warning" not in out.err
+    # images whose names give no time take --start-time: another value is another input under the same names
+    assert cli.main(argv + ["--start-time", "2026-11-28T14:00:00Z"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("warning: 3 of the tracklets skipped are stored under the same keys with another start "
+                          "time (e.g. 'gallery:") and "--source-name" in err
     store = Store(str(tmp_path / "store"))
     assert store.model("g").threshold == 0.5
     store.close()
