@@ -236,7 +236,8 @@ def create_app(store: Store, tokens: Tokens, embed: Optional[Embed] = None, mode
         except KeyError as e:
             raise HTTPException(404, str(e.args[0])) from None
 
-    @app.get("/api/links", response_model=List[PendingLink], summary="Links by status (the review queue)")
+    @app.get("/api/links", response_model=List[PendingLink], summary="Links by status (the review queue)",
+             responses=refusals(404))
     def links(status: str = Query("proposed", pattern="^(proposed|confirmed|rejected|withdrawn)$"),
               limit: int = Query(50, ge=1, le=500),
               after: Optional[int] = Query(None, ge=1, le=MAX_ID,
