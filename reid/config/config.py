@@ -26,7 +26,7 @@ from yacs.config import CfgNode
 
 from reid.utils.path_kinds import MISSING, file_problem, is_missing
 
-from .defaults import _C, FILE_KEYS, NUMBER_OR_WORD
+from .defaults import _C, BOOL_OR_WORD, FILE_KEYS, NUMBER_OR_WORD
 from .differences import leaves
 from .errors import ConfigError
 from .sie_keys import move_clip_keys
@@ -105,6 +105,17 @@ def _coerce(key: str, current: Any, value: Any, source: str, from_yaml: bool = F
         if isinstance(number, (int, float)) and not isinstance(number, bool):
             return float(number)
         raise ConfigError(f"{source}: key {key} expects a number or {' or '.join(repr(w) for w in words)}, "
+                          f"got {brief(value)} ({type(value).__name__}).")
+    words = BOOL_OR_WORD.get(key)
+    if words is not None:  # true/false, or a word that asks for the data to decide (UDA.CAMERA_AWARE auto)
+        if isinstance(value, bool):
+            return value
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text in words:
+            return text
+        if text in ("true", "false"):
+            return text == "true"
+        raise ConfigError(f"{source}: key {key} expects true, false or {' or '.join(repr(w) for w in words)}, "
                           f"got {brief(value)} ({type(value).__name__}).")
     number = _number_from_text(value) if isinstance(value, str) and from_yaml else value
     if isinstance(current, bool):

@@ -467,19 +467,23 @@ _C.UDA.TEMPERATURE = 0.05
 _C.UDA.MOMENTUM = 0.1
 # Memory update from a batch: "mean" (mean feature of each cluster) or "hard" (its least similar feature).
 _C.UDA.MEMORY_UPDATE = "mean"
-# Camera-aware proxies (CAP, Wang et al. AAAI 2021): every cluster split by camera, an intra-camera and an inter-camera contrastive loss, so clusters stop forming per camera; needs camera ids.
+# Camera-aware proxies (CAP, Wang et al. AAAI 2021): every cluster split by camera, an intra-camera and an inter-camera contrastive loss, so clusters stop forming per camera; true needs camera ids, "auto" = on when the images have ids from >= 2 cameras (else one line says it is off).
 _C.UDA.CAMERA_AWARE = False
 # CAMERA_AWARE: weight lambda of the inter-camera loss (CAP: 0.5).
 _C.UDA.CAMERA_INTER_WEIGHT = 0.5
 # CAMERA_AWARE: hardest proxies of other clusters that are the inter-camera loss's negatives (CAP: 50).
 _C.UDA.CAMERA_HARD_NEGATIVES = 50
-# Camera-balanced neighbours for the Jaccard distance: each image's neighbour list takes the nearest of every camera in turn (exact pass); needs camera ids.
+# Camera-balanced neighbours for the Jaccard distance: each image's neighbour list takes the nearest of every camera in turn (exact pass); true needs camera ids, "auto" as CAMERA_AWARE.
 _C.UDA.CAMERA_NEIGHBOURS = False
 # Regex (one group) capturing a crop's tracklet from its file name, e.g. '^(.+_t\d+)_f\d+' for tools/tracks_to_reid.py crops: each tracklet joins its crops' majority cluster; '' = off.
 _C.UDA.TRACKLET_REGEX = ""
+# With TRACKLET_REGEX: cut a tracklet where its crops disagree (a tracker's identity switch) before it is kept whole: at the cut that best separates its two parts, when the cosine similarity of the parts' mean features is below this (0.5 suits trained models; 0 = never cut).
+_C.UDA.TRACKLET_SPLIT = 0.0
 
 # Keys that take a number or one of these words (the word asks for the number to be chosen).
 NUMBER_OR_WORD = {"UDA.EPS": ("auto",)}
+# Keys that take true/false or one of these words (the word asks for the choice to follow the data).
+BOOL_OR_WORD = {"UDA.CAMERA_AWARE": ("auto",), "UDA.CAMERA_NEIGHBOURS": ("auto",)}
 
 # Keys whose values name files or folders. A config stored inside a checkpoint (someone else's,
 # perhaps) never sets them: reid.config.merge_from_text leaves them at their defaults, so a

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -23,6 +24,11 @@ from .hooks import ClusterEachEpoch, MemoryUpdate
 from .scores import pseudo_label_scores
 
 logger = logging.getLogger(__name__)
+
+
+def _pairwise_losses(cfg) -> List[str]:
+    """The losses of MODEL.LOSSES.NAMES that compare pairs of images (wrong with camera proxies)."""
+    return [n for n in ("triplet", "pair_circle") if n in [str(x).lower() for x in cfg.MODEL.LOSSES.NAMES]]
 
 
 def check_uda_settings(cfg, num_images: int) -> None:
@@ -50,20 +56,27 @@ def check_uda_settings(cfg, num_images: int) -> None:
         raise ValueError(f"UDA.MOMENTUM must lie in [0, 1) (0.1 is usual), got {u.MOMENTUM}.")
     if str(u.MEMORY_UPDATE) not in UPDATE_MODES:
         raise ValueError(f"UDA.MEMORY_UPDATE {u.MEMORY_UPDATE!r} is not one of: {', '.join(UPDATE_MODES)}.")
-    if bool(u.CAMERA_AWARE):
-        pairwise = [n for n in ("triplet", "pair_circle") if n in [str(x).lower() for x in cfg.MODEL.LOSSES.NAMES]]
-        if pairwise:
-            raise ValueError(f"UDA.CAMERA_AWARE trains on camera proxies, so MODEL.LOSSES.NAMES {pairwise} would take "
-                             "one person in two cameras for two people; remove them (the proxies' inter-camera loss "
-                             "does their work) or set UDA.CAMERA_AWARE false.")
+    if u.CAMERA_AWARE in (True, "auto"):
         if not 0 <= float(u.CAMERA_INTER_WEIGHT) < float("inf"):
             raise ValueError(f"UDA.CAMERA_INTER_WEIGHT must be a finite number >= 0 (CAP: 0.5), got "
                              f"{u.CAMERA_INTER_WEIGHT}.")
         if int(u.CAMERA_HARD_NEGATIVES) < 1:
             raise ValueError(f"UDA.CAMERA_HARD_NEGATIVES must be >= 1 (CAP: 50), got {u.CAMERA_HARD_NEGATIVES}.")
+    if u.CAMERA_AWARE is True:  # "auto" is decided on the data (camera_options), where these turn it off
+        pairwise = _pairwise_losses(cfg)
+        if pairwise:
+            raise ValueError(f"UDA.CAMERA_AWARE trains on camera proxies, so MODEL.LOSSES.NAMES {pairwise} would take "
+                             "one person in two cameras for two people; remove them (the proxies' inter-camera loss "
+                             "does their work) or set UDA.CAMERA_AWARE false or auto.")
         if float(cfg.MODEL.LOSSES.ID.LABEL_SMOOTH) > 0:
             raise ValueError(f"UDA.CAMERA_AWARE trains with CAP's own contrastive terms, which have no label smoothing, "
                              f"but MODEL.LOSSES.ID.LABEL_SMOOTH is {cfg.MODEL.LOSSES.ID.LABEL_SMOOTH}: set it to 0.")
+    if not 0.0 <= float(u.TRACKLET_SPLIT) < 1.0:
+        raise ValueError(f"UDA.TRACKLET_SPLIT must lie in [0, 1) (a cosine similarity; 0 = never split), got "
+                         f"{u.TRACKLET_SPLIT}.")
+
+
+def _warn_exact_camera_neighbours(settings: ClusterSettings, num_images: int) -> None:
     if settings.camera_neighbours and settings.neighbours.backend == "auto" and num_images >= settings.neighbours.approx_min_size:
         logger.warning("UDA.CAMERA_NEIGHBOURS finds its camera-balanced lists with the exact pass (every pair of the "
                        "%d training images, before every epoch; the approximate pass UDA.NEIGHBOURS auto would use "
@@ -71,32 +84,70 @@ def check_uda_settings(cfg, num_images: int) -> None:
                        num_images, settings.neighbours.approx_min_size)
 
 
-def camera_ids(data: TrainData, cfg) -> Optional[np.ndarray]:
-    """The camera id of every training image when a camera-aware option (UDA.CAMERA_AWARE,
-    UDA.CAMERA_NEIGHBOURS) needs them, else for the health figures when the data has them
-    (None otherwise). A camera-aware option on data without camera ids, or from one camera
-    only, is one line saying how to give them."""
-    keys = [k for k in ("CAMERA_AWARE", "CAMERA_NEIGHBOURS") if bool(cfg.UDA[k])]
-    named = " and ".join(f"UDA.{k}" for k in keys)
+_CAMERA_KEYS = ("CAMERA_AWARE", "CAMERA_NEIGHBOURS")
+
+
+@dataclass(frozen=True)
+class CameraOptions:
+    """UDA.CAMERA_AWARE and UDA.CAMERA_NEIGHBOURS as this run uses them ("auto" decided on the data),
+    and the camera id of every training image (None when the data has none)."""
+
+    aware: bool
+    neighbours: bool
+    cameras: Optional[np.ndarray]
+
+
+def _data_cameras(data: TrainData, cfg) -> Tuple[Optional[np.ndarray], str]:
+    """The training images' camera ids, or None and why there are none to balance."""
     if len(data.datasets) > 1:  # each dataset numbers its own cameras from 0: the ids would collide
-        if keys:
-            raise ValueError(f"{named} needs one camera numbering, but DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has "
-                             f"{len(data.datasets)} training datasets, each numbering its cameras from 0: adapt to one "
-                             f"dataset at a time, or set {named} false.")
-        return None
+        return None, (f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} has {len(data.datasets)} training datasets, each "
+                      "numbering its cameras from 0 (adapt to one dataset at a time)")
     unknown = [d.name for d in data.datasets if not getattr(d, "has_cameras", True)]
     if unknown:
-        if keys:
-            raise ValueError(f"{named} needs the camera of every training image, but dataset {unknown[0]!r} has no "
-                             "camera ids: set DATASETS.UNLABELLED.CAMERA_REGEX (e.g. '_c(\\d+)') or write 'path "
-                             f"camid' lines in DATASETS.UNLABELLED.LIST, or set {named} false.")
-        return None
+        return None, (f"dataset {unknown[0]!r} has no camera ids (set DATASETS.UNLABELLED.CAMERA_REGEX, e.g. "
+                      "'_c(\\d+)', or write 'path camid' lines in DATASETS.UNLABELLED.LIST)")
     cams = np.array([cam for _, _, cam in data.items], dtype=np.int64)
-    if keys and len(np.unique(cams)) < 2:
-        raise ValueError(f"{named} balances the cameras, but all {len(cams)} training images come from one camera "
-                         f"({int(cams[0]) if len(cams) else 0}): give the images' camera ids (DATASETS.UNLABELLED."
-                         f"CAMERA_REGEX or a list with 'path camid'), or set {named} false.")
-    return cams
+    if len(np.unique(cams)) < 2:
+        return cams, (f"all {len(cams)} training images come from one camera ({int(cams[0]) if len(cams) else 0}; "
+                      "give their camera ids through DATASETS.UNLABELLED.CAMERA_REGEX or a list with 'path camid')")
+    return cams, ""
+
+
+def camera_options(data: TrainData, cfg) -> CameraOptions:
+    """Decide UDA.CAMERA_AWARE / UDA.CAMERA_NEIGHBOURS for `data`. ``true`` on data without camera ids
+    from >= 2 cameras is a ValueError naming the key; ``auto`` is on when the data has them and off
+    otherwise, with one line saying so (the shipped configs use auto, so they run on any data)."""
+    cams, missing = _data_cameras(data, cfg)
+    chosen = {}
+    for key in _CAMERA_KEYS:
+        value = cfg.UDA[key]
+        why = missing
+        if value == "auto" and not why and key == "CAMERA_AWARE" and float(cfg.MODEL.LOSSES.ID.LABEL_SMOOTH) > 0:
+            why = (f"MODEL.LOSSES.ID.LABEL_SMOOTH is {cfg.MODEL.LOSSES.ID.LABEL_SMOOTH} and camera proxies have no "
+                   "label smoothing (set it to 0 for camera-aware proxies)")
+        pairwise = _pairwise_losses(cfg)
+        if value == "auto" and not why and key == "CAMERA_AWARE" and pairwise:
+            why = (f"MODEL.LOSSES.NAMES has {pairwise}, which would take one person in two cameras for two people "
+                   "(remove them for camera-aware proxies)")
+        if value == "auto" and not why and key == "CAMERA_NEIGHBOURS" and str(cfg.UDA.NEIGHBOURS).lower() == "ivf":
+            why = "UDA.NEIGHBOURS is ivf and camera-balanced lists need the exact pass (set it to auto or exact)"
+        if value == "auto":
+            chosen[key] = not why
+            if why:
+                logger.warning("UDA.%s auto: off, because %s; clustering falls back to camera-agnostic %s.", key,
+                               why, "memory" if key == "CAMERA_AWARE" else "neighbours")
+        elif bool(value) and missing:
+            raise ValueError(f"UDA.{key} needs the camera of every training image from at least two cameras, but "
+                             f"{missing}; or set UDA.{key} auto (on when the data has camera ids) or false.")
+        else:
+            chosen[key] = bool(value)
+    return CameraOptions(chosen["CAMERA_AWARE"], chosen["CAMERA_NEIGHBOURS"], cams)
+
+
+def camera_ids(data: TrainData, cfg) -> Optional[np.ndarray]:
+    """The camera id of every training image (None when the data has none); the checks of
+    :func:`camera_options`."""
+    return camera_options(data, cfg).cameras
 
 
 _TRACKLET_KEY = "UDA.TRACKLET_REGEX"
@@ -132,10 +183,12 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     items = [(path, -1, cam) for path, _, cam in data.items]
     loader = build_pseudo_label_loader(cfg, items)
     u = cfg.UDA
-    cameras = camera_ids(data, cfg)
+    cams = camera_options(data, cfg)
+    settings = replace(ClusterSettings.from_cfg(cfg), camera_neighbours=cams.neighbours)
+    _warn_exact_camera_neighbours(settings, len(items))
     args = (int(model.feature_dim), float(u.TEMPERATURE), float(u.MOMENTUM), str(u.MEMORY_UPDATE))
     memory = (CameraProxyMemory(*args, float(u.CAMERA_INTER_WEIGHT), int(u.CAMERA_HARD_NEGATIVES))
-              if bool(u.CAMERA_AWARE) else ClusterMemory(*args))
+              if cams.aware else ClusterMemory(*args))
     set_identity_head(model, memory)
     extract_loader = build_test_loader(cfg, items, [])
 
@@ -155,11 +208,14 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
     if data.labelled:  # e.g. a labelled dataset adapted to as if it had none: measure, never train on it
         truth = np.array([pid for _, pid, _ in data.items], dtype=np.int64)
         score = lambda labels: pseudo_label_scores(labels, truth)  # noqa: E731
-    tracklets = tracklets_from_names([p for p, _, _ in items], str(u.TRACKLET_REGEX)) if u.TRACKLET_REGEX else None
+    names = [p for p, _, _ in items]
+    tracklets = tracklets_from_names(names, str(u.TRACKLET_REGEX)) if u.TRACKLET_REGEX else None
+    # a tracklet's crops in the order of their names (tools/tracks_to_reid.py names end in the frame number)
+    positions = np.argsort(np.argsort(np.asarray(names), kind="stable"), kind="stable") if tracklets is not None else None
     per_batch = int(cfg.SOLVER.IMS_PER_BATCH) // int(cfg.DATALOADER.NUM_INSTANCE)
     # ClusterEachEpoch must run before MemoryUpdate
-    return loader, [ClusterEachEpoch(extract, ClusterSettings.from_cfg(cfg), loader.sampler, memory, per_batch, score,
-                                     tracklets, cameras, len(items)), MemoryUpdate(memory)]
+    return loader, [ClusterEachEpoch(extract, settings, loader.sampler, memory, per_batch, score, tracklets, cams.cameras,
+                                     len(items), positions), MemoryUpdate(memory)]
 
 
-__all__ = ["build_uda_training", "camera_ids", "check_uda_settings", "set_identity_head", "tracklets_from_names"]
+__all__ = ["CameraOptions", "build_uda_training", "camera_ids", "camera_options", "check_uda_settings", "set_identity_head", "tracklets_from_names"]

@@ -21,6 +21,7 @@ from reid.evaluation.jaccard import jaccard_graph
 from reid.evaluation.neighbours import NeighbourSearch, neighbour_search
 
 from .auto_eps import EpsChoice, check_eps_range, choose_eps, eps_grid
+from .tracklet_split import TrackletSplit, split_tracklets
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class ClusterSettings:
     auto_eps: bool = False
     eps_range: Tuple[float, float] = (0.3, 0.8)
     camera_neighbours: bool = False
+    tracklet_split: float = 0.0
 
     @classmethod
     def from_cfg(cls, cfg) -> "ClusterSettings":
@@ -47,7 +49,9 @@ class ClusterSettings:
             raise ValueError(f"UDA.EPS must be a number in (0, 1) or 'auto', got {u.EPS!r}.")
         eps_range = check_eps_range(list(u.EPS_RANGE)) if auto else (0.3, 0.8)  # read only when used
         settings = cls(int(u.K1), int(u.K2), eps_range[1] if auto else float(u.EPS), int(u.MIN_SAMPLES),
-                       str(cfg.TEST.METRIC), neighbour_search(u, "UDA"), auto, eps_range, bool(u.CAMERA_NEIGHBOURS))
+                       str(cfg.TEST.METRIC), neighbour_search(u, "UDA"), auto, eps_range,
+                       u.CAMERA_NEIGHBOURS is True,  # "auto": decided on the data (reid.uda.build.camera_options)
+                       float(u.TRACKLET_SPLIT))
         if not 0.0 < settings.eps < 1.0:
             raise ValueError(f"UDA.EPS must lie in (0, 1) (a Jaccard distance; 0.5-0.7 usually) or be 'auto', "
                              f"got {u.EPS}.")
@@ -64,8 +68,9 @@ class ClusterSettings:
 
 @dataclass
 class Clusters:
-    """One clustering: ``labels`` int64 ``[N]`` (0..num_clusters-1, -1 = outlier), timings, the
-    radius used and, with UDA.EPS auto, how it was chosen."""
+    """One clustering: ``labels`` int64 ``[N]`` (0..num_clusters-1, -1 = outlier), the seconds of
+    each stage (neighbours and Jaccard graph, radius choice, tracklet cuts, the final DBSCAN), the
+    radius used, with UDA.EPS auto how it was chosen, and with tracklets how many were cut."""
 
     labels: np.ndarray
     num_clusters: int
@@ -73,6 +78,9 @@ class Clusters:
     seconds_dbscan: float
     eps: float
     eps_choice: Optional[EpsChoice] = None
+    seconds_radius: float = 0.0
+    seconds_split: float = 0.0
+    split: Optional[TrackletSplit] = None
 
     @property
     def kept(self) -> int:
@@ -119,25 +127,36 @@ def tracklet_majority(labels: np.ndarray, tracklets: np.ndarray) -> np.ndarray:
 
 
 def cluster_features(feats: torch.Tensor, settings: ClusterSettings, tracklets: Optional[np.ndarray] = None,
-                     cameras: Optional[np.ndarray] = None) -> Clusters:
+                     cameras: Optional[np.ndarray] = None, positions: Optional[np.ndarray] = None) -> Clusters:
     """Cluster features ``[N, D]`` into pseudo-identities (see the module docstring); with `tracklets`
-    (int ``[N]``, the tracklet of each image) each tracklet ends up in one cluster (:func:`tracklet_majority`).
-    `cameras` (int ``[N]``) are needed with ``settings.camera_neighbours`` (camera-balanced lists)."""
+    (int ``[N]``, the tracklet of each image) each tracklet ends up in one cluster (:func:`tracklet_majority`),
+    after cutting those whose crops disagree when ``settings.tracklet_split`` > 0 (reid.uda.tracklet_split;
+    `positions` orders a tracklet's crops in time, None = their order here). `cameras` (int ``[N]``) are
+    needed with ``settings.camera_neighbours`` (camera-balanced lists)."""
     if settings.camera_neighbours and cameras is None:
         raise ValueError("UDA.CAMERA_NEIGHBOURS needs the camera id of every image; none were given.")
     t0 = time.perf_counter()
     graph = jaccard_graph(feats, settings.k1, settings.k2, settings.eps, settings.metric,
                           neighbours=settings.neighbours, cameras=cameras if settings.camera_neighbours else None)
     t1 = time.perf_counter()
-    choice = None
-    if settings.auto_eps:
-        choice = choose_eps(graph, settings.min_samples, eps_grid(*settings.eps_range), dbscan)
-    eps = choice.eps if choice is not None else settings.eps
-    labels = dbscan(graph, eps, settings.min_samples)
+    split = None
     if tracklets is not None:
-        labels = tracklet_majority(labels, tracklets)
+        split = split_tracklets(feats, tracklets, positions, settings.tracklet_split)
+        tracklets = split.tracklets
+
+    def labels_at(g: sp.csr_matrix, eps: float, min_samples: int) -> np.ndarray:
+        labels = dbscan(g, eps, min_samples)
+        return tracklet_majority(labels, tracklets) if tracklets is not None else labels
+
     t2 = time.perf_counter()
-    return Clusters(labels, int(labels.max()) + 1 if labels.size else 0, t1 - t0, t2 - t1, eps, choice)
+    # the chooser judges each radius by the labels the epoch would train on (tracklets kept whole)
+    choice = choose_eps(graph, settings.min_samples, eps_grid(*settings.eps_range), labels_at) if settings.auto_eps else None
+    t3 = time.perf_counter()
+    eps = choice.eps if choice is not None else settings.eps
+    labels = labels_at(graph, eps, settings.min_samples)
+    t4 = time.perf_counter()
+    return Clusters(labels, int(labels.max()) + 1 if labels.size else 0, t1 - t0, t4 - t3, eps, choice,
+                    seconds_radius=t3 - t2, seconds_split=t2 - t1, split=split)
 
 
 def cluster_centroids(feats: torch.Tensor, labels: np.ndarray, num_clusters: int) -> torch.Tensor:

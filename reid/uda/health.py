@@ -164,10 +164,11 @@ class RunOptions:
     camera_aware: bool = False
     camera_neighbours: bool = False
 
-    def eps_advice(self, direction: str) -> str:
-        """How to move the radius `direction` ("Lower" or "Raise")."""
+    def eps_advice(self, direction: str, end: str) -> str:
+        """How to move the radius `direction` ("Lower" or "Raise"); with UDA.EPS auto, which `end`
+        ("first" or "last") of UDA.EPS_RANGE to move: the chooser already avoids radii whose own
+        clusters warn, so a warning means the whole range is too high or too low."""
         if self.auto_eps:
-            end = "last" if direction == "Lower" else "first"
             return f"{direction} UDA.EPS_RANGE's {end} radius, or set UDA.EPS to a number"
         return f"{direction} UDA.EPS (or set it to auto)"
 
@@ -212,7 +213,7 @@ def health_warnings(history: Sequence[Mapping[str, Any]], num_cameras: int,
         warnings.append(
             f"The largest cluster holds {last['size_max']} of the {last['images_kept']} clustered images "
             f"({_pct(last['largest_share'])}), {last['size_max'] / last['size_median']:.0f} times the median cluster "
-            f"size {last['size_median']:g}: it merges different people. {options.eps_advice('Lower')} or raise "
+            f"size {last['size_median']:g}: it merges different people. {options.eps_advice('Lower', 'first')} or raise "
             "UDA.MIN_SAMPLES.")
 
     window = list(history[-(MERGE_STEPS + 1):])
@@ -225,7 +226,7 @@ def health_warnings(history: Sequence[Mapping[str, Any]], num_cameras: int,
             warnings.append(
                 f"Clusters fell from {counts[0]} to {counts[-1]} over the last {MERGE_STEPS} epochs while their mean "
                 f"size rose from {means[0]:.1f} to {means[-1]:.1f}: the pseudo-labels merge people more every epoch. "
-                f"{options.eps_advice('Lower')} or raise UDA.MIN_SAMPLES, and compare the number of clusters with "
+                f"{options.eps_advice('Lower', 'last')} or raise UDA.MIN_SAMPLES, and compare the number of clusters with "
                 "the number of people you expect.")
 
     if _has(last, "outlier_share") and last["outlier_share"] > MANY_OUTLIERS:
@@ -233,7 +234,7 @@ def health_warnings(history: Sequence[Mapping[str, Any]], num_cameras: int,
                 if _has(last, "images", "images_kept") else "")
         warnings.append(
             f"{_pct(last['outlier_share'])} of the images are outliers{left}: the clustering radius finds too few "
-            f"dense groups, so most images do not train. {options.eps_advice('Raise')} or lower UDA.MIN_SAMPLES.")
+            f"dense groups, so most images do not train. {options.eps_advice('Raise', 'last')} or lower UDA.MIN_SAMPLES.")
 
     if _has(last, "feature_spread") and last["feature_spread"] < COLLAPSE_SPREAD:
         warnings.append(

@@ -49,7 +49,7 @@ def check_clusters(clusters: Clusters, num_images: int, per_batch: int, settings
     found = ("no cluster: every image is an outlier" if clusters.num_clusters == 0 else
              f"{clusters.num_clusters} cluster(s) ({clusters.kept} images)")
     merges = 2 * clusters.kept > num_images  # most images kept in a few clusters: the radius merges people
-    move = RunOptions(auto_eps=settings.auto_eps).eps_advice("Lower" if merges else "Raise")
+    move = RunOptions(auto_eps=settings.auto_eps).eps_advice(*(("Lower", "first") if merges else ("Raise", "last")))
     why = "the radius merges different people" if merges else "most images are outliers at this radius"
     advice = f"{move} or {'raise' if merges else 'lower'} UDA.MIN_SAMPLES ({why}; 0.5-0.7 is usual)"
     at = f"auto ({clusters.eps:g})" if settings.auto_eps else f"{settings.eps:g}"
@@ -76,15 +76,18 @@ class ClusterEachEpoch(HookBase):
             is kept in one cluster.
         cameras: optional camera id of each image (int ``[N]``): for camera-balanced neighbours,
             a camera-aware memory (``memory.assign``) and the health figures.
+        num_images: the training images now (a checkpoint's labels must be one per image).
+        positions: optional order of each image within its tracklet (int ``[N]``), for cutting
+            tracklets at an identity switch (UDA.TRACKLET_SPLIT).
     """
 
     def __init__(self, extract: ExtractFn, settings: ClusterSettings, sampler: Any, memory: ClusterMemory,
                  per_batch: int, score: Optional[Callable[[np.ndarray], Dict[str, float]]] = None,
                  tracklets: Optional[np.ndarray] = None, cameras: Optional[np.ndarray] = None,
-                 num_images: Optional[int] = None) -> None:
+                 num_images: Optional[int] = None, positions: Optional[np.ndarray] = None) -> None:
         self.extract, self.settings, self.sampler, self.memory = extract, settings, sampler, memory
         self.per_batch, self.score, self.tracklets, self.cameras = int(per_batch), score, tracklets, cameras
-        self.num_images = num_images  # the training images now; a checkpoint's labels must be one per image
+        self.num_images, self.positions = num_images, positions
         self.labels: Optional[np.ndarray] = None  # this epoch's clusters (a camera-aware memory trains on proxies)
         self.epoch: Optional[int] = None  # the epoch self.labels belong to
         self.history: List[Dict[str, float]] = []  # every clustering's health figures, for the trend warnings
@@ -143,15 +146,18 @@ class ClusterEachEpoch(HookBase):
         rng = get_rng_state()  # extraction (loader seeds) must not shift the training streams
         try:
             feats = self.extract(t.model)
-            clusters = cluster_features(feats, self.settings, self.tracklets, self.cameras)
+            extracted = time.perf_counter()
+            clusters = cluster_features(feats, self.settings, self.tracklets, self.cameras, self.positions)
         finally:
             set_rng_state(rng)
         if clusters.eps_choice is not None:
             logger.info(clusters.eps_choice.reason())
         check_clusters(clusters, len(feats), self.per_batch, self.settings)
+        memory_start = time.perf_counter()
         train_labels = self.memory.assign(clusters.labels, self.cameras)
         self.memory.reset(cluster_centroids(feats, train_labels, int(train_labels.max()) + 1))
         self.sampler.set_labels(train_labels)
+        seconds_memory = time.perf_counter() - memory_start
         previous = self.labels
         self.labels, self.epoch = clusters.labels, t.epoch
         if previous is not None and len(previous) != len(clusters.labels):
@@ -162,11 +168,15 @@ class ClusterEachEpoch(HookBase):
         }
         if isinstance(self.memory, CameraProxyMemory):
             record["proxies"] = self.memory.num_classes
+        if clusters.split is not None and self.settings.tracklet_split > 0:
+            record.update({"tracklets_cut": clusters.split.cut, "tracklet_parts": clusters.split.parts})
         record.update(cluster_health(clusters.labels, self.cameras, feats, previous))
         if clusters.eps_choice is not None:
             record.update(clusters.eps_choice.record())
-        record.update({"seconds": time.perf_counter() - start, "seconds_distance": clusters.seconds_distance,
-                       "seconds_dbscan": clusters.seconds_dbscan})
+        record.update({"seconds": time.perf_counter() - start, "seconds_extract": extracted - start,
+                       "seconds_distance": clusters.seconds_distance, "seconds_split": clusters.seconds_split,
+                       "seconds_radius": clusters.seconds_radius, "seconds_dbscan": clusters.seconds_dbscan,
+                       "seconds_memory": seconds_memory})
         if self.score is not None:
             record.update(self.score(clusters.labels))
         t.log_records.append(record)
@@ -178,6 +188,11 @@ class ClusterEachEpoch(HookBase):
                              self.settings.camera_neighbours)
         for warning in health_warnings(self.history, cams, options):
             logger.warning(warning)
+
+
+#: The stages of a clustering step in its log line: (label, record key).
+STAGES = (("extract", "seconds_extract"), ("neighbours", "seconds_distance"), ("cuts", "seconds_split"),
+          ("radius", "seconds_radius"), ("DBSCAN", "seconds_dbscan"), ("memory", "seconds_memory"))
 
 
 def format_cluster_record(record: Mapping[str, Any]) -> str:
@@ -193,7 +208,12 @@ def format_cluster_record(record: Mapping[str, Any]) -> str:
              ("true ids", "true_ids")]
     parts += [f"{label} {record[key]:.3f}" if isinstance(record[key], float) else f"{label} {record[key]}"
               for label, key in shown if key in record]
-    parts.append(f"{record['seconds']:.1f} s")
+    if "tracklets_cut" in record:
+        parts.append(f"{record['tracklets_cut']} tracklet(s) cut at an appearance jump into {record['tracklet_parts']} "
+                     "parts")
+    # stages that round to 0.0 s say nothing
+    stages = ", ".join(f"{label} {record[key]:.1f}" for label, key in STAGES if record.get(key, 0.0) >= 0.05)
+    parts.append(f"{record['seconds']:.1f} s" + (f" ({stages})" if stages else ""))
     return "; ".join(parts)
 
 
@@ -213,5 +233,5 @@ class MemoryUpdate(HookBase):
         self.memory.load_vectors(state["memory"])
 
 
-__all__ = ["ClusterEachEpoch", "ExtractFn", "MemoryUpdate", "NoClustersError", "check_clusters",
+__all__ = ["STAGES", "ClusterEachEpoch", "ExtractFn", "MemoryUpdate", "NoClustersError", "check_clusters",
            "format_cluster_record"]

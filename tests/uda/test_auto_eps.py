@@ -98,7 +98,62 @@ def test_too_few_clusters_under_auto_names_the_range_not_the_radius():
     with pytest.raises(NoClustersError) as e:
         check_clusters(Clusters(np.full(50, -1), 0, 0.0, 0.0, 0.3), 50, 4, auto)
     msg = str(e.value)
-    assert "at UDA.EPS auto (0.3)" in msg and "Raise UDA.EPS_RANGE's first radius, or set UDA.EPS to a number" in msg
+    assert "at UDA.EPS auto (0.3)" in msg and "Raise UDA.EPS_RANGE's last radius, or set UDA.EPS to a number" in msg
     assert "\n" not in msg
-    with pytest.raises(NoClustersError, match="Lower UDA.EPS_RANGE's last radius"):
+    with pytest.raises(NoClustersError, match="Lower UDA.EPS_RANGE's first radius"):
         check_clusters(Clusters(np.zeros(50, np.int64), 1, 0.0, 0.0, 0.8), 50, 4, auto)
+
+
+def _with_outliers(curve):
+    """A stand-in DBSCAN: at each radius `curve[eps]` = (clusters, outlier share) over 1,000 images,
+    clusters of equal size."""
+    def run(graph, eps, min_samples):
+        count, share = curve[round(eps, 6)]
+        out = int(round(1000 * share))
+        return np.r_[np.full(out, -1), np.arange(1000 - out) % count].astype(np.int64)
+    return run
+
+
+def test_chooser_avoids_radii_that_raise_their_own_warning():
+    from reid.uda.auto_eps import radius_warnings
+    from reid.uda.health import MANY_OUTLIERS, RunOptions, cluster_health, health_warnings
+
+    grid = eps_grid(0.3, 0.425)
+    # the widest stable run (0.3-0.375) leaves 70% outliers; 0.4-0.425 are stable and healthy
+    curve = dict(zip(grid.tolist(), [(100, 0.7), (100, 0.7), (100, 0.7), (100, 0.7), (60, 0.2), (58, 0.1)]))
+    choice = choose_eps(sp.csr_matrix((3, 3)), 4, grid, _with_outliers(curve))
+    assert choice.eps == pytest.approx(0.4) and choice.plateau == (0.4, 0.425)
+    assert choice.warned == (True,) * 4 + (False,) * 2 and not choice.every_radius_warned
+    assert choice.outliers[0] > MANY_OUTLIERS
+    labels = _with_outliers(curve)(None, choice.eps, 4)
+    record = {"clusters": 60, "images": 1000, "images_kept": int((labels >= 0).sum())}
+    record.update(cluster_health(labels, None))
+    assert health_warnings([record], 0, RunOptions(auto_eps=True)) == [] == radius_warnings(labels)
+    assert "among the radii whose clusters raise no health warning" in choice.reason()
+    assert choice.record()["eps_outliers"]["0.300"] == pytest.approx(0.7)
+    # the old rule alone (no warnings anywhere) still picks the widest run's middle
+    healthy = dict(zip(grid.tolist(), [(100, 0.1)] * 4 + [(60, 0.1), (58, 0.1)]))
+    assert choose_eps(sp.csr_matrix((3, 3)), 4, grid, _with_outliers(healthy)).eps == pytest.approx(0.325)
+
+
+def test_when_every_radius_warns_the_warning_names_the_end_of_the_range():
+    # 30 tight people x 8 images and 300 scattered images that never cluster: more than half are
+    # outliers at every radius, so no radius is free of the warning; it must say to widen the range
+    from reid.uda.health import cluster_health, health_warnings, RunOptions
+
+    rng = np.random.default_rng(1)
+    centres = rng.standard_normal((30, 32))
+    x = np.r_[np.repeat(centres, 8, axis=0) + 0.15 * rng.standard_normal((240, 32)), rng.standard_normal((300, 32))]
+    # (up to 0.25 more than half stay outliers; from 0.5 on the scattered ones form loose clusters)
+    auto = ClusterSettings(k1=10, k2=3, eps=0.25, min_samples=3, auto_eps=True, eps_range=(0.05, 0.25))
+    got = cluster_features(x.astype(np.float32), auto)
+    assert got.eps_choice.every_radius_warned and got.eps_choice.record()["eps_all_warned"] is True
+    assert "every radius left a health warning" in got.eps_choice.reason()
+    record = {"clusters": got.num_clusters, "images": len(x), "images_kept": got.kept}
+    record.update(cluster_health(got.labels, None))
+    (warning,) = health_warnings([record], 0, RunOptions(auto_eps=True))
+    assert "outliers" in warning and "Raise UDA.EPS_RANGE's last radius" in warning
+    # a range reaching the radii where most images cluster chooses one of them, and no warning follows
+    wide = cluster_features(x.astype(np.float32), ClusterSettings(k1=10, k2=3, eps=0.6, min_samples=3, auto_eps=True,
+                                                                  eps_range=(0.05, 0.6)))
+    assert not wide.eps_choice.every_radius_warned and wide.kept > len(x) / 2

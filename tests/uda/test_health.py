@@ -295,4 +295,4 @@ def test_advice_names_only_what_the_run_does_not_use_yet():
     outliers = dict(_record(np.r_[labels, np.full(100, -1)], None))
     assert "Raise UDA.EPS (or set it to auto)" in health_warnings([outliers], 0)[0]
     auto = health_warnings([outliers], 0, RunOptions(auto_eps=True))[0]
-    assert "Raise UDA.EPS_RANGE's first radius, or set UDA.EPS to a number" in auto and "set it to auto" not in auto
+    assert "Raise UDA.EPS_RANGE's last radius, or set UDA.EPS to a number" in auto and "set it to auto" not in auto

@@ -106,7 +106,8 @@ def test_camera_aware_adaptation_resumes_exactly_and_logs_its_health(data, tmp_p
     (["UDA.CAMERA_AWARE", "True", "UDA.CAMERA_HARD_NEGATIVES", "0"], "UDA.CAMERA_HARD_NEGATIVES must be >= 1"),
     (["UDA.CAMERA_AWARE", "True", "MODEL.LOSSES.ID.LABEL_SMOOTH", "0.1"], "MODEL.LOSSES.ID.LABEL_SMOOTH is 0.1: set it"),
     (["UDA.CAMERA_NEIGHBOURS", "True", "DATASETS.NAMES", "[synthetic, unlabelled]", "DATASETS.UNLABELLED.DIR", "."],
-     "UDA.CAMERA_NEIGHBOURS needs one camera numbering, but DATASETS.NAMES ['synthetic', 'unlabelled'] has 2"),
+     "UDA.CAMERA_NEIGHBOURS needs the camera of every training image from at least two cameras, but DATASETS.NAMES "
+     "['synthetic', 'unlabelled'] has 2 training datasets"),
     (["DATASETS.UNLABELLED.DIR", "crops"], "DATASETS.UNLABELLED.DIR 'crops' names unlabelled crops, but "
                                            "DATASETS.NAMES ['synthetic'] does not include 'unlabelled'"),
 ])
@@ -136,9 +137,10 @@ def _crops(data, folder, camera=None):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("regex, camera, message", [
-    ("", None, "UDA.CAMERA_AWARE needs the camera of every training image, but dataset 'unlabelled' has no camera "
-               "ids: set DATASETS.UNLABELLED.CAMERA_REGEX"),
-    (r"_cam(\d+)", 1, "UDA.CAMERA_AWARE balances the cameras, but all 60 training images come from one camera"),
+    ("", None, "UDA.CAMERA_AWARE needs the camera of every training image from at least two cameras, but dataset "
+               "'unlabelled' has no camera ids (set DATASETS.UNLABELLED.CAMERA_REGEX"),
+    (r"_cam(\d+)", 1, "UDA.CAMERA_AWARE needs the camera of every training image from at least two cameras, but all "
+                      "60 training images come from one camera"),
 ])
 def test_camera_aware_without_cameras_is_one_line(data, tmp_path, capsys, regex, camera, message):
     from reid.cli import train as cli_train
@@ -149,6 +151,31 @@ def test_camera_aware_without_cameras_is_one_line(data, tmp_path, capsys, regex,
     assert cli_train.main(argv(data, tmp_path / "run", *extra)) == 1
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.slow
+def test_camera_options_auto_follow_the_data(data, tmp_path):
+    """The shipped configs set UDA.CAMERA_AWARE / CAMERA_NEIGHBOURS auto: on when the crops have camera ids
+    from two cameras (camera proxies in the memory), off with one line each when they have none."""
+    from reid.cli import train as cli_train
+
+    crops = _crops(data, tmp_path / "crops")
+    base = ["DATASETS.NAMES", "[unlabelled]", "DATASETS.UNLABELLED.DIR", str(crops), "DATASETS.TESTS", "[]",
+            "UDA.CAMERA_AWARE", "auto", "UDA.CAMERA_NEIGHBOURS", "auto", "SOLVER.MAX_EPOCH", "1"]
+    assert cli_train.main(argv(data, tmp_path / "off", *base)) == 0
+    log = (tmp_path / "off" / "log.txt").read_text().splitlines()
+    for key, falls_back in (("CAMERA_AWARE", "memory"), ("CAMERA_NEIGHBOURS", "neighbours")):
+        lines = [line for line in log if f"UDA.{key} auto: off" in line]
+        assert len(lines) == 1 and "dataset 'unlabelled' has no camera ids" in lines[0], lines
+        assert f"falls back to camera-agnostic {falls_back}" in lines[0]
+    (record,) = _records(tmp_path / "off", "cluster")
+    assert "proxies" not in record
+    with_ids = base + ["DATASETS.UNLABELLED.CAMERA_REGEX", r"_cam(\d+)"]
+    assert cli_train.main(argv(data, tmp_path / "on", *with_ids)) == 0
+    assert "auto: off" not in (tmp_path / "on" / "log.txt").read_text()
+    (record,) = _records(tmp_path / "on", "cluster")
+    assert record["proxies"] > record["clusters"]  # clusters split by camera: the camera-aware memory
+    assert {"seconds_extract", "seconds_distance", "seconds_radius", "seconds_dbscan", "seconds_memory"} <= set(record)
 
 
 @pytest.mark.slow
