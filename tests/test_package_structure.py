@@ -8,7 +8,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "reid")
 # docs/architecture.md: data flows down this list; a module may import its own layer and lower ones.
-LAYERS = ["utils", "config", "data", "modeling", "engine", "evaluation", "uda", "visualization", "search", "export",
+LAYERS = ["utils", "hub", "config", "data", "modeling", "engine", "evaluation", "uda", "visualization", "search", "export",
           "inference", "training", "tracking", "store", "service", "cli"]
 
 

@@ -25,11 +25,12 @@ def user_errors() -> Tuple[Type[BaseException], ...]:
     from reid.export.writer import ExportMismatchError
     from reid.modeling.backbones.resnet import PretrainedWeightsError
     from reid.export.precision_export import PrecisionCheckError
+    from reid.hub.download import DownloadError
     from reid.tracking.tracker_env import TrackerEnvError
     from reid.utils.run_lock import RunFolderBusyError
 
     return (ValueError, OSError, ImportError, CheckpointError, ExportMismatchError, PretrainedWeightsError,
-            DownloadUnavailableError, RunFolderBusyError, TrackerEnvError, PrecisionCheckError)
+            DownloadUnavailableError, RunFolderBusyError, TrackerEnvError, PrecisionCheckError, DownloadError)
 
 # A DataLoader worker re-raises its exception in the main process with the worker's whole
 # traceback folded into the message ("Caught X in DataLoader worker process 0.\nOriginal

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # loading a model imports torch; only the types are needed he
 
 RUN_HELP = "a training run's folder (its OUTPUT_DIR): config.yaml + model_best.pth, else model_final.pth"
 WEIGHTS_HELP = ("a checkpoint: ours (it stores its config) or a foreign format such as fast-reid's "
-                "(add --config-file); or an exported file (.onnx / .pt2 of tools/export.py, any precision), which "
+                "(add --config-file); a published model by name (torchreid/osnet_x0_25_msmt17: downloaded once, "
+                "verified, with its config; `tools/hub.py list`) or hf://ORG/REPO/FILE; or an exported file (.onnx / .pt2 of tools/export.py, any precision), which "
                 "runs on its own; with --run, a file of that run (an exported one is checked against the run's weights)")
 CONFIG_HELP = "YAML config of the model (may use _BASE_); its weights: --weights, MODEL.WEIGHTS, or those of the run folder it sits in"
 
@@ -69,6 +70,37 @@ def check_model_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
             flag = "--" + name.replace("_", "-")
             parser.error(f"{flag} got {keys[0]!r}, which looks like a config override: put KEY VALUE overrides "
                          f"after a one-value option (e.g. --device cpu {keys[0]} ...) or before {flag}")
+    if getattr(args, "weights", None):
+        from reid.hub.download import DownloadError
+
+        try:
+            resolve_hub_names(args)
+        except (ValueError, DownloadError) as e:  # an unknown name, a download that failed: one line, exit 1
+            parser.exit(1, f"error: {' '.join(str(e).split())}\n")
+
+
+def resolve_hub_names(args: argparse.Namespace, config: bool = True) -> None:
+    """Replace catalogue names and ``hf://`` files in ``args.weights`` with verified local files
+    (reid.hub: downloaded once into the cache); with `config` and no --config-file or --run, one
+    catalogue name also brings the catalogue's config. ValueError (one line) when that fails."""
+    from reid.hub import looks_like_name, resolve_weights
+
+    many = isinstance(args.weights, list)
+    names = [w for w in (args.weights if many else [args.weights]) if looks_like_name(w)]
+    if not names:
+        return
+    resolved = {name: resolve_weights(name) for name in names}
+    if many:
+        args.weights = [resolved[w].path if w in resolved else w for w in args.weights]
+    else:
+        args.weights = resolved[args.weights].path
+    configs = {r.config for r in resolved.values() if r.config}
+    if not config or getattr(args, "config_file", None) or getattr(args, "run", None) or not configs:
+        return
+    if len(configs) > 1 or (many and len(args.weights) > len(resolved)):
+        raise ValueError(f"--weights {' '.join(names)} need different configs ({', '.join(sorted(configs))}); one "
+                         "--config-file serves all the models of a command: name one catalogue model per command.")
+    args.config_file = configs.pop()
 
 
 def model_config(args: argparse.Namespace, extra_opts: Sequence[Any] = ()) -> Tuple["CfgNode", str]:
@@ -87,4 +119,4 @@ def predictor_from_args(args: argparse.Namespace, **kwargs: Any) -> "Predictor":
                           opts=overrides(args) or None, device=getattr(args, "device", None), **kwargs)
 
 
-__all__ = ["add_model_arguments", "check_model_arguments", "model_config", "predictor_from_args"]
+__all__ = ["add_model_arguments", "check_model_arguments", "model_config", "predictor_from_args", "resolve_hub_names"]

@@ -4,13 +4,11 @@ This file is the single source of truth for the configuration schema: YAML files
 command-line overrides may only set keys that exist here, with values of the same type.
 `docs/configs.md` is generated from this file (``python tools/gen_config_docs.py``).
 
-Conventions
------------
+Conventions:
 * A scale or margin of ``-1`` means "the head's published default" (see HEAD_DEFAULTS in
   ``reid/modeling/heads``), so that switching ``MODEL.HEADS.NAME`` never silently keeps a
   margin tuned for another head.
-* Sizes are ``[height, width]`` in pixels.
-* Epoch-based schedule keys count whole passes over the training set.
+* Sizes are ``[height, width]`` in pixels; epoch-based schedule keys count whole passes over the training set.
 """
 from yacs.config import CfgNode as CN
 
@@ -480,9 +478,8 @@ _C.UDA.TRACKLET_REGEX = ""
 # With TRACKLET_REGEX: cut a tracklet where its crops disagree (a tracker's identity switch) before it is kept whole: at the cut that best separates its two parts, when the cosine similarity of the parts' mean features is below this (0.5 suits trained models; 0 = never cut).
 _C.UDA.TRACKLET_SPLIT = 0.0
 
-# Keys that take a number or one of these words (the word asks for the number to be chosen).
+# Keys that take a number (NUMBER_OR_WORD) or true/false (BOOL_OR_WORD), or one of these words (chosen from the data).
 NUMBER_OR_WORD = {"UDA.EPS": ("auto",)}
-# Keys that take true/false or one of these words (the word asks for the choice to follow the data).
 BOOL_OR_WORD = {"UDA.CAMERA_AWARE": ("auto",), "UDA.CAMERA_NEIGHBOURS": ("auto",)}
 
 # Keys whose values name files or folders. A config stored inside a checkpoint (someone else's,
