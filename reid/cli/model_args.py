@@ -83,13 +83,18 @@ def resolve_hub_names(args: argparse.Namespace, config: bool = True) -> None:
     """Replace catalogue names and ``hf://`` files in ``args.weights`` with verified local files
     (reid.hub: downloaded once into the cache); with `config` and no --config-file or --run, one
     catalogue name also brings the catalogue's config. ValueError (one line) when that fails."""
-    from reid.hub import looks_like_name, resolve_weights
+    from reid.export.model_repo import folder_files, published_folder
+    from reid.hub import Resolved, looks_like_name, resolve_weights
 
     many = isinstance(args.weights, list)
-    names = [w for w in (args.weights if many else [args.weights]) if looks_like_name(w)]
+    names = [w for w in (args.weights if many else [args.weights]) if looks_like_name(w) or published_folder(w)]
     if not names:
         return
     resolved = {name: resolve_weights(name) for name in names}
+    for name, found in list(resolved.items()):  # a published model (tools/publish.py): its weights and config
+        if published_folder(found.path):
+            files = folder_files(found.path)
+            resolved[name] = Resolved(files["weights"], found.entry, files["config"])
     if many:
         args.weights = [resolved[w].path if w in resolved else w for w in args.weights]
     else:

@@ -61,12 +61,34 @@ def read_checkpoint(path: str, map_location: Any = "cpu") -> Dict[str, Any]:
         )
     if problem:
         raise CheckpointError(f"Checkpoint {path} {problem}; name a .pth file.")
+    if path.endswith(".safetensors"):
+        return read_safetensors(path)
     try:
         data = _load_weights_only(path, map_location)
     except Exception as e:  # torch raises several types for truncated / foreign files
         raise CheckpointError(_unreadable_message(path, e)) from e
     if not isinstance(data, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(data).__name__}, expected a dict.")
+    return data
+
+
+def read_safetensors(path: str) -> Dict[str, Any]:
+    """A ``.safetensors`` file (a published model, tools/publish.py) as a checkpoint dict: its tensors
+    are the ``"model"`` state dict and its ``cfg`` metadata, when present, the config. The format holds
+    tensors and strings only, so reading it can run no code."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise CheckpointError(f"{path} is a .safetensors file, which needs safetensors: pip install safetensors.") from None
+    try:
+        with safe_open(path, framework="pt") as f:
+            data: Dict[str, Any] = {"model": {k: f.get_tensor(k) for k in f.keys()}}
+            cfg = (f.metadata() or {}).get("cfg")
+    except Exception as e:  # safetensors raises its own error types for damaged headers
+        raise CheckpointError(f"{path} cannot be read as a .safetensors file ({type(e).__name__}: {e}); download "
+                              "it again.") from None
+    if cfg:
+        data["cfg"] = cfg
     return data
 
 
@@ -392,6 +414,7 @@ __all__ = [
     "INTERRUPT_NAME",
     "LAST_CHECKPOINT_FILE",
     "CheckpointError",
+    "read_safetensors",
     "CheckpointManager",
     "last_checkpoint",
     "load_checkpoint",

@@ -17,7 +17,7 @@ from typing import Callable, List, Optional
 from .cache import cache_path, download_lock, offline, record_hash, recorded_hash, writable_folder
 from .catalogue import HubEntry, by_name, entry, publishers
 from .download import DownloadError, Expected, download, verify
-from .sources import by_hand, drive_confirmation, drive_url, hf_download, scheme
+from .sources import by_hand, drive_confirmation, drive_url, hf_download, hf_snapshot, scheme
 
 #: A catalogue name: publisher/model, lowercase words (no file extension, no further slashes).
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*")
@@ -33,10 +33,13 @@ class Resolved:
 
     path: str
     entry: Optional[HubEntry] = None
+    config_path: Optional[str] = None  # a published folder's own config.yaml
 
     @property
     def config(self) -> Optional[str]:
-        """The catalogue's config file for the entry (absolute), or None."""
+        """The config that goes with the file: a published folder's, else the catalogue's (absolute), or None."""
+        if self.config_path:
+            return self.config_path
         return os.path.join(ROOT, self.entry.config) if self.entry is not None and self.entry.config else None
 
 
@@ -130,6 +133,8 @@ def fetch_entry(item: HubEntry, log: Log = print) -> str:
 def resolve_weights(text: str, log: Log = print) -> Resolved:
     """The local file `text` names (see the module docstring); UnknownModelError for a name the
     catalogue lacks (with the nearest names), DownloadError when fetching fails."""
+    if text.startswith("hf://") and text[len("hf://"):].strip("/").count("/") == 1:
+        return Resolved(hf_snapshot(text, local_only=offline()))  # a whole repository: a published model
     if text.startswith("hf://"):
         local = hf_download(text, local_only=offline())
         verify(local, Expected(), text)  # no published hash to compare: still no zip bomb

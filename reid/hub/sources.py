@@ -79,6 +79,25 @@ def hf_download(url: str, local_only: bool) -> str:
         raise DownloadError(f"{url}: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
 
 
+def hf_snapshot(url: str, local_only: bool) -> str:
+    """The local folder of a whole Hugging Face model repository ``hf://ORG/NAME`` (a model published
+    by tools/publish.py), downloaded by huggingface_hub or found in its cache with `local_only`."""
+    repo_id = url[len("hf://"):].strip("/")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        raise DownloadError(f"{url} is on the Hugging Face Hub, which needs huggingface_hub: pip install "
+                            "huggingface_hub.") from None
+    try:
+        return snapshot_download(repo_id=repo_id, local_files_only=local_only)
+    except LocalEntryNotFoundError:
+        raise DownloadError(f"{url} is not in the Hugging Face cache and downloading is off (HF_HUB_OFFLINE or "
+                            "REID_OFFLINE).") from None
+    except Exception as e:  # huggingface_hub raises many types (HTTP, repository, revision, network)
+        raise DownloadError(f"{url}: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+
+
 def by_hand(url: str) -> str:
     """An address a person can open in a browser for `url`."""
     kind = scheme(url)
@@ -96,4 +115,4 @@ def first_source(urls: Tuple[str, ...]) -> Optional[str]:
 
 
 __all__ = ["DRIVE_ENV", "DRIVE_URL", "SCHEMES", "by_hand", "drive_confirmation", "drive_url", "first_source",
-           "hf_download", "hf_parts", "scheme"]
+           "hf_download", "hf_parts", "hf_snapshot", "scheme"]

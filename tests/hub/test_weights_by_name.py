@@ -16,23 +16,6 @@ DEMO = os.path.join(ROOT, "configs", "Demo", "resnet18_circle.yml")
 SMALL = ["INPUT.SIZE_TEST", "[32, 16]", "MODEL.DEVICE", "cpu"]
 
 
-@pytest.fixture(scope="module")
-def demo_weights(tmp_path_factory):
-    from tests.cli.test_cli import tiny_opts
-    from reid.cli import train as cli_train
-
-    base = tmp_path_factory.mktemp("hubrun")
-    assert cli_train.main(["--config-file", DEMO] + tiny_opts(base / "data", base / "run")) == 0
-    images = base / "images"
-    images.mkdir()
-    rng = np.random.default_rng(0)
-    import cv2
-
-    for i in range(4):
-        cv2.imwrite(str(images / f"{i}.jpg"), rng.integers(0, 255, (64, 32, 3), dtype=np.uint8))
-    return base / "run" / "model_final.pth", images
-
-
 def _entry(name, url, data, config="configs/Demo/resnet18_circle.yml"):
     from reid.hub.catalogue import HubEntry
 
