@@ -76,3 +76,16 @@ def test_config_takes_true_false_or_auto():
         load_config(None, ["UDA.CAMERA_AWARE", "sometimes"])
     with pytest.raises(ConfigError, match="UDA.CAMERA_NEIGHBOURS expects true, false or 'auto'"):
         load_config(None, ["UDA.CAMERA_NEIGHBOURS", "2"])
+
+
+def test_clustering_extracts_in_cpu_sized_batches():
+    import torch
+
+    from reid.uda.build import CPU_EXTRACT_BATCH, _with_test_batch, extraction_batch
+
+    assert extraction_batch(256, torch.device("cpu")) == CPU_EXTRACT_BATCH == 32
+    assert extraction_batch(16, torch.device("cpu")) == 16
+    assert extraction_batch(256, torch.device("cuda", 0)) == 256  # a GPU keeps TEST.IMS_PER_BATCH
+    cfg = load_config(None, ["TEST.IMS_PER_BATCH", "256"])
+    assert _with_test_batch(cfg, 32).TEST.IMS_PER_BATCH == 32 and cfg.TEST.IMS_PER_BATCH == 256
+    assert _with_test_batch(cfg, 256) is cfg
