@@ -15,6 +15,10 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from .zoo_fastreid import FASTREID
+from .zoo_torchreid import TORCHREID
+from .zoo_transformers import TRANSFORMERS
+
 #: The families an entry may belong to (what kind of model the file holds).
 FAMILIES = ("osnet", "bot", "agw", "sbs", "mgn", "transreid", "clipreid", "personvit", "vehicle")
 
@@ -38,7 +42,7 @@ class HubEntry:
 
 
 #: Every published file the toolkit knows, by name.
-ENTRIES: Tuple[HubEntry, ...] = ()
+ENTRIES: Tuple[HubEntry, ...] = tuple(HubEntry(**fields) for fields in TORCHREID + FASTREID + TRANSFORMERS)
 
 
 def by_name() -> Dict[str, HubEntry]:
