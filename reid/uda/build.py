@@ -131,6 +131,11 @@ def camera_options(data: TrainData, cfg) -> CameraOptions:
                    "(remove them for camera-aware proxies)")
         if value == "auto" and not why and key == "CAMERA_NEIGHBOURS" and str(cfg.UDA.NEIGHBOURS).lower() == "ivf":
             why = "UDA.NEIGHBOURS is ivf and camera-balanced lists need the exact pass (set it to auto or exact)"
+        if value == "auto" and not why and key == "CAMERA_NEIGHBOURS" and str(cfg.UDA.NEIGHBOURS).lower() == "auto" \
+                and len(data.items) >= int(cfg.UDA.APPROX_MIN_SIZE):
+            why = (f"{len(data.items)} training images reach UDA.APPROX_MIN_SIZE {cfg.UDA.APPROX_MIN_SIZE}, where the "
+                   "approximate neighbour pass takes over and camera-balanced lists need the exact one (set "
+                   "UDA.CAMERA_NEIGHBOURS true to keep them anyway)")
         if value == "auto":
             chosen[key] = not why
             if why:

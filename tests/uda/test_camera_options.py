@@ -47,6 +47,8 @@ def test_real_data_configs_are_camera_aware_where_ids_exist(name, caplog):
     (["MODEL.LOSSES.NAMES", "[identity, triplet]"], _data(np.arange(40) % 2), False, True, "MODEL.LOSSES.NAMES has"),
     # approximate neighbours have no camera-balanced form
     (["UDA.NEIGHBOURS", "ivf"], _data(np.arange(40) % 2), True, False, "UDA.NEIGHBOURS is ivf"),
+    # past UDA.APPROX_MIN_SIZE the approximate pass takes over: auto does not force the exact one
+    (["UDA.APPROX_MIN_SIZE", "40"], _data(np.arange(40) % 2), True, False, "reach UDA.APPROX_MIN_SIZE 40"),
     (["DATASETS.NAMES", "[market1501, msmt17]"], _data(np.arange(40) % 2, datasets=2), False, False,
      "2 training datasets"),
 ])
