@@ -51,7 +51,7 @@ setup(
         "numpy>=1.23.5",
         "scipy>=1.9.3",
         "matplotlib>=3.6.3",
-        "gdown>=4.7.1",
+        "gdown>=5.1.0",  # 5.1: reads the hidden fields of Google Drive's confirmation form (reid/hub)
         "tqdm>=4.64.1",  # progress bars; tqdm.contrib.logging routes log lines around them
         "PyYAML>=6.0",
         "h5py>=3.8",

@@ -38,11 +38,12 @@ def drive_url(file_id: str) -> str:
 
 def drive_confirmation(text: str, url: str) -> str:
     """Where Drive's confirmation page leads (DownloadError for a quota or error page)."""
-    try:
+    try:  # gdown >= 5.1 (setup.py): its parser reads the hidden fields of today's form
         from gdown.download import get_url_from_gdrive_confirmation
         from gdown.exceptions import FileURLRetrievalError
     except ImportError:  # a dependency of the package; only a broken install lacks it
-        raise DownloadError("Google Drive asked to confirm the download, which needs gdown: pip install gdown.") from None
+        raise DownloadError("Google Drive asked to confirm the download, which needs gdown >= 5.1: pip install -U "
+                            "gdown.") from None
     try:
         found = get_url_from_gdrive_confirmation(text)
     except FileURLRetrievalError as e:
