@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # loading a model imports torch; only the types are needed he
 RUN_HELP = "a training run's folder (its OUTPUT_DIR): config.yaml + model_best.pth, else model_final.pth"
 WEIGHTS_HELP = ("a checkpoint: ours (it stores its config) or a foreign format such as fast-reid's "
                 "(add --config-file); a published model by name (torchreid/osnet_x0_25_msmt17: downloaded once, "
-                "verified, with its config; `tools/hub.py list`) or hf://ORG/REPO/FILE; or an exported file (.onnx / .pt2 of tools/export.py, any precision), which "
+                "verified, with its config; `tools/hub.py list`), hf://ORG/REPO[/FILE] or a tools/publish.py folder; "
+                "or an exported file (.onnx / .pt2 of tools/export.py, any precision), which "
                 "runs on its own; with --run, a file of that run (an exported one is checked against the run's weights)")
 CONFIG_HELP = "YAML config of the model (may use _BASE_); its weights: --weights, MODEL.WEIGHTS, or those of the run folder it sits in"
 
@@ -79,10 +80,10 @@ def check_model_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
             parser.exit(1, f"error: {' '.join(str(e).split())}\n")
 
 
-def resolve_hub_names(args: argparse.Namespace, config: bool = True) -> None:
-    """Replace catalogue names and ``hf://`` files in ``args.weights`` with verified local files
-    (reid.hub: downloaded once into the cache); with `config` and no --config-file or --run, one
-    catalogue name also brings the catalogue's config. ValueError (one line) when that fails."""
+def resolve_hub_names(args: argparse.Namespace) -> None:
+    """Replace catalogue names, ``hf://`` files and published folders in ``args.weights`` with verified
+    local files (reid.hub: downloaded once into the cache); without --config-file or --run, the config
+    that comes with them is used. ValueError (one line) when that fails."""
     from reid.export.model_repo import folder_files, published_folder
     from reid.hub import Resolved, looks_like_name, resolve_weights
 
@@ -100,11 +101,14 @@ def resolve_hub_names(args: argparse.Namespace, config: bool = True) -> None:
     else:
         args.weights = resolved[args.weights].path
     configs = {r.config for r in resolved.values() if r.config}
-    if not config or getattr(args, "config_file", None) or getattr(args, "run", None) or not configs:
+    if getattr(args, "config_file", None) or getattr(args, "run", None) or not configs:
         return
-    if len(configs) > 1 or (many and len(args.weights) > len(resolved)):
+    if len(configs) > 1:
         raise ValueError(f"--weights {' '.join(names)} need different configs ({', '.join(sorted(configs))}); one "
-                         "--config-file serves all the models of a command: name one catalogue model per command.")
+                         "--config-file serves all the models of a command: name one published model per command.")
+    if many and len(args.weights) > len(resolved):
+        raise ValueError(f"--weights mixes published models ({' '.join(names)}) with files: their config would be "
+                         "applied to the files too; pass --config-file, or name them in separate commands.")
     args.config_file = configs.pop()
 
 

@@ -24,6 +24,7 @@ import hashlib
 import http.client
 import http.cookiejar
 import os
+import stat
 import urllib.error
 import urllib.request
 import zipfile
@@ -39,6 +40,8 @@ TIMEOUT = 30.0
 #: A zip whose members unpack to more than this multiple of its size (and more than ZIP_MIN_BYTES) is refused.
 ZIP_RATIO = 50
 ZIP_MIN_BYTES = 1 << 30
+#: Most bytes taken from a host when the catalogue gives no size (the largest published re-ID file is ~1 GB).
+MAX_BYTES = 8 << 30
 #: How the first bytes of an HTML page look (a model file never starts so).
 _HTML_STARTS = (b"<!doctype html", b"<html", b"<head", b"<!--", b"<?xml")
 
@@ -121,11 +124,30 @@ class _Cut(Exception):
     """The connection ended before the whole file came (resumable)."""
 
 
+def _regular_or_absent(path: str, shown: str) -> int:
+    """The size of `path`, 0 when absent; DownloadError when it is a link or not a regular file (a part file
+    is only ever written by this module: anything else there is someone else's, and is never written through)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        raise DownloadError(f"{shown}: {path} is not a plain file of the download (a link, a folder or a special "
+                            "file); remove it and run the command again.")
+    return st.st_size
+
+
+def _open_part(path: str, append: bool):
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, 0o644), "ab" if append else "wb")
+
+
 def _transfer(opener: urllib.request.OpenerDirector, url: str, part: str, shown: str,
-              html: Optional[HtmlHandler], progress: Optional[Callable[[int, Optional[int]], None]]) -> None:
+              html: Optional[HtmlHandler], progress: Optional[Callable[[int, Optional[int]], None]],
+              limit: int = MAX_BYTES) -> None:
     """One attempt: append the rest of `url` to `part` (from its current size); _Cut when the
-    connection ends early, DownloadError when it cannot work."""
-    offset = os.path.getsize(part) if os.path.exists(part) else 0
+    connection ends early, DownloadError when it cannot work or sends more than `limit` bytes."""
+    offset = _regular_or_absent(part, shown)
     for _ in range(4):  # an HTML page may lead on (Drive: confirmation page -> file)
         request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
         try:
@@ -149,9 +171,14 @@ def _transfer(opener: urllib.request.OpenerDirector, url: str, part: str, shown:
             resumed = offset > 0 and response.status == 206
             total = _total_size(response, offset if resumed else 0)
             done = offset if resumed else 0
-            with open(part, "ab" if resumed else "wb") as out:
+            with _open_part(part, append=resumed) as out:
                 block = head
                 while block:
+                    if done + len(block) > limit:
+                        out.close()
+                        os.remove(part)
+                        raise DownloadError(f"{shown}: {url} sent more than {limit:,} bytes, more than the file can "
+                                            "be; nothing was kept.")
                     try:
                         out.write(block)
                     except OSError as e:  # a full disk or a read-only cache: no retry helps
@@ -184,7 +211,7 @@ def download(url: str, dest: str, expected: Expected, shown: str, html: Optional
     last = ""
     for _ in range(max(1, retries)):
         try:
-            _transfer(opener, url, part, shown, html, progress)
+            _transfer(opener, url, part, shown, html, progress, expected.size or MAX_BYTES)
             break
         except _Cut as cut:
             last = str(cut)
@@ -201,5 +228,5 @@ def download(url: str, dest: str, expected: Expected, shown: str, html: Optional
     return digest
 
 
-__all__ = ["CHUNK", "DownloadError", "Expected", "HtmlHandler", "RETRIES", "ZIP_MIN_BYTES", "ZIP_RATIO", "check_zip",
+__all__ = ["CHUNK", "DownloadError", "MAX_BYTES", "Expected", "HtmlHandler", "RETRIES", "ZIP_MIN_BYTES", "ZIP_RATIO", "check_zip",
            "download", "sha256_of", "verify"]

@@ -101,6 +101,9 @@ def fetch_entry(item: HubEntry, log: Log = print) -> str:
     path = cache_path(item.name, item.filename)
     known = item.sha256 or recorded_hash(path)
     expected = Expected(known, item.size)
+    if os.path.lexists(path) and not (os.path.isfile(path) and not os.path.islink(path)):
+        raise DownloadError(f"{item.name}: the cache holds {path} as a link, a folder or a special file, not the "
+                            "downloaded file; remove it (tools/hub.py download fetches it again).")
     if os.path.isfile(path):
         digest = verify(path, expected, f"{item.name} ({path})")
         if known is None:

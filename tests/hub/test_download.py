@@ -224,3 +224,37 @@ def test_names_paths_and_suggestions(home, monkeypatch, tmp_path):
     with pytest.raises(UnknownModelError) as e:
         resolve_weights("torchreid/osnet_x0_25_msmt")
     assert "Did you mean torchreid/osnet_x0_25_msmt17?" in str(e.value) and "tools/hub.py list" in str(e.value)
+
+
+def test_a_part_file_that_is_a_link_is_never_written_through(server, home, monkeypatch, tmp_path):
+    server.files["/osnet.pth"] = DATA
+    _entries(monkeypatch, _entry("zoo/osnet", [server.url + "/osnet.pth"]))
+    mine = tmp_path / "my_notes.txt"
+    mine.write_text("mine")
+    (home / "zoo").mkdir(parents=True)
+    (home / "zoo" / "osnet.pth.part").symlink_to(mine)
+    with pytest.raises(DownloadError, match=r"osnet.pth.part is not a plain file of the download .* remove it"):
+        resolve_weights("zoo/osnet")
+    assert mine.read_text() == "mine" and server.requests == []
+
+
+@pytest.mark.parametrize("kind", ["folder", "link", "fifo"])
+def test_a_cache_entry_that_is_not_the_file_is_one_line_and_kept(server, home, monkeypatch, tmp_path, kind):
+    server.files["/osnet.pth"] = DATA
+    _entries(monkeypatch, _entry("zoo/osnet", [server.url + "/osnet.pth"]))
+    path = home / "zoo" / "osnet.pth"
+    path.parent.mkdir(parents=True)
+    target = tmp_path / "elsewhere.pth"
+    target.write_bytes(DATA)  # a link to the right bytes is still not the cache's own file
+    {"folder": lambda: path.mkdir(), "link": lambda: path.symlink_to(target), "fifo": lambda: os.mkfifo(path)}[kind]()
+    with pytest.raises(DownloadError, match="as a link, a folder or a special file") as e:
+        resolve_weights("zoo/osnet")
+    assert "\n" not in str(e.value) and os.path.lexists(path) and target.read_bytes() == DATA and server.requests == []
+
+
+def test_a_host_that_sends_more_than_the_file_is_cut_off(server, tmp_path):
+    server.files["/endless.pth"] = DATA + DATA
+    dest = str(tmp_path / "f.pth")
+    with pytest.raises(DownloadError, match=f"sent more than {len(DATA):,} bytes"):
+        download(server.url + "/endless.pth", dest, Expected(SHA, len(DATA)), "zoo/f")
+    assert not os.path.exists(dest) and not os.path.exists(dest + ".part")

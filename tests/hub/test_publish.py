@@ -1,6 +1,5 @@
 """tools/publish.py: a run as a Hugging Face model repository that loads back with identical features,
 from a folder and from huggingface_hub's cache; its card carries the run's numbers; --push uploads."""
-import hashlib
 import json
 import os
 import shutil
@@ -94,8 +93,6 @@ def test_publish_refuses_a_used_folder_and_pushes_with_huggingface_hub(demo_weig
     assert calls[1][1]["repo_id"] == "me/demo-reid" and calls[1][1]["folder_path"] == str(out)
     assert calls[1][2] == ["README.md", "config.yaml", "model.safetensors", "reid_config.json"]
     assert "- name: me/demo-reid" in (out / "README.md").read_text()
-    digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
-    assert len(digest) == 64
 
 
 def test_bad_repository_ids_are_refused_before_anything_runs(capsys):
