@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "reid")
 # docs/architecture.md: data flows down this list; a module may import its own layer and lower ones.
 LAYERS = ["utils", "hub", "config", "data", "modeling", "engine", "evaluation", "uda", "visualization", "search", "export",
-          "inference", "training", "tracking", "store", "service", "cli"]
+          "inference", "training", "tracking", "adapt", "store", "service", "cli"]
 
 
 def _module_files() -> Dict[str, str]:

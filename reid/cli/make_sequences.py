@@ -17,6 +17,8 @@ Examples:
         --miss-rate 0.05 --false-positives 0.2 --jitter 1
     # a crowded scene: more people per frame needs more identities
     python tools/make_sequences.py --output datasets/crowd --identities 40 --people-per-frame 12
+    # cameras the demo model was not trained on (a domain shift, for tools/adapt.py)
+    python tools/make_sequences.py --output datasets/synth_shift --style shift
 
 See docs/tracking.md.
 """
@@ -60,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jitter", type=float, default=d.jitter,
                    help=f"detections: box edge noise std in pixels for a 100-pixel-tall person (default {d.jitter:g})")
     p.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default {d.seed})")
+    p.add_argument("--style", default=d.style, choices=("demo", "shift", "views"),
+                   help=f"how people and cameras are drawn (default {d.style}: the demo model's training domain); "
+                        "shift: another domain (other garment hues, paler; dim backgrounds; darker, colour-cast, "
+                        "blurrier, noisier cameras, seeded per camera), on which the demo model has not trained; "
+                        "views: shift plus one side of the people per camera (DATASETS.SYNTHETIC.STYLE's domains)")
     p.add_argument("--scene", default=d.scene, help=f"scene name: folders are <scene>-c<k> (default {d.scene})")
     p.add_argument("--overwrite", action="store_true", help="replace existing sequence folders of the same names")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -77,7 +84,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             cameras=args.cameras, identities=args.identities, frames=args.frames, width=args.size[0],
             height=args.size[1], people_per_frame=args.people_per_frame, frame_rate=args.frame_rate,
             miss_rate=args.miss_rate, false_positives=args.false_positives, jitter=args.jitter, seed=args.seed,
-            scene=args.scene).check()
+            scene=args.scene, style=args.style).check()
         log = (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
         summary = make_sequences(args.output, settings, overwrite=args.overwrite, log=log)
         print(f"wrote {len(summary['sequences'])} sequences and {SUMMARY_FILE} to {args.output}")

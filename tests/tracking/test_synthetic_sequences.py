@@ -270,3 +270,17 @@ def test_renderer_crops_unchanged():
             for c in range(3):
                 h.update(render_image(ident, cams[c], np.random.default_rng([0, 4, pid, c]), (128, 64)).tobytes())
     assert h.hexdigest() == "5cefdbdd01d0cd0b75869af1e9ef1517ffb3b754615b9d2f8c0c3dbb7eadc677"
+
+
+def test_the_style_option_draws_the_scene_in_another_domain_and_records_it(tmp_path):
+    """--style shift: the same people and tracks (ground truth unchanged), drawn in another domain."""
+    outs = {}
+    for style in ("demo", "shift"):
+        out = tmp_path / style
+        argv = ["--output", str(out), "--cameras", "1", "--frames", "3", "--size", "320x180", "--quiet"]
+        assert make_sequences_main(argv + (["--style", style] if style != "demo" else [])) == 0
+        assert json.load(open(out / "sequences.json"))["settings"]["style"] == style
+        outs[style] = out / "synth-c1"
+    assert (outs["demo"] / "gt" / "gt.txt").read_text() == (outs["shift"] / "gt" / "gt.txt").read_text()
+    demo, shift = (cv2.imread(str(o / "img1" / "000001.jpg")) for o in (outs["demo"], outs["shift"]))
+    assert demo.shape == shift.shape and np.abs(demo.astype(int) - shift.astype(int)).mean() > 10
