@@ -89,7 +89,8 @@ def _track_and_link(setup: TrackingSetup, model: ModelSpec, folder: str) -> Dict
 
     log = setup.log
     appearance = load_appearance_models([model.weights] if model.weights else [], run=model.run,
-                                        config_file=model.config_file, device=setup.device, backend=setup.backend)[0]
+                                        config_file=model.config_file, device=setup.device, backend=setup.backend,
+                                        crops=sum(len(b) for b in setup.boxes), log=log)[0]
     track_dir, links_dir = os.path.join(folder, TRACK_DIR), os.path.join(folder, LINKS_DIR)
     # The model alone, no motion-only run: the comparison is before against after, on the same detections.
     runs = track_runs(setup.sequences, [appearance], setup.tracker, track_dir, setup.python,

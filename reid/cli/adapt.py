@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None,
                    help="'cpu', 'cuda', 'cuda:N' or 'auto' for tracking and training (default: the model's MODEL.DEVICE)")
     p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
-                   help="runtime of the model in the tracking stages (default: torch)")
+                   help="runtime of the model in the tracking stages (default: as tools/track.py chooses it)")
     add_threads_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines (errors and the summary stay)")
     return p

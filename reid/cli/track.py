@@ -73,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detections", default="det", choices=DETECTION_SOURCES,
                    help="det: each sequence's det/det.txt (default); gt: its ground-truth boxes")
     p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
-                   help="torch (default for checkpoints), onnxruntime (default for .onnx files) or openvino; a .pt2 "
-                        "file runs with torch")
+                   help="torch, onnxruntime or openvino (default: an .onnx file's own; a checkpoint exported to "
+                        "onnxruntime on a CPU from 2000 crops on when it is installed and TEST.FLIP / TEST.AMP are off, "
+                        "else torch; a .pt2 file runs with torch)")
     p.add_argument("--input-size", nargs=2, type=int_in(16, 1024), metavar=("H", "W"),
                    help="crop size handed to the model (default: the model's)")
     p.add_argument("--appearance-threshold", type=float_in(0, 2, "a cosine distance", open_low=True), metavar="D",
@@ -140,7 +141,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ValueError, OSError) as e:
         print(error_text(e), file=sys.stderr)
         return 1
-    check_model_arguments(parser, args, lists=("weights",))
+    check_model_arguments(parser, args, lists=("weights",), per_weights=True)
     named = bool(args.weights or args.run or args.config_file)
     if not named and not args.no_reid:
         parser.error("name a re-ID model (--weights FILE ..., --run DIR or --config-file FILE), or pass --no-reid "
@@ -190,7 +191,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             models = load_appearance_models(args.weights or (), run=args.run, config_file=args.config_file,
                                             opts=args.opts, device=args.device, backend=args.backend,
                                             input_size=args.input_size,
-                                            input_convention=args.input_convention) if named else []
+                                            input_convention=args.input_convention,
+                                            crops=sum(len(b) for b in boxes), log=log,
+                                            weight_configs=getattr(args, "weight_configs", None)) if named else []
             runs = track_runs(sequences, tracked_models(models, args.tracker), args.tracker, args.output, python,
                               detections=args.detections, appearance_threshold=args.appearance_threshold,
                               far=args.far, tracker_options=dict(args.tracker_option), progress=_Bars(args.quiet),

@@ -122,12 +122,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             if path is None:
                 raise ValueError(f"the BoxMOT of {python} has no configs/trackers/{args.tracker}.yaml, whose ranges "
                                  "are the search space; use the tracker environment (BoxMOT 25.0.0).")
+            boxes = [sequence_detections(s, args.detections) for s in sequences]
             model = None if args.no_reid else load_appearance_models(
                 weights=[args.weights] if args.weights else [], run=args.run, config_file=args.config_file,
-                opts=args.opts or None, device=args.device, input_convention=args.input_convention)[0]
+                opts=args.opts or None, device=args.device, input_convention=args.input_convention,
+                crops=sum(len(b) for b in boxes), log=log)[0]
             features = os.path.join(args.output, "features")
-            tuning = prepare(sequences, [sequence_detections(s, args.detections) for s in sequences], model,
-                             os.path.join(features, "tuning"))
+            tuning = prepare(sequences, boxes, model, os.path.join(features, "tuning"))
             base = base_options(kind, model, tuning, args.far)
             result = tune(tuning, args.tracker, search_space(read_spec(path)), base, python,
                           os.path.join(args.output, "trials"), args.trials, args.objective, args.seed, args.timeout,

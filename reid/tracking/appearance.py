@@ -128,14 +128,19 @@ def check_convention(predictor: Any, path: str, named: Optional[str]) -> None:
 
 def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, config_file: Optional[str] = None,
                            opts: Optional[Seq[Any]] = None, device: Optional[str] = None, backend: Optional[str] = None,
-                           input_size: Optional[Seq[int]] = None, input_convention: Optional[str] = None
-                           ) -> List[AppearanceModel]:
+                           input_size: Optional[Seq[int]] = None, input_convention: Optional[str] = None,
+                           crops: Optional[int] = None, log: Optional[Callable[[str], None]] = None,
+                           weight_configs: Optional[Dict[str, str]] = None) -> List[AppearanceModel]:
     """Every model named by the tools' options: each of `weights` (checkpoints or exported files; an
     exported file with `run` / `config_file` runs instead of that run's checkpoint, checked against its
     weights), or one model from `run` / `config_file`. `input_size` (H, W) resizes the crops of
     checkpoints (``INPUT.SIZE_TEST``); an exported file whose fixed size differs is refused. `backend`
-    None: PyTorch for checkpoints, each exported file's own runtime. An exported file that records no
-    input convention is refused unless `input_convention` names it (:func:`check_convention`)."""
+    None: each exported file's own runtime, and for checkpoints the runtime
+    :func:`reid.inference.backend_choice.auto_backend` picks for `crops` crops to embed (ONNX Runtime on a
+    CPU for large jobs, else PyTorch; said through `log`). An exported file that records no input
+    convention is refused unless `input_convention` names it (:func:`check_convention`). `weight_configs`
+    ({file: config file}) gives some of `weights` a config of their own (published models: each with its
+    architecture's), used instead of `config_file`."""
     from reid.export.options import is_exported_file
     from reid.inference.predictor import load_predictor
 
@@ -143,11 +148,27 @@ def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, co
     models: List[AppearanceModel] = []
     taken: List[str] = []
     for path in list(weights) or [None]:
+        own = (weight_configs or {}).get(os.fspath(path)) if path is not None else None
+        model_config = own or config_file
         exported = path is not None and is_exported_file(path)
-        alone = exported and not (run or config_file)
-        predictor = load_predictor(run=run, config_file=config_file, weights=path,
-                                   opts=(list(opts or []) + ([] if alone else size_opts)) or None, device=device,
-                                   backend=backend, flip=False if exported or backend not in (None, "torch") else None)
+        alone = exported and not (run or model_config)
+        model_opts = (list(opts or []) + ([] if alone else size_opts)) or None
+        chosen = backend if backend is not None or exported else _auto_backend(run, model_config, path, model_opts,
+                                                                               device, crops, log)
+        predictor = None
+        if chosen == "onnxruntime" and backend is None:
+            try:
+                predictor = load_predictor(run=run, config_file=model_config, weights=path, opts=model_opts,
+                                           device=device, backend=chosen, flip=False)
+            except Exception as e:  # noqa: BLE001  the exporter's and the runtime's error types vary
+                if log is not None:
+                    first = (str(e).strip().splitlines() or [""])[0][:300]
+                    log(f"ONNX Runtime could not run the exported model ({type(e).__name__}: {first}); embedding with "
+                        "PyTorch")
+                chosen = None
+        if predictor is None:
+            predictor = load_predictor(run=run, config_file=model_config, weights=path, opts=model_opts, device=device,
+                                       backend=chosen, flip=False if exported or chosen not in (None, "torch") else None)
         if exported:
             check_convention(predictor, os.fspath(path), input_convention)
         if alone:
@@ -158,6 +179,22 @@ def load_appearance_models(weights: Seq[str] = (), run: Optional[str] = None, co
         models.append(predictor_model(predictor, label, source))
         taken.append(models[-1].label)
     return models
+
+
+def _auto_backend(run: Optional[str], config_file: Optional[str], path: Optional[str], opts: Optional[Seq[Any]],
+                  device: Optional[str], crops: Optional[int], log: Optional[Callable[[str], None]]) -> Optional[str]:
+    """The runtime of a checkpoint named without ``--backend`` (reid/inference/backend_choice.py), said
+    in one line through `log` where it is not plainly PyTorch."""
+    from reid.inference.backend_choice import auto_backend
+    from reid.inference.loading import resolve_model
+
+    if crops is None:
+        return None
+    cfg, _ = resolve_model(run, config_file, path, opts)
+    chosen, why = auto_backend(cfg, device, crops)
+    if why and log is not None:
+        log(why)
+    return chosen
 
 
 def embed_rows(sequence: Sequence, rows: MOTRows, model: AppearanceModel,

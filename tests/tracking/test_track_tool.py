@@ -304,3 +304,29 @@ def test_boxmots_other_appearance_trackers_run_with_the_toolkits_features(tracke
     assert load_tool("track").main(["--sequences", synth, "--weights", weights, "--tracker", tracker,
                                     "--appearance-threshold", "0.3", "--output", str(tmp_path / "o2")]) == 1
     assert f"{tracker} has no appearance gate" in capsys.readouterr().err
+
+
+def test_without_backend_a_large_job_runs_the_checkpoint_in_onnx_runtime_with_its_features(model_files, monkeypatch):
+    from reid.inference import backend_choice
+
+    weights, _ = model_files
+    said = []
+    small = load_appearance_models([weights], crops=10, log=said.append)[0]
+    assert small.identity["backend"] == "torch" and said == []
+    large = load_appearance_models([weights], crops=backend_choice.AUTO_MIN_CROPS, log=said.append)[0]
+    assert large.identity["backend"] == "onnxruntime" and len(said) == 1 and "--backend torch" in said[0]
+    assert large.identity["weights_sha256"] == small.identity["weights_sha256"]
+    crops = [np.random.default_rng(i).integers(0, 256, (40 + 7 * i, 20 + 3 * i, 3), dtype=np.uint8) for i in range(5)]
+    assert np.abs(small.embed(crops) - large.embed(crops)).max() < 1e-4
+    # named, the backend is kept whatever the job
+    assert load_appearance_models([weights], backend="torch", crops=10 ** 6)[0].identity["backend"] == "torch"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the exporter failed\nwith a long story")
+
+    said.clear()
+    monkeypatch.setattr("reid.inference.predictor.build_runtime", broken)
+    fallback = load_appearance_models([weights], crops=10 ** 6, log=said.append)[0]
+    assert fallback.identity["backend"] == "torch"
+    assert said[-1] == ("ONNX Runtime could not run the exported model (RuntimeError: the exporter failed); embedding "
+                        "with PyTorch")
