@@ -55,9 +55,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, device: bool = True,
 
 
 def check_model_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                          lists: Sequence[str] = ()) -> None:
+                          lists: Sequence[str] = (), per_weights: bool = False) -> None:
     """Refuse, with argparse's usage error (no torch imported), what cannot name one model, and
-    ``KEY VALUE`` overrides swallowed by a list option such as ``--input a b TEST.FLIP True``."""
+    ``KEY VALUE`` overrides swallowed by a list option such as ``--input a b TEST.FLIP True``.
+    `per_weights`: the tool loads each of several ``--weights`` with its own config
+    (:func:`resolve_hub_names`)."""
     if args.run and args.config_file:
         parser.error("--run and --config-file both name a config: the run has its own config.yaml "
                      "(change it with KEY VALUE overrides)")
@@ -75,15 +77,20 @@ def check_model_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
         from reid.hub.download import DownloadError
 
         try:
-            resolve_hub_names(args)
+            resolve_hub_names(args, per_weights)
         except (ValueError, DownloadError) as e:  # an unknown name, a download that failed: one line, exit 1
             parser.exit(1, f"error: {' '.join(str(e).split())}\n")
 
 
-def resolve_hub_names(args: argparse.Namespace) -> None:
+def resolve_hub_names(args: argparse.Namespace, per_weights: bool = False) -> None:
     """Replace catalogue names, ``hf://`` files and published folders in ``args.weights`` with verified
     local files (reid.hub: downloaded once into the cache); without --config-file or --run, the config
-    that comes with them is used. ValueError (one line) when that fails."""
+    that comes with them is used. ValueError (one line) when that fails.
+
+    With `per_weights` (a tool that loads each of several ``--weights`` on its own: tools/track.py),
+    each published model keeps its own config in ``args.weight_configs`` ({file: config}), so models
+    of different architectures, and files that store their config, mix in one command; otherwise one
+    config serves every model of the command, and a mix that would need several is refused."""
     from reid.export.model_repo import folder_files, published_folder
     from reid.hub import Resolved, looks_like_name, resolve_weights
 
@@ -102,6 +109,9 @@ def resolve_hub_names(args: argparse.Namespace) -> None:
         args.weights = resolved[args.weights].path
     configs = {r.config for r in resolved.values() if r.config}
     if getattr(args, "config_file", None) or getattr(args, "run", None) or not configs:
+        return
+    if per_weights and many:
+        args.weight_configs = {r.path: r.config for r in resolved.values() if r.config}
         return
     if len(configs) > 1:
         raise ValueError(f"--weights {' '.join(names)} need different configs ({', '.join(sorted(configs))}); one "

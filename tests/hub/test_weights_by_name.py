@@ -117,3 +117,50 @@ def test_hf_file_from_the_hub_cache_offline(demo_weights, tmp_path, monkeypatch)
     assert _extract(["--weights", str(weights), "--config-file", DEMO, "--input", str(images), "--output",
                      str(tmp_path / "p.npz")] + SMALL) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "h.npz")["feats"], np.load(tmp_path / "p.npz")["feats"])
+
+
+def test_track_takes_several_published_models_each_with_its_own_config(tmp_path, monkeypatch, capsys):
+    """Two catalogue models of different architectures, whose files store no config: tools/track.py
+    loads each with its entry's config; a one-model tool refuses the mix in one line."""
+    import torch
+
+    from reid.cli import track as cli_track
+    from reid.cli.model_args import check_model_arguments
+    from reid.config import load_config
+    from reid.engine.checkpoint_files import save_checkpoint
+    from reid.modeling import build_model
+    from reid.tracking.appearance import load_appearance_models
+
+    monkeypatch.setenv("REID_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REID_OFFLINE", raising=False)
+    catalogue = importlib.import_module("reid.hub.catalogue")
+    entries, data = [], {}
+    with FileServer() as server:
+        for arch in ("resnet18", "resnet34"):
+            config = tmp_path / f"{arch}.yml"
+            config.write_text(f"MODEL:\n  BACKBONE: {{NAME: {arch}, PRETRAINED: false}}\n  HEADS: {{NUM_CLASSES: 0}}\n"
+                              "  DEVICE: cpu\nINPUT: {SIZE_TEST: [32, 16]}\nTEST: {FLIP: false}\n")
+            torch.manual_seed(0)
+            path = tmp_path / f"{arch}.pth"
+            save_checkpoint(str(path), model=build_model(load_config(str(config))).state_dict())  # no config inside
+            data[arch] = path.read_bytes()
+            server.files[f"/{arch}.pth"] = data[arch]
+            entries.append(_entry(f"zoo/{arch}", f"{server.url}/{arch}.pth", data[arch], config=str(config)))
+        monkeypatch.setattr(catalogue, "ENTRIES", tuple(entries))
+        parser = cli_track.build_parser()
+        argv = ["--sequences", str(tmp_path), "--output", str(tmp_path / "out"), "--weights", "zoo/resnet18",
+                "zoo/resnet34"]
+        args = parser.parse_args(argv)
+        check_model_arguments(parser, args, lists=("weights",), per_weights=True)
+    assert sorted(args.weight_configs.values()) == [str(tmp_path / "resnet18.yml"), str(tmp_path / "resnet34.yml")]
+    models = load_appearance_models(args.weights, weight_configs=args.weight_configs)
+    assert [m.predictor.cfg.MODEL.BACKBONE.NAME for m in models] == ["resnet18", "resnet34"]
+    assert [hashlib.sha256(open(m.weights, "rb").read()).hexdigest() for m in models] == [
+        hashlib.sha256(data[a]).hexdigest() for a in ("resnet18", "resnet34")]
+    # a tool that serves one config to every model of the command says why it cannot
+    monkeypatch.setenv("REID_OFFLINE", "1")  # from the cache now
+    args = parser.parse_args(argv)
+    with pytest.raises(SystemExit) as stop:
+        check_model_arguments(parser, args, lists=("weights",))
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 1 and "\n" not in err and "need different configs" in err
