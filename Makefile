@@ -11,7 +11,7 @@ MIN_VENV ?= .venv-min
 DEMO_CONFIG ?= configs/Demo/resnet18_circle.yml
 DEMO_OUT ?= output/demo
 
-.PHONY: demo test test-min setup setup-min clean
+.PHONY: demo test test-min setup setup-min references clean
 
 # Where torch + torchvision come from (tools/torch_wheels.py; README, "Install size"):
 #   TORCH_BUILD=auto     (default) an NVIDIA GPU answers GPU_PROBE: the package index's CUDA build;
@@ -55,8 +55,20 @@ demo: setup
 # (torchrun jobs, loader workers, signals to its process group) are unaffected; 2 halves CI's time
 # on its 2 cores. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
-test: setup
+test: setup references
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
+
+# Source distributions of other toolkits, from the package index, whose own code some tests run as the
+# reference (tests/_references.py; never installed or imported as packages): torchreid's evaluation.
+REFERENCES ?= .cache/references
+REFERENCE_SDISTS ?= torchreid==0.2.5
+REFERENCE_PY ?= $(PY)
+$(REFERENCES)/.fetched: Makefile
+	$(REFERENCE_PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d $(REFERENCES) \
+		$(REFERENCE_SDISTS)
+	touch $@
+
+references: $(REFERENCES)/.fetched
 
 # The minimum versions (requirements/min.txt as constraints: pip fails if setup.py asks for more).
 $(MIN_VENV)/.installed: setup.py requirements/min.txt
@@ -77,8 +89,9 @@ setup-min: $(MIN_VENV)/.installed
 MIN_SLOW_TESTS ?= tests/engine tests/data tests/evaluation tests/uda tests/visualization tests/export/test_writer.py \
 	tests/export/test_writer_camera_ids.py
 test-min: setup-min
+	$(MAKE) references REFERENCE_PY=$(MIN_VENV)/bin/python
 	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m slow $(MIN_SLOW_TESTS) --ignore=tests/engine/test_multi_node.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache
+	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache $(REFERENCES)
