@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tarfile
 import tempfile
-from types import ModuleType
-from typing import Dict, Tuple
+from types import ModuleType, SimpleNamespace
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
@@ -31,9 +32,13 @@ def _missing(reason: str) -> None:
     pytest.skip(f"{reason} (skipped outside CI)")
 
 
-def reference_module(sdist: str, member: str) -> ModuleType:
+def reference_module(sdist: str, member: str, stubs: Optional[Dict[str, Dict[str, Any]]] = None) -> ModuleType:
     """The module in file `member` of source distribution `sdist` (``name-version``, e.g.
-    ``torchreid-0.2.5``; `member` relative to its top folder), imported by path, once per process."""
+    ``torchreid-0.2.5``; `member` relative to its top folder), imported by path, once per process.
+
+    `stubs` ({module name: {attribute: value}}) stand in for the package modules the file imports at
+    its top (e.g. the base class of torchreid's video engine, whose module pulls in the whole
+    package) while it is imported; the code under test is the file's own."""
     key = (sdist, member)
     if key in _loaded:
         return _loaded[key]
@@ -48,11 +53,21 @@ def reference_module(sdist: str, member: str) -> ModuleType:
     name = "reference_" + "_".join(os.path.splitext(member)[0].replace("-", "_").split("/"))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    saved = {stub: sys.modules.get(stub) for stub in stubs or {}}
+    try:
+        for stub, attributes in (stubs or {}).items():
+            sys.modules[stub] = SimpleNamespace(**attributes)  # type: ignore[assignment]
+        spec.loader.exec_module(module)
+    finally:
+        for stub, before in saved.items():
+            if before is None:
+                sys.modules.pop(stub, None)
+            else:
+                sys.modules[stub] = before
     _loaded[key] = module
     return module
 
 
-def torchreid_module(member: str) -> ModuleType:
+def torchreid_module(member: str, stubs: Optional[Dict[str, Dict[str, Any]]] = None) -> ModuleType:
     """torchreid 0.2.5's ``torchreid/<member>`` (e.g. ``reid/metrics/rank.py``) as a module."""
-    return reference_module("torchreid-0.2.5", f"torchreid/{member}")
+    return reference_module("torchreid-0.2.5", f"torchreid/{member}", stubs)

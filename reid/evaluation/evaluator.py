@@ -225,15 +225,22 @@ def evaluate_draws(pool: Features, num_draws: int = 10, seed: int = 0, keep_dist
     masks = draw_galleries(pool.pids, num_draws, seed)
     runs = [evaluate_features(*split_draw(pool, mask), keep_distmat=keep_distmat and d == 0, **kwargs)
             for d, mask in enumerate(masks)]
+    return mean_of_runs(runs, start, {"num_draws": len(runs), "seed": int(seed)})
+
+
+def mean_of_runs(runs: Sequence[EvalResult], start: float, info: Dict[str, Any]) -> EvalResult:
+    """One result for several evaluations of one protocol (gallery draws, a dataset's published
+    splits): ``metrics`` and ``cmc`` are the means over `runs`; ``draws`` holds `info`, their
+    standard deviations (``std``) and every run's metrics (``per_draw``); the rest is run 0's.
+    `start` is the ``time.perf_counter()`` the evaluation began at."""
     first = runs[0]
     metrics, std, per_draw = {}, {}, {}
     for row in first.metrics:
         per_draw[row] = [run.metrics[row] for run in runs]
         metrics[row], std[row] = mean_and_std(per_draw[row])
     cmc = {row: np.mean([run.cmc[row] for run in runs], axis=0) for row in first.cmc}
-    draws = {"num_draws": len(runs), "seed": int(seed), "std": std, "per_draw": per_draw}
     return EvalResult(metrics, first.query, first.gallery, first.all_ap, first.distmats, cmc,
-                      time.perf_counter() - start, draws=draws)
+                      time.perf_counter() - start, draws={**info, "std": std, "per_draw": per_draw})
 
 
 def _extract_sharded(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Optional[Features]:
