@@ -14,9 +14,7 @@ from yacs.config import CfgNode as CN
 
 _C = CN()
 
-# ---------------------------------------------------------------------------- #
-# Top level
-# ---------------------------------------------------------------------------- #
+# ---- Top level -----------------------------------------------------------------
 # Seed for Python, NumPy and torch RNGs and for the samplers; makes a run repeatable.
 _C.SEED = 0
 # Folder that receives everything a run writes: config.yaml, log.txt, metrics.jsonl, checkpoints.
@@ -24,9 +22,7 @@ _C.OUTPUT_DIR = "output"
 # Deterministic CUDA kernels (cuDNN, torch.use_deterministic_algorithms): slower, for exact repeatability.
 _C.CUDNN_DETERMINISTIC = False
 
-# ---------------------------------------------------------------------------- #
-# Model
-# ---------------------------------------------------------------------------- #
+# ---- Model ---------------------------------------------------------------------
 _C.MODEL = CN()
 # Meta architecture: "baseline" (global feature + BNNeck), "mgn" (multi-granularity parts), "transreid" (ViT + JPM) or "clipreid" (a CLIP encoder's feature and projection, a BNNeck and head each).
 _C.MODEL.META_ARCHITECTURE = "baseline"
@@ -173,9 +169,7 @@ _C.MODEL.LOSSES.PAIR_CIRCLE.MARGIN = 0.4
 # Feature the pair-wise Circle loss sees: "before" or "after" the BNNeck.
 _C.MODEL.LOSSES.PAIR_CIRCLE.FEAT = "after"
 
-# ---------------------------------------------------------------------------- #
-# Input
-# ---------------------------------------------------------------------------- #
+# ---- Input ---------------------------------------------------------------------
 _C.INPUT = CN()
 # Training image size [height, width].
 _C.INPUT.SIZE_TRAIN = [256, 128]
@@ -214,9 +208,7 @@ _C.INPUT.CJ.SATURATION = 0.1
 # Maximum hue shift (fraction of the hue circle).
 _C.INPUT.CJ.HUE = 0.1
 
-# ---------------------------------------------------------------------------- #
-# Datasets
-# ---------------------------------------------------------------------------- #
+# ---- Datasets ------------------------------------------------------------------
 _C.DATASETS = CN()
 # Training datasets (their identities are combined and relabelled 0..C-1).
 _C.DATASETS.NAMES = ["market1501"]
@@ -290,9 +282,7 @@ _C.DATASETS.VERIWILD = CN()
 # VERI-Wild: vehicles of the test set test_<N>.txt (gallery) + test_<N>_query.txt: 3000, 5000 or 10000 (small/medium/large).
 _C.DATASETS.VERIWILD.TEST_SIZE = 3000
 
-# ---------------------------------------------------------------------------- #
-# Data loading
-# ---------------------------------------------------------------------------- #
+# ---- Data loading --------------------------------------------------------------
 _C.DATALOADER = CN()
 # Training sampler: "identity" (P identities x K images per batch) or "random" (plain shuffle).
 _C.DATALOADER.SAMPLER = "identity"
@@ -301,9 +291,7 @@ _C.DATALOADER.NUM_INSTANCE = 4
 # Data-loading worker processes; 0 loads in the main process.
 _C.DATALOADER.NUM_WORKERS = 4
 
-# ---------------------------------------------------------------------------- #
-# Solver
-# ---------------------------------------------------------------------------- #
+# ---- Solver --------------------------------------------------------------------
 _C.SOLVER = CN()
 # Optimizer: "SGD", "Adam", "AMSGrad" (Adam's AMSGrad variant, torchreid's "amsgrad") or "AdamW".
 _C.SOLVER.OPTIMIZER = "Adam"
@@ -374,9 +362,7 @@ _C.SOLVER.PROMPT_STAGE.MIN_LR_FACTOR = 0.0028571
 # First stage: save a checkpoint (OUTPUT_DIR/prompt_stage) every this many epochs (the last is always saved).
 _C.SOLVER.PROMPT_STAGE.CHECKPOINT_PERIOD = 10
 
-# ---------------------------------------------------------------------------- #
-# Testing
-# ---------------------------------------------------------------------------- #
+# ---- Testing -------------------------------------------------------------------
 _C.TEST = CN()
 # Evaluate every this many epochs during training (and after the last); 0 = only after training.
 _C.TEST.EVAL_PERIOD = 20
@@ -435,9 +421,7 @@ _C.TEST.AQE.QE_K = 5
 # AQE: exponent alpha of the similarity weights.
 _C.TEST.AQE.ALPHA = 3.0
 
-# ---------------------------------------------------------------------------- #
-# Learning without labels (docs/training.md, "No labels?")
-# ---------------------------------------------------------------------------- #
+# ---- Learning without labels (docs/training.md, "No labels?") ------------------
 _C.UDA = CN()
 # Train without identity labels: before each epoch, cluster the training images into pseudo-identities.
 _C.UDA.ENABLED = False
@@ -477,6 +461,8 @@ _C.UDA.CAMERA_NEIGHBOURS = False
 _C.UDA.TRACKLET_REGEX = ""
 # With TRACKLET_REGEX: cut a tracklet where its crops disagree (a tracker's identity switch) before it is kept whole: at the cut that best separates its two parts, when the cosine similarity of the parts' mean features is below this (0.5 suits trained models; 0 = never cut).
 _C.UDA.TRACKLET_SPLIT = 0.0
+# Runtime of the clustering's feature pass: "torch", "onnxruntime" (the weights exported each epoch, run on the CPU) or "auto" (onnxruntime on a CPU from 4,000 crops with TEST.FLIP and TEST.AMP off, else torch).
+_C.UDA.EXTRACT_RUNTIME = "auto"
 
 # Keys that take a number (NUMBER_OR_WORD) or true/false (BOOL_OR_WORD), or one of these words (chosen from the data).
 NUMBER_OR_WORD = {"UDA.EPS": ("auto",)}

@@ -138,9 +138,10 @@ class TrainingRun:
         """The training loader and the hooks of the run's kind (learning without labels clusters every
         epoch and trains a memory: its hooks come before the caller's)."""
         if self.unlabelled:
+            from reid.inference.cluster_runtime import cluster_runtimes
             from reid.uda import build_uda_training
 
-            loader, uda_hooks = build_uda_training(self.cfg, data, model)
+            loader, uda_hooks = build_uda_training(self.cfg, data, model, cluster_runtimes())
             return loader, uda_hooks + self.hooks
         return build_train_loader(self.cfg, data.items), list(self.hooks)
 

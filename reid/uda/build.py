@@ -20,6 +20,7 @@ from .auto_eps import check_auto_images
 from .camera_proxies import CameraProxyMemory
 from .cluster_memory import UPDATE_MODES, ClusterMemory
 from .clustering import ClusterSettings
+from .extract_runtime import ClusterExtractor, Runtimes
 from .hooks import ClusterEachEpoch, MemoryUpdate
 from .scores import pseudo_label_scores
 
@@ -199,8 +200,12 @@ def set_identity_head(model: nn.Module, head: nn.Module) -> None:
     setter(head)
 
 
-def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoader, List[HookBase]]:
+def build_uda_training(cfg, data: TrainData, model: nn.Module,
+                       extract_runtimes: Optional[Runtimes] = None) -> Tuple[DataLoader, List[HookBase]]:
     """The train loader and the hooks of a UDA run on ``data.items``; installs the memory in `model`.
+
+    `extract_runtimes` are the runtimes beside PyTorch that UDA.EXTRACT_RUNTIME may run the clustering's
+    feature pass in (reid/uda/extract_runtime.py; reid.training hands ONNX Runtime in).
 
     The images' own pids (ground truth, when the data happens to have it) never reach training:
     the loader's items carry pid -1 and its targets are the pseudo-labels. With ground truth,
@@ -218,6 +223,9 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
               if cams.aware else ClusterMemory(*args))
     set_identity_head(model, memory)
     loaders = {}
+    # UDA.EXTRACT_RUNTIME (checked now; chosen at the first extraction, with one line saying which and why)
+    extractor = ClusterExtractor(str(u.EXTRACT_RUNTIME), bool(cfg.TEST.FLIP), str(cfg.TEST.AMP), cfg.INPUT.SIZE_TEST,
+                                 len(items), extract_runtimes)
 
     def extract(m: nn.Module) -> torch.Tensor:
         # The memory's centroids must be the features its loss sees in training (after the neck),
@@ -232,7 +240,7 @@ def build_uda_training(cfg, data: TrainData, model: nn.Module) -> Tuple[DataLoad
         if test_feat is not None:
             m.neck_feat = "after"
         try:
-            return extract_features(m, loaders[batch], device, flip=bool(cfg.TEST.FLIP), amp=str(cfg.TEST.AMP)).feats
+            return extractor(m, loaders[batch], device)
         finally:
             if test_feat is not None:
                 m.neck_feat = test_feat

@@ -277,3 +277,30 @@ def test_the_memory_is_built_from_the_features_its_loss_sees_whatever_neck_feat_
     before = extract_features(model, loader, torch.device("cpu")).feats
     torch.testing.assert_close(feats, after)
     assert (feats - before).abs().max() > 0.1
+
+
+@pytest.mark.slow
+def test_clustering_in_onnx_runtime_resumes_exactly_and_says_so(data, tmp_path):
+    """UDA.EXTRACT_RUNTIME onnxruntime: every epoch's features come from the weights exported then, and a
+    run stopped mid-epoch and resumed ends with the uninterrupted run's weights, labels and memory."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from reid.cli import train as cli_train
+    from tests.engine.stubs import assert_same_weights
+    from tests.engine.test_user_hooks import StopAt
+
+    ort = ["UDA.EXTRACT_RUNTIME", "onnxruntime", "TEST.FLIP", "False"]
+    assert cli_train.main(argv(data, tmp_path / "a", *ort)) == 0
+    assert "Clustering extracts features with ONNX Runtime (UDA.EXTRACT_RUNTIME onnxruntime)" in \
+        (tmp_path / "a" / "log.txt").read_text()
+    assert cli_train.main(argv(data, tmp_path / "b", *ort), hooks=[StopAt(at=5)]) == 0
+    assert cli_train.main(argv(data, tmp_path / "b", *ort, "--resume")) == 0
+    a = torch.load(tmp_path / "a" / "model_final.pth", weights_only=True)
+    b = torch.load(tmp_path / "b" / "model_final.pth", weights_only=True)
+    assert_same_weights(a["model"], b["model"])
+    assert torch.equal(a["hooks"]["ClusterEachEpoch"]["labels"], b["hooks"]["ClusterEachEpoch"]["labels"])
+    assert torch.equal(a["hooks"]["MemoryUpdate"]["memory"], b["hooks"]["MemoryUpdate"]["memory"])
+    # the same run in PyTorch clusters alike (features equal to ~1e-7)
+    assert cli_train.main(argv(data, tmp_path / "c", "UDA.EXTRACT_RUNTIME", "torch", "TEST.FLIP", "False")) == 0
+    clusters = [[r["clusters"], r["images_kept"]] for r in _records(tmp_path / "a", "cluster")]
+    assert clusters == [[r["clusters"], r["images_kept"]] for r in _records(tmp_path / "c", "cluster")]
