@@ -8,6 +8,7 @@ from .dukemtmc_video import DukeMTMCVideoReID
 from .ilidsvid import ILIDSVID
 from .mars import MARS
 from .prid2011 import PRID2011
+from .synthetic_video import SyntheticVideoDataset
 from .tracklets import (
     VIDEO_DATASET_REGISTRY,
     Tracklet,
@@ -32,6 +33,7 @@ __all__ = [
     "ILIDSVID",
     "MARS",
     "PRID2011",
+    "SyntheticVideoDataset",
     "Tracklet",
     "VIDEO_DATASET_REGISTRY",
     "VideoFolderDataset",
