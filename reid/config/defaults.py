@@ -96,6 +96,10 @@ _C.MODEL.CLIPREID.PROMPT = "A photo of a X X X X person."
 # Weight of the second stage's image-to-text cross entropy (its projection against every identity's text feature; CLIP-ReID's I2T_LOSS_WEIGHT).
 _C.MODEL.CLIPREID.I2T_WEIGHT = 1.0
 
+_C.MODEL.VIDEO = CN()
+# Video re-ID: a clip [B, T, 3, H, W] (a tracklet's frames) becomes one feature by pooling its frames' features before the neck: "avg", "max" or "attention" (learned frame weights, Gao & Nevatia 2018); images are unaffected.
+_C.MODEL.VIDEO.TEMPORAL = "avg"
+
 _C.MODEL.HEADS = CN()
 # Identity head: "linear", "normface", "amsoftmax", "arcface", "circle" or "curricularface".
 _C.MODEL.HEADS.NAME = "circle"

@@ -10,6 +10,7 @@ from ..backbones import build_backbone
 from ..embedding import build_embedding
 from ..neck import build_neck
 from ..pooling import build_pooling
+from ..temporal import build_temporal
 from .common import ReIDModel, freeze_unreached, missing_targets_error
 
 
@@ -22,6 +23,11 @@ class Baseline(ReIDModel):
     (``MODEL.HEADS.NECK_FEAT`` "after") or the pooled one before it ("before").
     Images are raw RGB pixels (uint8 or float, 0-255) ``[B, 3, H, W]``. A backbone with SIE
     (``uses_camids``) also takes the camera ids ``camids`` ``[B]``.
+
+    Clips ``[B, T, 3, H, W]`` (video re-ID: T frames of a tracklet) give one feature each: every
+    frame's feature before the neck, pooled over the frames by ``temporal`` (``MODEL.VIDEO.TEMPORAL``,
+    reid/modeling/temporal.py; ``frame_mask [B, T]`` marks the real frames of padded clips), then
+    the neck and the head, as an image's feature.
     """
 
     def __init__(self, cfg) -> None:
@@ -35,6 +41,7 @@ class Baseline(ReIDModel):
             freeze_unreached([self.neck], "the neck (every loss uses the features before it)")
         heads = self.identity_heads(cfg, [self.feature_dim])
         self.head: Optional[nn.Module] = heads[0] if heads else None
+        self.temporal = build_temporal(str(cfg.MODEL.VIDEO.TEMPORAL), self.feature_dim)
 
     def set_identity_head(self, head: nn.Module) -> None:
         """Train with `head` as the identity head from now on (learning without labels puts its
@@ -42,11 +49,19 @@ class Baseline(ReIDModel):
         self.head = head
 
     def forward(
-        self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None
+        self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None,
+        frame_mask: Optional[torch.Tensor] = None,
     ) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
+        clips = images.dim() == 5
+        if clips:  # every frame through the backbone at once; a clip's camera is each of its frames'
+            num, frames = images.shape[:2]
+            images = images.flatten(0, 1)
+            camids = camids.repeat_interleave(frames) if camids is not None else None
         x = self.preprocess(images)
         fmap = self.backbone(x, camids) if self.uses_camids else self.backbone(x)
         before = self.embedding(self.pool(fmap))
+        if clips:
+            before = self.temporal(before.view(num, frames, -1), frame_mask)
         after = self.neck(before)
         if not self.training:
             return after if self.neck_feat == "after" else before
