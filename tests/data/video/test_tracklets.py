@@ -33,7 +33,8 @@ def test_summary_counts_ids_tracklets_frames_cameras():
 
 
 def test_registry_names_and_unknown_name():
-    assert VIDEO_DATASET_REGISTRY.names() == ["dukemtmc_videoreid", "ilidsvid", "mars", "prid2011", "video_folder"]
+    assert VIDEO_DATASET_REGISTRY.names() == ["dukemtmc_videoreid", "ilidsvid", "mars", "prid2011", "synthetic_video",
+                                             "video_folder"]
     with pytest.raises(UnknownNameError) as e:
         build_video_dataset("mars2", "x")
     assert_one_line(e.value, "'mars2'", "ilidsvid", "prid2011")
