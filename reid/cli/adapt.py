@@ -71,9 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "accepts from the ground truth, else from the model's thresholds.json)")
     p.add_argument("--crops-per-tracklet", type=int_in(1, 1000), default=8, metavar="N",
                    help="crops pooled into a tracklet's feature for linking (default: 8)")
-    p.add_argument("--frame-step", type=int_in(1), default=5, metavar="N",
+    p.add_argument("--frame-step", type=int_in(1, 100000), default=5, metavar="N",
                    help="a crop from every N-th frame of each tracklet for training (default: 5)")
-    p.add_argument("--min-height", type=int_in(1), default=32, metavar="PIXELS",
+    p.add_argument("--min-height", type=int_in(1, 100000), default=32, metavar="PIXELS",
                    help="crops at least this tall (after clipping to the frame) for training (default: 32)")
     p.add_argument("--epochs", type=int_in(1, 10000), default=DEFAULT_EPOCHS,
                    help=f"epochs of training without labels (default: {DEFAULT_EPOCHS}; each one pass over the crops)")

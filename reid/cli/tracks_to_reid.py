@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", type=int_in(-1), nargs="+", default=[1], metavar="C",
                    help="gt classes kept (default: 1, pedestrian)")
     p.add_argument("--min-visibility", type=float_in(0, 1, "a fraction"), default=0.3, help="gt visibility at least (default: 0.3)")
-    p.add_argument("--min-height", type=int_in(1), default=32, help="box height in pixels, clipped (default: 32)")
-    p.add_argument("--frame-step", type=int_in(1), default=5, help="every n-th frame (default: 5)")
+    p.add_argument("--min-height", type=int_in(1, 100000), default=32, help="box height in pixels, clipped (default: 32)")
+    p.add_argument("--frame-step", type=int_in(1, 100000), default=5, help="every n-th frame (default: 5)")
     p.add_argument("--train-fraction", type=float_in(0, 1, "a fraction"), default=0.5,
                    help="share of identities for training, the rest for query/gallery (default: 0.5)")
     p.add_argument("--seed", type=int_in(0), default=0, help="seed of the identity split and the queries (default: 0)")

@@ -225,7 +225,9 @@ def test_bad_requests_are_one_line_and_a_foreign_folder_stays_untouched(tmp_path
     for argv, words in ((["--sequences", seq, "--output", str(tmp_path / "o")], "name the model"),
                         (["--sequences", seq, "--weights", weights, "--output", "o", "--opts", "UDA.EPS"], "KEY VALUE"),
                         (["--sequences", seq, "--weights", weights, "--output", "o", "--opts", "OUTPUT_DIR", "x"],
-                         "--opts OUTPUT_DIR: the recipe sets it")):
+                         "--opts OUTPUT_DIR: the recipe sets it"),
+                        (["--sequences", seq, "--weights", weights, "--output", "o", "--frame-step", "9" * 20],
+                         "--frame-step: " + "9" * 20 + " is out of range")):
         with pytest.raises(SystemExit) as stop:
             tool.main(argv)
         assert stop.value.code == 2 and words in capsys.readouterr().err
