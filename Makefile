@@ -1,7 +1,8 @@
 # Two commands for a new user (see README):
 #   make demo   set up .venv, generate the synthetic dataset, train + evaluate the demo model
 #   make test   set up .venv (pinned versions, every optional extra) and run the test suite
-# and one for CI (.ci/run): make test-min, the suite with the lowest versions setup.py claims.
+# and one for CI (.ci/run): make test-min, the suite with the lowest versions setup.py claims (and the
+# oldest BoxMOT the tracker environment supports).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -86,12 +87,19 @@ setup-min: $(MIN_VENV)/.installed
 # slow tests (tool subprocesses, ResNet50/MGN forwards, fast-reid files, big indexes, the two-node
 # torchrun jobs of tests/engine/test_multi_node.py) run in `make test` only, which keeps CI well
 # inside its time.
+# The tracker environment's tests (tests/tracking: scoring, each tracker's settings files, every tracker run
+# motion-only and with features) run here against the OLDEST BoxMOT supported (MIN_BOXMOT, as
+# $REID_BOXMOT_VERSION: "oldest" is reid/tracking/boxmot_compat.py's OLDEST), while `make test` runs them
+# against the newest, the default: both ends of the supported range without a third lane (about 2 min here).
 MIN_SLOW_TESTS ?= tests/engine tests/data tests/evaluation tests/uda tests/visualization tests/export/test_writer.py \
-	tests/export/test_writer_camera_ids.py
+	tests/export/test_writer_camera_ids.py tests/tracking/test_scoring.py tests/tracking/test_tracker_options.py \
+	tests/tracking/test_tracker_runs.py
+MIN_BOXMOT ?= oldest
 test-min: setup-min
 	$(MAKE) references REFERENCE_PY=$(MIN_VENV)/bin/python
-	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
-	$(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m slow $(MIN_SLOW_TESTS) --ignore=tests/engine/test_multi_node.py
+	REID_BOXMOT_VERSION=$(MIN_BOXMOT) $(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
+	REID_BOXMOT_VERSION=$(MIN_BOXMOT) $(MIN_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) -m slow $(MIN_SLOW_TESTS) \
+		--ignore=tests/engine/test_multi_node.py
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) output .pytest_cache $(REFERENCES)

@@ -33,7 +33,7 @@ import sys
 from typing import Any, List, Optional, Sequence
 
 from reid.inference.options import BACKEND_NAMES
-from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
+from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES, TRACKER_PYTHON_HELP
 
 from .args import command_line, float_in, int_in, parse_args, tool_parser
 from .errors import error_text
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracker-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                    help="a BoxMOT tracker setting, e.g. use_cmc=false (repeatable); as tools/track.py takes it")
     p.add_argument("--tracker-python", metavar="PYTHON",
-                   help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
+                   help=TRACKER_PYTHON_HELP)
     p.add_argument("--link-threshold", type=float_in(0, 2, "a cosine distance", open_low=True), metavar="D",
                    help="link tracklets across cameras below this cosine distance (default: calibrated at 1%% false "
                         "accepts from the ground truth, else from the model's thresholds.json)")

@@ -35,7 +35,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from reid.inference.options import BACKEND_NAMES
-from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
+from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES, TRACKER_PYTHON_HELP
 
 from .args import float_in, int_in, parse_args, tool_parser
 from .errors import error_text
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a BoxMOT tracker setting, e.g. use_cmc=false or track_buffer=60 (repeatable); checked "
                         "against the tracker's settings in BoxMOT's configs/trackers/<name>.yaml")
     p.add_argument("--tracker-python", metavar="PYTHON",
-                   help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
+                   help=TRACKER_PYTHON_HELP)
     add_threads_argument(p)
     add_picture_arguments(p, "<output>/<model>")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -29,7 +29,7 @@ import os
 import sys
 from typing import List, Optional
 
-from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES
+from reid.tracking.options import DEFAULT_TRACKER, DETECTION_SOURCES, TRACKER_NAMES, TRACKER_PYTHON_HELP
 
 from .args import float_in, int_in, parse_args, tool_parser
 from .interrupts import run_stoppable
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="false-accept rate of the calibrated appearance gate of trial 0 (default: 0.01)")
     p.add_argument("--seed", type=int_in(0), default=0, help="seed of the sampler (default: 0)")
     p.add_argument("--tracker-python", metavar="PYTHON",
-                   help="a Python with boxmot[trackeval]==25.0.0 (default: the tracker environment, made once)")
+                   help=TRACKER_PYTHON_HELP)
     p.add_argument("--quiet", action="store_true", help="no per-trial lines")
     return p
 
@@ -121,7 +121,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             path = spec_path(python, args.tracker)
             if path is None:
                 raise ValueError(f"the BoxMOT of {python} has no configs/trackers/{args.tracker}.yaml, whose ranges "
-                                 "are the search space; use the tracker environment (BoxMOT 25.0.0).")
+                                 "are the search space; use the tracker environment (docs/tracking.md).")
             boxes = [sequence_detections(s, args.detections) for s in sequences]
             model = None if args.no_reid else load_appearance_models(
                 weights=[args.weights] if args.weights else [], run=args.run, config_file=args.config_file,

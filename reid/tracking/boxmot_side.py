@@ -2,10 +2,13 @@
 
 BoxMOT pins versions that conflict with this toolkit's (OpenCV < 5, gdown < 6), so its
 trackers, and TrackEval beside them, run in a separate Python (reid/tracking/tracker_env.py)
-that executes this file by path. It imports neither ``reid`` nor anything of ours: the jobs
-come as one JSON file and the detections and their re-ID features as ``.npz`` files, which
-this toolkit wrote after embedding each frame's crops in one batch (so changing the re-ID
-model changes only the features handed over, never the detections).
+that executes this file by path. It imports neither ``reid`` nor anything of ours but
+``boxmot_compat.py`` beside it (what differs between the supported BoxMOT versions, standard
+library only; a script's folder is on its ``sys.path``): the jobs come as one JSON file and the
+detections and their re-ID features as ``.npz`` files, which this toolkit wrote after embedding
+each frame's crops in one batch (so changing the re-ID model changes only the features handed
+over, never the detections). The job's tracker options carry BoxMOT 25's names; an older BoxMOT
+gets them in its own.
 
     python boxmot_side.py JOB.json
 
@@ -21,9 +24,23 @@ import time
 
 import numpy as np
 
+import boxmot_compat
 
-def _tracker(name, options):
-    """A fresh BoxMOT tracker `name` with BoxMOT's tuned defaults and `options` over them."""
+
+def _boxmot_version():
+    import boxmot
+
+    return boxmot_compat.check_version(boxmot.__version__, "the tracker environment: ")
+
+
+def _tracker(name, options, version):
+    """A fresh BoxMOT tracker `name` with BoxMOT's tuned defaults and `options` (our names) over them."""
+    options = boxmot_compat.to_installed(name, options, version)
+    if not boxmot_compat.uses_structures(version):  # 23: the name and keyword arguments; features come with update
+        from boxmot.trackers.registry import create_tracker
+
+        _check_settings(name, options, version)
+        return create_tracker(name, tracker_kwargs=dict(options), precomputed_reid=True)
     from boxmot import create_tracker
     from boxmot.trackers.specs import TrackerSpec
 
@@ -31,8 +48,40 @@ def _tracker(name, options):
     return create_tracker(spec)
 
 
+def _check_settings(name, options, version):
+    """A ValueError for a setting that BoxMOT `version`'s tracker `name` does not have: before 25 its trackers take
+    any keyword and drop the unknown ones unsaid (a renamed setting would be ignored)."""
+    import inspect
+    from boxmot.trackers.config import load_tracker_config
+    from boxmot.trackers.registry import get_tracker_class
+
+    known = set(load_tracker_config(name))
+    for klass in inspect.getmro(get_tracker_class(name)):
+        if "__init__" in vars(klass):
+            known.update(p.name for p in inspect.signature(klass.__init__).parameters.values()
+                         if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"BoxMOT {version}'s {name} has no setting {unknown[0]!r}")
+
+
+def _update(tracker, boxes, scores, features, sample_id, image, version):
+    """One frame through `tracker`: its tracks as (x1 y1 x2 y2 array, ids, scores)."""
+    if not boxmot_compat.uses_structures(version):
+        dets = np.zeros((len(scores), 6), np.float32)  # x1 y1 x2 y2 conf cls
+        if len(scores):
+            dets[:, :4], dets[:, 4] = boxes, scores
+        embs = None if features is None else np.ascontiguousarray(features, dtype=np.float32)
+        out = np.asarray(tracker.update(dets, image, embs), dtype=np.float64).reshape(-1, 8)
+        return out[:, :4], out[:, 4].astype(np.int64), out[:, 5]
+    out = tracker.update(_detections(boxes, scores, features, sample_id), image)
+    if not len(out):
+        return np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(0)
+    return out.geometry.values.numpy().astype(np.float64), out.track_ids.numpy(), out.scores.numpy()
+
+
 def _detections(boxes, scores, features, sample_id):
-    """One frame's boxes (x1, y1, x2, y2), scores and features as BoxMOT's Detections."""
+    """One frame's boxes (x1, y1, x2, y2), scores and features as BoxMOT's Detections (25 on)."""
     import torch
     from boxmot.structures import Boxes, Detections
 
@@ -62,7 +111,8 @@ def track_sequence(job, seq):
     data = np.load(seq["detections"])
     frames, boxes, scores = data["frame"], data["boxes"], data["scores"]
     features = data["features"] if "features" in data.files else None
-    tracker = _tracker(job["tracker"], job.get("options", {}))
+    version = _boxmot_version()
+    tracker = _tracker(job["tracker"], job.get("options", {}), version)
     blank = np.zeros((int(seq["height"]), int(seq["width"]), 3), np.uint8)
     order = np.argsort(frames, kind="stable")
     frames, boxes, scores = frames[order], boxes[order], scores[order]
@@ -74,15 +124,11 @@ def track_sequence(job, seq):
         a, b = starts[frame - 1], starts[frame]
         t0 = time.perf_counter()  # the frame's reading (for camera-motion compensation) counts as tracking
         image = _frame_image(seq, frame, blank)
-        dets = _detections(boxes[a:b], scores[a:b], None if features is None else features[a:b], f"{seq['name']}:{frame}")
-        out = tracker.update(dets, image)
+        xyxy, ids, conf = _update(tracker, boxes[a:b], scores[a:b], None if features is None else features[a:b],
+                                  f"{seq['name']}:{frame}", image, version)
         seconds += time.perf_counter() - t0
-        if len(out):
-            xyxy = out.geometry.values.numpy().astype(np.float64)
-            ids = out.track_ids.numpy()
-            conf = out.scores.numpy()
-            for (x1, y1, x2, y2), tid, c in zip(xyxy, ids, conf):
-                rows.append((frame, int(tid), x1, y1, x2 - x1, y2 - y1, float(c)))
+        for (x1, y1, x2, y2), tid, c in zip(xyxy, ids, conf):
+            rows.append((frame, int(tid), x1, y1, x2 - x1, y2 - y1, float(c)))
         if frame % step == 0 or frame == seq["length"]:
             print(json.dumps({"sequence": seq["name"], "frame": frame, "length": seq["length"]}), flush=True)
     return rows, seconds

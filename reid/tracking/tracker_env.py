@@ -3,11 +3,15 @@
 BoxMOT (the maintained library with BoT-SORT, DeepOCSORT and StrongSORT that take appearance
 features) pins OpenCV < 5 and gdown < 6, which conflict with this toolkit's requirements, so
 it is not installed beside it. Instead, on first use, a virtual environment is made with
-``pip install boxmot[trackeval]==BOXMOT_VERSION`` from the package index, with this
-environment's packages underneath (a ``.pth`` file), so torch and numpy are not installed
-twice and only BoxMOT, its pinned OpenCV and TrackEval are added (about 15 s and 300 MB).
-It lives in ``$REID_TRACKER_ENV`` or ``~/.cache/circle-reid/tracker-env-boxmot-<version>``;
-``--tracker-python`` names another Python that has boxmot and trackeval.
+``pip install boxmot[trackeval]==VERSION`` from the package index, with this environment's
+packages underneath (a ``.pth`` file), so torch and numpy are not installed twice and only
+BoxMOT, its pinned OpenCV and TrackEval are added (about 15 s and 300 MB).
+
+The BoxMOT versions from :data:`SUPPORTED`'s first to its last are driven (their differences:
+reid/tracking/boxmot_compat.py); the environment is made with :data:`BOXMOT_VERSION` (the newest)
+unless ``$REID_BOXMOT_VERSION`` names another supported one. It lives in ``$REID_TRACKER_ENV`` or
+``~/.cache/circle-reid/tracker-env-boxmot-<version>``; ``--tracker-python`` names another Python
+that has boxmot (a supported version) and trackeval.
 
 The environment runs ``reid/tracking/boxmot_side.py`` by path, with one JSON job file; the
 features of the detections travel as ``.npz`` files.
@@ -26,8 +30,20 @@ from typing import Any, Callable, Dict, List, Optional
 
 from reid.utils.file_io import atomic_write_text
 
-BOXMOT_VERSION = "25.0.0"
-REQUIREMENT = f"boxmot[trackeval]=={BOXMOT_VERSION}"
+from .boxmot_compat import DEFAULT, NEWEST, OLDEST, VERSION_VARIABLE, check_version, chosen_version
+
+#: The oldest and the newest BoxMOT release driven (both tested in CI); any release between them is taken.
+SUPPORTED = (OLDEST, NEWEST)
+#: The version the tracker environment is made with unless ``$REID_BOXMOT_VERSION`` names another.
+BOXMOT_VERSION = DEFAULT
+
+
+def requirement(version: str = BOXMOT_VERSION) -> str:
+    """What pip installs into the tracker environment for BoxMOT `version`."""
+    return f"boxmot[trackeval]=={version}"
+
+
+REQUIREMENT = requirement(BOXMOT_VERSION)
 SIDE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boxmot_side.py")
 _READY = ".circle-reid-ready"
 # Written before anything else: a folder holding it (and not _READY) is an environment whose making was
@@ -41,12 +57,23 @@ class TrackerEnvError(RuntimeError):
 
 
 def default_env_dir() -> str:
-    """Where the tracker environment is made: ``$REID_TRACKER_ENV``, else the user's cache."""
+    """Where the tracker environment is made: ``$REID_TRACKER_ENV``, else the user's cache (a folder per
+    BoxMOT version: :func:`made_version`)."""
     given = os.environ.get("REID_TRACKER_ENV")
     if given:
         return os.path.abspath(os.path.expanduser(given))
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "circle-reid", f"tracker-env-boxmot-{BOXMOT_VERSION}")
+    return os.path.join(cache, "circle-reid", f"tracker-env-boxmot-{made_version()}")
+
+
+def made_version() -> str:
+    """The BoxMOT version a tracker environment is made with: ``$REID_BOXMOT_VERSION``, else BOXMOT_VERSION;
+    a TrackerEnvError naming the range for a version outside it."""
+    try:
+        return chosen_version()
+    except ValueError as e:
+        raise TrackerEnvError(f"{e} Set {VERSION_VARIABLE} to a version in that range, or unset it for "
+                              f"{BOXMOT_VERSION}.") from None
 
 
 def _env_python(env_dir: str) -> str:
@@ -54,7 +81,7 @@ def _env_python(env_dir: str) -> str:
 
 
 def check_python(python: str) -> str:
-    """`python` when it imports boxmot (BOXMOT_VERSION) and trackeval; a TrackerEnvError otherwise."""
+    """`python` when it imports boxmot (a version in SUPPORTED's range) and trackeval; a TrackerEnvError otherwise."""
     code = "import boxmot, trackeval; print(boxmot.__version__)"
     try:
         proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
@@ -65,34 +92,52 @@ def check_python(python: str) -> str:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise TrackerEnvError(f"--tracker-python {python}: 'import boxmot, trackeval' failed ({last}); "
                               f"run '{python} -m pip install \"{REQUIREMENT}\"', or leave --tracker-python out.")
-    version = proc.stdout.strip()
-    if version != BOXMOT_VERSION:
-        raise TrackerEnvError(f"--tracker-python {python} has boxmot {version}, and this toolkit drives boxmot "
-                              f"{BOXMOT_VERSION} (its tracker API changes between versions); run "
-                              f"'{python} -m pip install \"{REQUIREMENT}\"'.")
+    version = (proc.stdout.strip().splitlines() or ["(none)"])[-1]
+    try:
+        check_version(version, f"--tracker-python {python}: ")
+    except ValueError as e:
+        raise TrackerEnvError(f"{e} Run '{python} -m pip install \"{REQUIREMENT}\"'.") from None
     return python
 
 
+def _check_made_with(env_dir: str) -> None:
+    """A TrackerEnvError when ``$REID_BOXMOT_VERSION`` names a version and the ready environment in `env_dir`
+    was made with another (it is used as it is otherwise: any supported version is)."""
+    if not os.environ.get(VERSION_VARIABLE, "").strip():
+        return
+    wanted = requirement(made_version())
+    with open(os.path.join(env_dir, _READY), encoding="utf-8", errors="replace") as f:
+        made = f.read().strip()
+    if made.startswith("boxmot") and made != wanted:
+        raise TrackerEnvError(f"the tracker environment in {env_dir} was made with {made}, and {VERSION_VARIABLE} "
+                              f"asks for {wanted}; name another folder in REID_TRACKER_ENV, or unset "
+                              f"{VERSION_VARIABLE} to use that one.")
+
+
 def create_env(env_dir: str, log: Log = print) -> str:
-    """Make the tracker environment in `env_dir` (once; concurrent callers wait for the first)."""
+    """Make the tracker environment in `env_dir` (once; concurrent callers wait for the first) with BoxMOT
+    :func:`made_version`."""
+    version = made_version()
+    req = requirement(version)
     os.makedirs(os.path.dirname(env_dir) or ".", exist_ok=True)
     with open(env_dir + ".lock", "a") as lock:  # "a": a file of that name is never truncated
         fcntl.flock(lock, fcntl.LOCK_EX)  # two tools (or test workers) starting at once make it once
         python = _env_python(env_dir)
         if os.path.exists(os.path.join(env_dir, _READY)):
+            _check_made_with(env_dir)
             return python
         half_made = os.path.exists(os.path.join(env_dir, _MAKING))
         if os.path.lexists(env_dir) and (not os.path.isdir(env_dir) or os.listdir(env_dir)) and not half_made:
             raise TrackerEnvError(f"the tracker environment's folder {env_dir} ($REID_TRACKER_ENV, or the cache) holds "
                                   "something that is not a tracker environment of circle-reid, and it is never "
                                   "cleared; name an empty or new folder in REID_TRACKER_ENV (or delete that one if an "
-                                  f"earlier making left it), or pass a Python with \"{REQUIREMENT}\" as --tracker-python.")
+                                  f"earlier making left it), or pass a Python with \"{req}\" as --tracker-python.")
         if half_made:
             log(f"The tracker environment in {env_dir} was left half-made (its making was cut short); making it again.")
-        log(f"Making the tracker environment (BoxMOT {BOXMOT_VERSION} and TrackEval from the package index) "
+        log(f"Making the tracker environment (BoxMOT {version} and TrackEval from the package index) "
             f"in {env_dir}; this happens once and takes about a minute.")
         os.makedirs(env_dir, exist_ok=True)
-        atomic_write_text(os.path.join(env_dir, _MAKING), REQUIREMENT + "\n")  # first: a cut-short making is known
+        atomic_write_text(os.path.join(env_dir, _MAKING), req + "\n")  # first: a cut-short making is known
         for entry in os.scandir(env_dir):  # what a cut-short making left, the marker kept
             if entry.name != _MAKING:
                 shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.remove(entry.path)
@@ -101,9 +146,9 @@ def create_env(env_dir: str, log: Log = print) -> str:
                               capture_output=True, text=True, check=True).stdout.strip()
         ours = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
         atomic_write_text(os.path.join(site, "_circle_reid_env.pth"), "".join(p + "\n" for p in ours))
-        _run_steps([[python, "-m", "pip", "install", "-q", "--disable-pip-version-check", REQUIREMENT]], env_dir)
+        _run_steps([[python, "-m", "pip", "install", "-q", "--disable-pip-version-check", req]], env_dir)
         check_python(python)
-        atomic_write_text(os.path.join(env_dir, _READY), REQUIREMENT + "\n")
+        atomic_write_text(os.path.join(env_dir, _READY), req + "\n")
         os.remove(os.path.join(env_dir, _MAKING))
         return python
 
@@ -116,7 +161,8 @@ def _run_steps(steps: List[List[str]], env_dir: str) -> None:
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
             raise TrackerEnvError(f"making the tracker environment in {env_dir} failed at '{' '.join(cmd[-3:])}' "
                                   f"({last}); check that the package index is reachable, or install "
-                                  f"\"{REQUIREMENT}\" into a Python of your own and pass it as --tracker-python.")
+                                  f"\"{requirement(made_version())}\" into a Python of your own and pass it as "
+                                  "--tracker-python.")
 
 
 def tracker_python(python: Optional[str] = None, env_dir: Optional[str] = None, log: Log = print) -> str:
@@ -129,6 +175,7 @@ def tracker_python(python: Optional[str] = None, env_dir: Optional[str] = None, 
         if not os.access(python, os.X_OK):  # removed or broken since it was made: said, not rebuilt unasked
             raise TrackerEnvError(f"the tracker environment in {env_dir} is marked ready but has no Python ({python}); "
                                   "delete that folder to have it made again, or pass --tracker-python.")
+        _check_made_with(env_dir)
         return python
     return create_env(env_dir, log)
 
@@ -172,5 +219,5 @@ def _json_line(line: str) -> Optional[Dict[str, Any]]:
     return message if isinstance(message, dict) else None
 
 
-__all__ = ["BOXMOT_VERSION", "REQUIREMENT", "TrackerEnvError", "check_python", "create_env", "default_env_dir",
-           "run_side", "tracker_python"]
+__all__ = ["BOXMOT_VERSION", "REQUIREMENT", "SUPPORTED", "TrackerEnvError", "check_python", "create_env",
+           "default_env_dir", "made_version", "requirement", "run_side", "tracker_python"]

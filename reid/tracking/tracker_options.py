@@ -5,7 +5,9 @@ unknown name fails only when the tracker is built, after every crop has been emb
 value of the wrong kind is used as it is (``use_cmc=maybe`` is a true string, ``track_buffer=-3``
 keeps no lost track, ``match_thresh=5`` matches anything). Each tracker's settings, their kinds,
 defaults and tuning ranges are in BoxMOT's own ``configs/trackers/<name>.yaml``, read here from the
-tracker environment, so the check follows the BoxMOT version installed there.
+tracker environment, so the check follows the BoxMOT version installed there. The settings carry
+BoxMOT 25's names whatever the version (an older file's renamed settings are read under them:
+reid/tracking/boxmot_compat.py).
 
 The tuning ranges are where BoxMOT searches, not what is valid: the check takes the kind of a
 value from them (a fraction when the range lies in [0, 1], a count when it is an integer range, a
@@ -22,6 +24,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from reid.utils.path_kinds import check_file
 
+from .boxmot_compat import RENAMED, spec_to_ours
+
 #: A settings file is a few hundred bytes; a larger one is not one (and is not read into memory).
 MAX_SETTINGS_BYTES = 1 << 20
 
@@ -37,9 +41,10 @@ def spec_path(python: str, tracker: str) -> Optional[str]:
     return path if done.returncode == 0 and os.path.isfile(path) else None
 
 
-def read_spec(path: str) -> Dict[str, Dict[str, Any]]:
+def read_spec(path: str, tracker: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """Each setting of a BoxMOT tracker file by name, the ones a setting activates included (at any depth),
-    each with ``parent``: the setting that activates it (None for a setting of its own)."""
+    each with ``parent``: the setting that activates it (None for a setting of its own). Names are BoxMOT 25's
+    (an older file's renamed settings under them) for `tracker`, by default the file's name."""
     import yaml
 
     with open(path, encoding="utf-8") as f:
@@ -53,7 +58,7 @@ def read_spec(path: str) -> Dict[str, Dict[str, Any]]:
             add(entry.get("activates") or {}, str(name))
 
     add(raw, None)
-    return settings
+    return spec_to_ours(tracker or os.path.splitext(os.path.basename(path))[0], settings)
 
 
 #: No tracker setting counts or weighs beyond this; 1e308 frames of track buffer is a typing error.
@@ -94,6 +99,9 @@ def check_tracker_options(options: Dict[str, Any], spec: Dict[str, Dict[str, Any
         if key not in spec:
             near = difflib.get_close_matches(key, list(spec), n=1)
             hint = f" (did you mean {near[0]}?)" if near else ""
+            renamed = {old: ours for ours, (old, _) in RENAMED.get(tracker, {}).items()}
+            if key in renamed:  # an older BoxMOT's name: ours is BoxMOT 25's, whatever the version
+                hint = f" (name it {renamed[key]}, BoxMOT 25's name, which every supported BoxMOT takes)"
             raise ValueError(f"--tracker-option {key}={value}: {tracker} has no setting {key!r}{hint}; its settings "
                              f"are those of {path}.")
         words, test = (("a cosine distance in (0, 2]", lambda v: _is_number(v) and 0 < v <= 2) if key == distance

@@ -160,3 +160,22 @@ def test_tracker_options_apply_to_every_run_but_never_turn_appearance_on_in_the_
     assert jobs[1]["options"] == {"use_embeddings": True, "appearance_thresh": 0.2, "use_cmc": False}
     assert runs[1].threshold["distance"] == 0.2 and "given" in runs[1].threshold["source"]
     assert all(s["frames"] is None for s in jobs[1]["sequences"])  # no camera-motion compensation: no pixels
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tracker", list(gain.TRACKERS))
+def test_every_tracker_runs_motion_only_and_with_features_in_the_installed_boxmot(tracker, synth, tmp_path,
+                                                                                 monkeypatch, tracker_python):
+    """Each tracker, in each supported BoxMOT version (``make test`` the newest, ``make test-min`` the oldest):
+    the options turning appearance on and off reach it under that version's names (an older DeepOCSORT's is
+    the opposite setting, embedding_off), and its tracks are scored."""
+    monkeypatch.setattr(gain, "embed_rows", lambda seq, rows, model, progress=None: _features("oracle")(seq, rows, model))
+    model = AppearanceModel("oracle", (8, 4), 64, {}, lambda crops: None)
+    sequences = find_sequences(synth)[:1]
+    runs = track_runs(sequences, tracked_models([model], tracker), tracker, str(tmp_path), tracker_python,
+                      detections="gt", tracker_options={"max_age": 20}, log=lambda _: None)
+    assert [r.label for r in runs] == ([MOTION_ONLY] if gain.TRACKERS[tracker].motion_options is not None else []) + \
+        ["oracle"]
+    for r in runs:
+        assert len(read_results(r.results[sequences[0].name], sequences[0])) > 0
+        assert 0 < r.metrics["COMBINED"]["HOTA"] <= 100
