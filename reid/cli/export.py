@@ -27,12 +27,21 @@ Examples:
         --calibration crops/ --check-on my/query my/gallery
     # fp16 for a GPU runtime (TensorRT, CUDA); --quantizer nncf: the int8 file OpenVINO runs fastest
     python tools/export.py --run output/osnet --output osnet_fp16.onnx --precision fp16
+    # a video model: clips [batch, frames, 3, H, W] in, one feature per clip (frame encoder + its pooling)
+    python tools/export.py --run output/demo_video --output video.onnx --clips
 
 --precision fp16|int8 writes ONNX files with that arithmetic (float32 pixels in and features out
 as ever); each is checked before it is written: features at batch 7 and 32 equal those at batch 1
 in every runtime installed, the cosine of its features to PyTorch fp32's, and with --check-on
 R-1/mAP of both (--max-map-drop). What was measured goes into the file's metadata and
 FILE.report.json. See docs/inference.md, "Choosing a precision".
+
+--clips (a video model: MODEL.VIDEO.TEMPORAL pooling) writes fp32 files whose input is clips,
+images [batch, frames, 3, H, W] with both axes dynamic, and whose output is each clip's feature, as
+model(clips) gives it; every frame is a real one (there is no frame mask). They are checked against
+PyTorch on clips of 1, 2 and 5 frames (1 to 32 clips) and record "clips": true in their metadata;
+load them with reid.export.load_exported(path, clips=True) (loaders of images refuse them). Without
+--clips a video model's files take single frames (each a clip of one frame). See docs/inference.md.
 
 Load the results with onnxruntime.InferenceSession("r50.onnx") (input "images", output
 "features"), torch.export.load("r50.pt2").module(), or reid.export.load_exported(path);
@@ -98,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-map-drop", type=float_in(0.0, 100.0), default=1.0, metavar="POINTS",
                    help="with --check-on: a file losing more mAP points than this is not written (default: 1.0)")
     p.add_argument("--force", action="store_true", help="write a file that loses more than --max-map-drop anyway")
+    p.add_argument("--clips", action="store_true",
+                   help="a video model: write files that take clips [batch, frames, 3, H, W] (both axes dynamic) and "
+                        "return one feature per clip, its frames pooled by MODEL.VIDEO.TEMPORAL (fp32 only)")
     add_model_arguments(p)
     return p
 
@@ -117,7 +129,7 @@ def main(argv=None) -> int:
             tracker=args.tracker, precision=args.precision, calibration=args.calibration or (),
             calibration_images=args.calibration_images, calibration_method=args.calibration_method,
             quantizer=args.quantizer, seed=args.seed, check_on=args.check_on or (), max_map_drop=args.max_map_drop,
-            force=args.force)
+            force=args.force, clips=args.clips)
         if args.weights and is_exported_file(args.weights):
             raise ValueError(f"--weights {args.weights} is an exported file; tools/export.py writes files from a "
                              f"checkpoint (--run DIR, or --weights FILE.pth). An exported file is scored with "

@@ -59,7 +59,7 @@ Log = Callable[[str], None]
 
 
 def extract_command(predictor: Predictor, sources: Sequence[str], output: str, progress: bool = True,
-                    skip_corrupt: bool = False, log: Log = print) -> Optional[Gallery]:
+                    skip_corrupt: bool = False, log: Log = print, tracklets: bool = False) -> Optional[Gallery]:
     """Features of every image in `sources` (folders, list files, images) saved to `output`.
 
     Paths are stored absolute, so a search run from another folder still finds the images.
@@ -68,7 +68,9 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     log says why. With `skip_corrupt`, every image is read once first and the unreadable ones
     are left out and listed; otherwise the first one stops the run with an error naming it.
     Under torchrun every process extracts its shard and rank 0 saves the gallery (the other
-    ranks return None).
+    ranks return None). With `tracklets`, each folder of frames in `sources` is one gallery item: its
+    frames pooled by the model's own temporal pooling (reid/inference/tracklet_pooling.py), stored
+    under the folder's path.
     """
     from reid.data.image_io import CorruptImageError
     from reid.search.gallery import Gallery, gallery_format, require_safetensors, save_gallery
@@ -81,6 +83,8 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     fmt = gallery_format(check_output_file(output))  # a bad extension or a folder fails now, not after an hour
     if fmt == "safetensors":
         require_safetensors()
+    if tracklets:
+        return _extract_tracklets(predictor, sources, output, progress, log)
     entries = collect_entries(sources)
     paths = [os.path.abspath(p) for p in entries.paths]
     pids, camids = entries.label_arrays()
@@ -105,6 +109,27 @@ def extract_command(predictor: Predictor, sources: Sequence[str], output: str, p
     save_gallery(gallery, output)
     what = "paths, pids and camids" if pids is not None else "paths"
     log(f"saved {len(gallery)} features ({gallery.dim}-d) with their {what} to {output}")
+    return gallery
+
+
+def _extract_tracklets(predictor: Predictor, sources: Sequence[str], output: str, progress: bool,
+                       log: Log) -> Gallery:
+    """The gallery of the tracklet folders in `sources` (see :func:`extract_command`)."""
+    from reid.inference.tracklet_pooling import FramePooling, find_tracklets, tracklet_folder_features
+    from reid.search.gallery import Gallery, save_gallery
+    from reid.utils.logger import progress_bar
+
+    method = FramePooling(predictor).method  # a model that cannot pool frames fails before any image is read
+    found = find_tracklets(sources)
+    frames = sum(len(f) for _, f in found)
+    log(f"extracting features of {len(found)} tracklets ({frames} frames, each tracklet's pooled by the model's "
+        f"{method} pooling; device {predictor.device}, flip off)")
+    with progress_bar(len(found), "extract", enabled=progress, unit="tracklet") as bar:
+        feats = tracklet_folder_features(predictor, found, progress=lambda done, total: bar.update(done - bar.n))
+    meta = {**predictor.describe(), "tracklets": f"frames pooled by {method}"}
+    gallery = Gallery(feats=feats, paths=[folder for folder, _ in found], pids=None, camids=None, meta=meta)
+    save_gallery(gallery, output)
+    log(f"saved {len(gallery)} tracklet features ({gallery.dim}-d) with their folders to {output}")
     return gallery
 
 
@@ -135,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=config_int("DATALOADER.NUM_WORKERS"), default=2,
                    help="image-reading processes (default: 2; 0 = none; bounded as DATALOADER.NUM_WORKERS)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--tracklets", action="store_true",
+                   help="each folder of frames in --input is one tracklet: one feature per folder, its frames pooled by "
+                        "the model's own temporal pooling (MODEL.VIDEO.TEMPORAL; PyTorch backend)")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="leave out (and list) images that cannot be read; also on with DATASETS.SKIP_CORRUPT True")
     p.add_argument("--backend", default=None, choices=BACKEND_NAMES,
@@ -161,6 +189,9 @@ def main(argv=None) -> int:
     if not exported and args.backend in (None, "torch") and args.precision not in (None, "fp32"):
         parser.error(f"--precision {args.precision} runs with --backend onnxruntime or openvino (the torch backend runs "
                      "the fp32 weights; TEST.AMP bf16 computes in bf16 with PyTorch)")
+    if args.tracklets and (exported or args.backend not in (None, "torch") or args.skip_corrupt):
+        parser.error("--tracklets pools frames with the checkpoint's own temporal module in PyTorch: leave out "
+                     "--exported / --backend other than torch / --skip-corrupt")
     if args.precision == "int8" and not exported:
         parser.error("--precision int8 needs calibration crops: write the file with tools/export.py --precision int8 "
                      "--calibration CROPS and pass it with --weights (or --exported beside --run / --weights)")
@@ -176,8 +207,10 @@ def main(argv=None) -> int:
             predictor = predictor_from_args(args, batch_size=args.batch_size, num_workers=args.num_workers,
                                             backend=args.backend, exported=args.exported, precision=args.precision)
             skip = bool(args.skip_corrupt or predictor.cfg.DATASETS.SKIP_CORRUPT)
+            if args.tracklets and rank != 0:
+                return  # one process pools the tracklets (they are not sharded)
             extract_command(predictor, args.input, args.output, progress=not args.quiet and rank == 0,
-                            skip_corrupt=skip, log=print if rank == 0 else (lambda _: None))
+                            skip_corrupt=skip, log=print if rank == 0 else (lambda _: None), tracklets=args.tracklets)
         finally:
             if joined:  # leave only a process group this call created
                 cleanup_distributed()

@@ -36,6 +36,8 @@ import os
 import sys
 from typing import Tuple
 
+from reid.tracking.options import TRACKER_PYTHON_HELP
+
 from .args import float_in, int_in, overrides, parse_args, tool_parser
 from .interrupts import run_stoppable
 from .model_args import add_model_arguments, check_model_arguments
@@ -72,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, metavar="DIR", help="folder for tracks/, identities.json, metrics.json")
     p.add_argument("--crops-per-tracklet", type=int_in(1, 1000), default=8, metavar="N",
                    help="crops pooled into a tracklet's feature, spread over its time (default: 8)")
+    p.add_argument("--pooling", choices=("auto", "quality", "model"), default="auto",
+                   help="how a tracklet's crops become one feature: quality, weighted by detection confidence, "
+                        "visibility and size; model, the model's own temporal pooling (MODEL.VIDEO.TEMPORAL, PyTorch); "
+                        "auto (default): model for a model trained on tracklets (video datasets), else quality")
     decide = p.add_mutually_exclusive_group()
     decide.add_argument("--threshold", type=float_in(0, 2, "a cosine distance", open_low=True), default=None, metavar="D",
                         help="link identities whose average cosine distance is below D, in (0, 2]")
@@ -90,8 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                         '"min_seconds": 0, "max_seconds": 60}]}; pairs not listed are not linked')
     p.add_argument("--no-metrics", action="store_true", help="do not score against the ground truth")
     p.add_argument("--tracker-python", metavar="PYTHON",
-                   help="a Python with boxmot[trackeval]==25.0.0 for the scores (default: the tracker environment, "
-                        "made once; docs/tracking.md)")
+                   help=f"{TRACKER_PYTHON_HELP}, for the scores (docs/tracking.md)")
     add_picture_arguments(p, "<output>/tracks")
     add_model_arguments(p)
     add_convention_argument(p)
@@ -146,7 +151,8 @@ def main(argv=None) -> int:
                                            device=args.device, input_convention=args.input_convention)[0]
             threshold = args.threshold if args.threshold is not None or from_truth else \
                 (early or _calibrated_distance(args, far, model.predictor))[0]
-            settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions, far).check()
+            settings = LinkSettings(threshold, args.crops_per_tracklet, args.max_gap, transitions, far,
+                                    args.pooling).check()
             scored = not args.no_metrics and all(s.gt_path for s in sequences)
             python = tracker_python(args.tracker_python) if scored else None
 

@@ -103,7 +103,7 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
                    index_path: Optional[str] = None, save_index_path: Optional[str] = None,
                    params: Optional[Dict[str, Any]] = None, threshold: Optional[float] = None,
                    threshold_note: str = "", verify_recall: bool = False,
-                   calibrated: bool = False) -> List[Dict[str, Any]]:
+                   calibrated: bool = False, tracklets: bool = False) -> List[Dict[str, Any]]:
     """Top-`k` gallery matches of every query image: printed, and optionally drawn / saved.
 
     The gallery is `gallery_path` (a file from tools/extract.py, indexed with `backend` and
@@ -116,7 +116,9 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     it: each match gets ``"accepted"`` and each query ``"answer"`` ("match" or "no match",
     decided by its best match) and ``"threshold"``; `threshold_note` says where it came from.
     A `calibrated` threshold (--far) refuses a gallery made with other weights or settings
-    (:func:`_check_gallery_fits`).
+    (:func:`_check_gallery_fits`). With `tracklets`, each folder of frames in `queries` is one query,
+    its frames pooled by the model's own temporal pooling (tools/extract.py --tracklets galleries);
+    pictures show a tracklet by its first frame.
     """
     if backend is not None and str(backend).lower() not in INDEX_BACKENDS:
         raise ValueError(f"Unknown search backend {backend!r}; use one of: {', '.join(INDEX_BACKENDS)}.")
@@ -124,7 +126,15 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
         raise ValueError("Searching needs the model that made the gallery: give --run, --weights or --config-file.")
     # The queries are listed (no image read) before the index is built: a query source the
     # model cannot use (a folder for a model with SIE) fails before minutes of indexing.
-    q_paths, q_camids = predictor.collect(queries) if queries else ([], None)
+    found = None
+    if queries and tracklets:
+        from reid.inference.tracklet_pooling import FramePooling, find_tracklets
+
+        FramePooling(predictor)  # a model that cannot pool frames fails before the index is built
+        found = find_tracklets(queries)
+        q_paths, q_camids = [folder for folder, _ in found], None
+    else:
+        q_paths, q_camids = predictor.collect(queries) if queries else ([], None)
     check = None if predictor is None else (
         lambda dim, meta, source: _check_gallery_fits(predictor, dim, meta, source, log, calibrated))
     from reid.search.open import open_index
@@ -137,7 +147,12 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
     from reid.visualization.search_results import save_matches_picture
     from reid.search.own_files import search_without_own_files
 
-    q_feats = predictor.extract_paths(q_paths, camids=q_camids)  # camera ids from 'path pid camid' lines (SIE)
+    if found is not None:
+        from reid.inference.tracklet_pooling import tracklet_folder_features
+
+        q_feats = tracklet_folder_features(predictor, found)
+    else:
+        q_feats = predictor.extract_paths(q_paths, camids=q_camids)  # camera ids from 'path pid camid' lines (SIE)
     result = search_without_own_files(index, q_feats, q_paths, k)  # a query's own image is never its match
     paths = index.paths
     note = result.note(q_paths, paths)
@@ -168,8 +183,8 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
             stem = os.path.splitext(os.path.basename(q_path))[0]
             caption = q_path if threshold is None else f"{q_path}  [{record['answer']}, threshold {threshold:.3f}]"
             picture = save_matches_picture(
-                os.path.join(draw_dir, f"{qi:04d}_{stem}.jpg"), q_path,
-                [m["path"] for m in matches], [m["score"] for m in matches], tile_height=tile_height,
+                os.path.join(draw_dir, f"{qi:04d}_{stem}.jpg"), _shown(q_path),
+                [_shown(m["path"]) for m in matches], [m["score"] for m in matches], tile_height=tile_height,
                 caption=caption, accepted=[m["accepted"] for m in matches] if threshold is not None else None,
             )
             log(f"  picture: {picture}")
@@ -177,6 +192,16 @@ def search_command(predictor: Optional[Predictor], gallery_path: Optional[str], 
         atomic_write_text(json_path, json.dumps(records, indent=1))
         log(f"saved the matches of {len(records)} queries to {json_path}")
     return records
+
+
+def _shown(path: str) -> str:
+    """The image that shows `path` in a picture: itself, or a tracklet folder's first frame."""
+    if not os.path.isdir(path):
+        return path
+    from reid.data.video.tracklets import list_frames
+
+    frames = list_frames(path)
+    return frames[0] if frames else path
 
 
 def decision_threshold(args: argparse.Namespace, predictor: Optional[Predictor] = None) -> Tuple[Optional[float], str]:
@@ -201,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--index", metavar="FILE", help="search index saved with --save-index (instead of --gallery)")
     p.add_argument("-q", "--query", nargs="+", metavar="SRC",
                    help="query image files, folders (recursive) and/or list files (optional with --save-index)")
+    p.add_argument("--tracklets", action="store_true",
+                   help="each folder of frames in --query is one query tracklet, its frames pooled by the model's own "
+                        "temporal pooling (for galleries of tools/extract.py --tracklets; PyTorch backend)")
     p.add_argument("-k", "--topk", type=int_in(1, MAX_MATCHES), default=10,
                    help=f"matches per query (default: 10; at most {MAX_MATCHES:,}, and {MAX_TILES} with --draw)")
     p.add_argument("--backend", default=None, choices=INDEX_BACKENDS,
@@ -258,6 +286,9 @@ def main(argv=None) -> int:
         parser.error(f"--threshold is a cosine similarity in [-1, 1], got {args.threshold}")
     if args.far is not None and not 0.0 < args.far < 1.0:
         parser.error(f"--far is a false accept rate in (0, 1) (e.g. 1e-3), got {args.far}")
+    if args.tracklets and (not args.query or (args.weights and is_exported_file(args.weights))):
+        parser.error("--tracklets reads query tracklet folders (--query DIR...) and pools them with a checkpoint's "
+                     "own temporal module: give --query and a checkpoint (--run / --weights FILE.pth)")
     if args.draw and args.topk > MAX_TILES:
         parser.error(f"--draw puts each query's matches in one row of at most {MAX_TILES} images; got -k {args.topk} "
                      "(draw fewer, or leave --draw out)")
@@ -274,7 +305,7 @@ def main(argv=None) -> int:
                        draw_dir=args.draw, json_path=args.json, tile_height=args.tile_height,
                        index_path=args.index, save_index_path=args.save_index, params=params,
                        threshold=threshold, threshold_note=note, verify_recall=args.verify_recall,
-                       calibrated=args.far is not None)
+                       calibrated=args.far is not None, tracklets=args.tracklets)
 
     return run_main(work)
 

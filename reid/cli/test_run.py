@@ -12,6 +12,7 @@ import numpy as np
 import torch.distributed as dist
 
 from reid.data import build_test_set
+from reid.data.build import is_tracklet_items
 from reid.data.datasets.folders import check_folder_cameras
 from reid.engine.checkpoint_files import load_checkpoint
 from reid.engine.distributed import cleanup_distributed, init_distributed
@@ -144,7 +145,7 @@ def run_test(cfg, args, out: str, logger: logging.Logger, exported: Optional[str
         test = build_test_set(cfg, name, notes=notes)
         query, gallery = test.query, test.gallery
         res = evaluate_model(cfg, model, query, gallery, device=device, keep_distmat=args.visualize > 0, shard=True,
-                             protocol=test.protocol)
+                             protocol=test.protocol, junk_pids=test.junk_pids)
         if res is None:  # a rank other than 0 of a torchrun job: its shard went to rank 0
             continue
         if res.draws:  # the pooled images, re-split per draw: the query / gallery counts are each draw's
@@ -154,7 +155,8 @@ def run_test(cfg, args, out: str, logger: logging.Logger, exported: Optional[str
                                           f"{len(res.gallery)} gallery images)"))
             report.setdefault("gallery_draws", {})[name] = jsonable(d)
         else:
-            print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery images"))
+            unit = "tracklets" if is_tracklet_items(query) else "images"
+            print(format_table(res.metrics, title=f"{name}: {len(query)} query / {len(gallery)} gallery {unit}"))
         valid = int(np.isfinite(res.all_ap["plain"]).sum())
         if valid < len(res.query):
             logger.info("%s: %d of %d queries have no match in the gallery from another camera; they are "

@@ -278,6 +278,14 @@ _C.DATASETS.SYNTHETIC.STYLE = "demo"
 # Synthetic dataset: what the images show, "person" or "vehicle" (cars, vans, pickups; give it a square IMAGE_SIZE such as [64, 64]).
 _C.DATASETS.SYNTHETIC.OBJECT = "person"
 
+_C.DATASETS.VIDEO = CN()
+# iLIDS-VID / PRID2011: which of the 10 published train/test splits (0-9) to train and test on.
+_C.DATASETS.VIDEO.SPLIT_ID = 0
+# MARS: keep the junk tracklets (pid -1) of the gallery; the evaluation ignores them either way (official rule).
+_C.DATASETS.VIDEO.MARS_KEEP_JUNK = True
+# synthetic_video: frames per tracklet (the DATASETS.SYNTHETIC.* settings draw the people).
+_C.DATASETS.VIDEO.FRAMES = 8
+
 _C.DATASETS.VEHICLEID = CN()
 # VehicleID: vehicles of the test list test_list_<N>.txt: 800, 1600 or 2400 (small/medium/large), or 3200, 6000, 13164.
 _C.DATASETS.VEHICLEID.TEST_SIZE = 800
@@ -294,6 +302,15 @@ _C.DATALOADER.SAMPLER = "identity"
 _C.DATALOADER.NUM_INSTANCE = 4
 # Data-loading worker processes; 0 loads in the main process.
 _C.DATALOADER.NUM_WORKERS = 4
+_C.DATALOADER.VIDEO = CN()
+# Video data: frames of a training clip, "random", "evenly", "consecutive" or "stride" (reid/data/frame_sampling.py).
+_C.DATALOADER.VIDEO.SAMPLER = "random"
+# Video data: frames per training clip (IMS_PER_BATCH counts clips), and per test tracklet with TEST_SAMPLER "evenly".
+_C.DATALOADER.VIDEO.SEQ_LEN = 4
+# Video data: step between the frames of the "stride" sampler.
+_C.DATALOADER.VIDEO.STRIDE = 1
+# Video data: frames of a test tracklet, "all" (TEST.IMS_PER_BATCH frames at a time, pooled in chunks) or "evenly" (SEQ_LEN).
+_C.DATALOADER.VIDEO.TEST_SAMPLER = "all"
 
 # ---- Solver --------------------------------------------------------------------
 _C.SOLVER = CN()
@@ -476,15 +493,7 @@ BOOL_OR_WORD = {"UDA.CAMERA_AWARE": ("auto",), "UDA.CAMERA_NEIGHBOURS": ("auto",
 # perhaps) never sets them: reid.config.merge_from_text leaves them at their defaults, so a
 # downloaded file cannot make a tool read or write a path the user did not name.
 FILE_KEYS = (
-    "OUTPUT_DIR",
-    "MODEL.WEIGHTS",
-    "MODEL.BACKBONE.PRETRAINED_PATH",
-    "DATASETS.ROOT",
-    "DATASETS.CUSTOM.TRAIN_LIST",
-    "DATASETS.CUSTOM.QUERY_LIST",
-    "DATASETS.CUSTOM.GALLERY_LIST",
-    "DATASETS.FOLDERS.QUERY_PATH",
-    "DATASETS.FOLDERS.GALLERY_PATH",
-    "DATASETS.UNLABELLED.DIR",
-    "DATASETS.UNLABELLED.LIST",
+    "OUTPUT_DIR", "MODEL.WEIGHTS", "MODEL.BACKBONE.PRETRAINED_PATH", "DATASETS.ROOT", "DATASETS.CUSTOM.TRAIN_LIST",
+    "DATASETS.CUSTOM.QUERY_LIST", "DATASETS.CUSTOM.GALLERY_LIST", "DATASETS.FOLDERS.QUERY_PATH",
+    "DATASETS.FOLDERS.GALLERY_PATH", "DATASETS.UNLABELLED.DIR", "DATASETS.UNLABELLED.LIST",
 )

@@ -20,7 +20,10 @@ from .datasets import DATASET_REGISTRY, build_dataset
 from .datasets.base import Item, ReIDDataset, combine_all, relabel_pids
 from .image_io import filter_readable
 from .samplers import IdentitySampler, PseudoLabelSampler, ShuffleSampler
+from .frame_sampling import check_sampling
+from .tracklet_dataset import TrackletDataset, collate_tracklets
 from .transforms import build_transforms
+from .video import VIDEO_DATASET_REGISTRY, build_video_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,19 @@ _DATASET_KWARGS = {
         "style": d.SYNTHETIC.STYLE,
         "object_type": d.SYNTHETIC.OBJECT,
     },
+    "synthetic_video": lambda d: {
+        "num_train_ids": d.SYNTHETIC.NUM_TRAIN_IDS,
+        "num_test_ids": d.SYNTHETIC.NUM_TEST_IDS,
+        "num_cameras": d.SYNTHETIC.NUM_CAMERAS,
+        "frames": d.VIDEO.FRAMES,
+        "num_distractors": d.SYNTHETIC.NUM_DISTRACTORS,
+        "seed": d.SYNTHETIC.SEED,
+        "image_size": tuple(d.SYNTHETIC.IMAGE_SIZE),
+        "style": d.SYNTHETIC.STYLE,
+    },
+    "mars": lambda d: {"keep_junk": bool(d.VIDEO.MARS_KEEP_JUNK)},
+    "ilidsvid": lambda d: {"split_id": int(d.VIDEO.SPLIT_ID)},
+    "prid2011": lambda d: {"split_id": int(d.VIDEO.SPLIT_ID)},
     "vehicleid": lambda d: {"test_size": d.VEHICLEID.TEST_SIZE},
     "veriwild": lambda d: {"test_size": d.VERIWILD.TEST_SIZE},
 }
@@ -76,9 +92,32 @@ def dataset_kwargs(cfg, name: str) -> Dict[str, Any]:
     return make(cfg.DATASETS) if make else {}
 
 
-def _load(cfg, name: str, log: bool = True, splits: Sequence[str] = ()) -> ReIDDataset:
+def is_video_dataset(name: str) -> bool:
+    """True when `name` is a video dataset (tracklets: reid/data/video/), not an image one."""
+    return str(name) in VIDEO_DATASET_REGISTRY
+
+
+def trained_on_tracklets(cfg: Any) -> bool:
+    """True when the config trains on video datasets (every DATASETS.NAMES entry one): such a model
+    pools a tracklet's frames itself, and the tracking tools and exports let it by default."""
+    names = list(cfg.DATASETS.NAMES) if cfg is not None else []
+    return bool(names) and all(is_video_dataset(n) for n in names)
+
+
+def is_tracklet_items(items: Sequence) -> bool:
+    """True when `items` are tracklets ``(frame paths, pid, camid)`` rather than images ``(path, pid, camid)``."""
+    return bool(items) and isinstance(items[0][0], tuple)
+
+
+def _load(cfg, name: str, log: bool = True, splits: Sequence[str] = ()):
     """Dataset `name`; with DATASETS.SKIP_CORRUPT the images of `splits` are read first and the
-    unreadable ones dropped, so that the logged table counts the images actually used."""
+    unreadable ones dropped, so that the logged table counts the images actually used (image
+    datasets; a video dataset's frames are read when used, and a bad one names its file)."""
+    if is_video_dataset(name):
+        ds = build_video_dataset(name, cfg.DATASETS.ROOT, **dataset_kwargs(cfg, name))
+        if log:
+            logger.info("\n%s", ds.summary())
+        return ds
     ds = build_dataset(name, cfg.DATASETS.ROOT, **dataset_kwargs(cfg, name))
     checked = [split for split in splits if cfg.DATASETS.SKIP_CORRUPT]
     for split in checked:
@@ -170,6 +209,14 @@ def build_train_data(cfg, labels_required: bool = True) -> TrainData:
             f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)} names {', '.join(map(repr, dup))} more than once; "
             f"list each dataset once."
         )
+    check_one_kind(cfg.DATASETS.NAMES, "DATASETS.NAMES")
+    if any(is_video_dataset(n) for n in cfg.DATASETS.NAMES):
+        if not labels_required:
+            raise ConfigError(f"DATASETS.NAMES {list(cfg.DATASETS.NAMES)}: learning without labels (UDA.ENABLED) "
+                              "clusters images, not tracklets; train on the tracklets' frames as an image dataset "
+                              "(video_folder's crops: the unlabelled dataset with UDA.TRACKLET_REGEX) or set "
+                              "UDA.ENABLED False.")
+        check_video_sampling(cfg)
     datasets, items, offset = [], [], 0
     tests = {str(n).lower() for n in cfg.DATASETS.TESTS}
     for name in cfg.DATASETS.NAMES:
@@ -208,7 +255,19 @@ def build_train_data(cfg, labels_required: bool = True) -> TrainData:
             len({it[1] for it in val_query + val_gallery}), len(val_query), len(val_gallery),
         )
     items, mapping = relabel_pids(items)
+    if is_tracklet_items(items):
+        _note_short_tracklets(items, int(cfg.DATALOADER.VIDEO.SEQ_LEN))
     return TrainData(items, len(mapping), val_query, val_gallery, datasets)
+
+
+def _note_short_tracklets(items: Sequence, seq_len: int) -> None:
+    """Say how many training tracklets are shorter than a clip: their frames repeat (in order) to fill it."""
+    short = [t for t in items if len(t[0]) < seq_len]
+    if short:
+        single = sum(len(t[0]) == 1 for t in short)
+        logger.warning("%d of %d training tracklets have fewer than DATALOADER.VIDEO.SEQ_LEN %d frames (%d of them one "
+                       "frame, e.g. %s): their frames repeat in order to fill a clip", len(short), len(items), seq_len,
+                       single, short[0][0][0])
 
 
 @dataclass
@@ -217,7 +276,8 @@ class TestSet:
 
     `protocol` is the dataset's ``test_protocol``: "cross_camera" (Market-1501's) or
     "gallery_draws" (VehicleID's: query and gallery are pooled and the gallery drawn again,
-    TEST.GALLERY_DRAWS times; reid/evaluation/gallery_draws.py).
+    TEST.GALLERY_DRAWS times; reid/evaluation/gallery_draws.py). Items of a video dataset are
+    tracklets; gallery items whose pid is in `junk_pids` (MARS's -1) are ignored by every query.
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -225,6 +285,7 @@ class TestSet:
     query: List[Item]
     gallery: List[Item]
     protocol: str = "cross_camera"
+    junk_pids: Tuple[int, ...] = ()
 
 
 def build_test_data(cfg, name: str, log: bool = True,
@@ -255,9 +316,9 @@ def build_test_set(cfg, name: str, log: bool = True, notes: Optional[Dict[str, A
     if not query or not gallery:
         raise ValueError(
             f"Test dataset {name!r} has {len(query)} query and {len(gallery)} gallery images; both are "
-            f"needed for evaluation. {ds.empty_test_hint}"
+            f"needed for evaluation. {getattr(ds, 'empty_test_hint', 'Check DATASETS.TESTS and the dataset files.')}"
         )
-    return TestSet(query, gallery, ds.test_protocol)
+    return TestSet(query, gallery, ds.test_protocol, tuple(getattr(ds, "junk_pids", ())))
 
 
 def _loader_kwargs(cfg) -> Dict[str, Any]:
@@ -308,8 +369,15 @@ def _process_batch(cfg) -> int:
 
 
 def _train_loader(cfg, items: List[Item], sampler: Any, batch: int) -> DataLoader:
-    dataset = ImageDataset(items, build_transforms(cfg, is_train=True), bool(cfg.DATASETS.SKIP_CORRUPT))
     kw = _loader_kwargs(cfg)
+    if is_tracklet_items(items):
+        # A sample is a clip of DATALOADER.VIDEO.SEQ_LEN frames; IMS_PER_BATCH counts clips.
+        video = cfg.DATALOADER.VIDEO
+        dataset = TrackletDataset(items, build_transforms(cfg, is_train=True), str(video.SAMPLER), video.SEQ_LEN,
+                                  video.STRIDE, int(cfg.SEED))
+        kw["collate_fn"] = collate_tracklets
+    else:
+        dataset = ImageDataset(items, build_transforms(cfg, is_train=True), bool(cfg.DATASETS.SKIP_CORRUPT))
     # Each iter(loader) draws a base seed for its workers; from its own generator it leaves the
     # process's generator (dropout's stream) alone, which a resume mid-epoch must find intact.
     generator = torch.Generator().manual_seed(int(cfg.SEED))
@@ -342,10 +410,32 @@ def build_test_loader(cfg, query: List[Item], gallery: List[Item]) -> DataLoader
 
 
 def check_dataset_names(names, key: str) -> None:
-    """Raise ConfigError naming `key` for a dataset name that is not registered."""
-    unknown = [n for n in names if n not in DATASET_REGISTRY]
+    """Raise ConfigError naming `key` for a dataset name that is not registered (image or video)."""
+    unknown = [n for n in names if n not in DATASET_REGISTRY and n not in VIDEO_DATASET_REGISTRY]
     if unknown:
         raise ConfigError(
             f"{key} {list(names)}: unknown dataset {', '.join(map(repr, unknown))}. Valid names: "
-            f"{', '.join(DATASET_REGISTRY.names())}. Fix the spelling in the config file or the override."
+            f"{', '.join(DATASET_REGISTRY.names())}; video: {', '.join(VIDEO_DATASET_REGISTRY.names())}. "
+            "Fix the spelling in the config file or the override."
+        )
+
+
+def check_video_sampling(cfg) -> None:
+    """Raise ConfigError naming the key for a bad DATALOADER.VIDEO.SAMPLER, SEQ_LEN or STRIDE."""
+    video = cfg.DATALOADER.VIDEO
+    try:
+        check_sampling(str(video.SAMPLER), video.SEQ_LEN, video.STRIDE)
+    except ValueError as e:  # UnknownNameError is one too, its message listing the samplers
+        raise ConfigError(str(e)) from None
+
+
+def check_one_kind(names, key: str) -> None:
+    """Raise ConfigError naming `key` when it mixes image and video datasets: a batch is either
+    images or clips, and a model is tested on the kind of data it pools."""
+    video = [str(n) for n in names if is_video_dataset(n)]
+    if video and len(video) != len(list(names)):
+        images = [str(n) for n in names if not is_video_dataset(n)]
+        raise ConfigError(
+            f"{key} {list(names)} mixes video datasets ({', '.join(video)}) with image datasets ({', '.join(images)}); "
+            "train or test on one kind at a time."
         )

@@ -7,6 +7,7 @@ cannot run code from the file.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import pickle
 import re
@@ -24,6 +25,10 @@ from reid.utils.value_checks import weight_problem
 
 from .params import head_names, is_head_key
 
+logger = logging.getLogger(__name__)
+
+#: State-dict prefix of the Baseline's temporal pooling (MODEL.VIDEO.TEMPORAL; reid/modeling/temporal.py).
+TEMPORAL_PREFIX = "temporal."
 #: Text file in OUTPUT_DIR holding the file name of the newest resumable checkpoint.
 LAST_CHECKPOINT_FILE = "last_checkpoint"
 FINAL_NAME = "model_final.pth"
@@ -265,13 +270,23 @@ def load_model_state(
             "features; use an intact checkpoint (download or convert it again)."
         )
     missing = sorted(k for k in own if k not in state)
-    missing_nonhead = [k for k in missing if not is_head(k)]
+    # A learned temporal attention absent from an image model's checkpoint keeps its initial zeros,
+    # which pool a clip's frames by their mean: exactly what the image model does with a clip.
+    fresh = [k for k in missing if k.startswith(TEMPORAL_PREFIX)]
+    if fresh:
+        with torch.no_grad():
+            for key in fresh:
+                own[key].zero_()  # state_dict() shares the parameters' storage
+        logger.info("Checkpoint %s has no %s (an image model's): it starts at zero, the frames' mean", source,
+                    ", ".join(fresh))
+    missing_nonhead = [k for k in missing if not is_head(k) and k not in fresh]
     if missing_nonhead:
         raise CheckpointError(
             f"Checkpoint {source} lacks tensors the model needs: {', '.join(missing_nonhead[:5])}"
             f"{' ...' if len(missing_nonhead) > 5 else ''}. Use the config the checkpoint was "
             "trained with."
         )
+    missing = [k for k in missing if k not in fresh]
     if missing and not drop_head:
         raise CheckpointError(
             f"Checkpoint {source} has no identity-head weights ({missing[0]}) but the model has a "

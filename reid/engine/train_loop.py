@@ -228,7 +228,10 @@ class TrainLoop:
         images, targets = (batch[k].to(self.device, non_blocking=True) for k in ("images", "targets"))
         if self.setup.channels_last and images.dim() == 4:
             images = images.contiguous(memory_format=torch.channels_last)
-        return images, targets, {"camids": batch["camids"].to(self.device)} if "camids" in need else {}
+        extra = {"camids": batch["camids"].to(self.device)} if "camids" in need else {}
+        if images.dim() == 5 and "frame_mask" in batch:  # clips of a video dataset, padded to one length
+            extra["frame_mask"] = batch["frame_mask"].to(self.device, non_blocking=True)
+        return images, targets, extra
 
     def run_step(self, batch: Any) -> Dict[str, Any]:
         """One optimisation step; returns its logged values, averaged over processes.
@@ -288,7 +291,8 @@ class TrainLoop:
             record["grad_norm_steps"] = finite.float()
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        record["images"] = float(images.shape[0] * self.world_size)
+        # frames for clips [B, T, 3, H, W]: the logged img/s is the backbone's throughput either way
+        record["images"] = float(images.shape[0] * (images.shape[1] if images.dim() == 5 else 1) * self.world_size)
         return record
 
 

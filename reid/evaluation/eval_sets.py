@@ -8,13 +8,15 @@ import numpy as np
 
 from reid.config import ConfigError
 from reid.data import TestSet, build_test_set
-from reid.data.build import check_dataset_names
+from reid.data.build import check_dataset_names, is_video_dataset
+from reid.data.frame_sampling import check_sampling
 
 from .distance import check_metric
 from .evaluator import check_protocol
 from .gallery_draws import check_num_draws
 from .neighbours import neighbour_search
 from .rank import cross_camera_matches
+from .tracklet_extract import tracklet_frames
 
 #: Query, gallery and protocol of each test set, by its DATASETS.TESTS name.
 TestSets = Dict[str, TestSet]
@@ -36,6 +38,13 @@ def check_test_settings(cfg) -> None:
         check_metric(str(cfg.TEST.METRIC))
     except ValueError as e:
         raise ConfigError(f"TEST.METRIC: {e} Set TEST.METRIC to one of them.") from e
+    if any(is_video_dataset(n) for n in cfg.DATASETS.TESTS):
+        video = cfg.DATALOADER.VIDEO
+        try:
+            tracklet_frames([], str(video.TEST_SAMPLER), video.SEQ_LEN)
+            check_sampling(str(video.TEST_SAMPLER), video.SEQ_LEN)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     try:
         neighbour_search(cfg.TEST.RERANK, "TEST.RERANK")
         check_num_draws(cfg.TEST.GALLERY_DRAWS)

@@ -29,6 +29,7 @@ from .open_set import holdout_gallery, open_set_metrics, open_set_metrics_from_f
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
 from .rerank import re_ranking
+from .tracklet_extract import extract_tracklet_features
 from .verification import DEFAULT_FARS, verification_metrics, verification_metrics_from_features
 
 logger = logging.getLogger("reid.evaluation")
@@ -243,14 +244,24 @@ def mean_of_runs(runs: Sequence[EvalResult], start: float, info: Dict[str, Any])
                       time.perf_counter() - start, draws={**info, "std": std, "per_draw": per_draw})
 
 
-def _extract_sharded(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Optional[Features]:
-    """This process's contiguous shard of `items`, gathered on rank 0 in rank order (None elsewhere)."""
+def extract_items(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Features:
+    """Features of `items` in order: images, or tracklets (``(frame paths, pid, camid)``, one pooled
+    feature each, reid/evaluation/tracklet_extract.py, frames per DATALOADER.VIDEO.TEST_SAMPLER)."""
     from reid.data import build_test_loader
 
+    if items and isinstance(items[0][0], tuple):
+        video = cfg.DATALOADER.VIDEO
+        return extract_tracklet_features(model, items, lambda frames: build_test_loader(cfg, frames, []), device,
+                                         flip=flip, amp=cfg.TEST.AMP, sampler=str(video.TEST_SAMPLER),
+                                         seq_len=int(video.SEQ_LEN))
+    return extract_features(model, build_test_loader(cfg, items, []), device, flip=flip, amp=cfg.TEST.AMP)
+
+
+def _extract_sharded(cfg, model: torch.nn.Module, items: List[Item], device, flip: bool) -> Optional[Features]:
+    """This process's contiguous shard of `items`, gathered on rank 0 in rank order (None elsewhere)."""
     rank, world = get_rank(), get_world_size()
     lo, hi = shard_bounds(len(items), rank, world)
-    mine = extract_features(model, build_test_loader(cfg, items[lo:hi], []), device, flip=flip, amp=cfg.TEST.AMP) \
-        if hi > lo else None
+    mine = extract_items(cfg, model, items[lo:hi], device, flip) if hi > lo else None
     shards: Optional[list] = [None] * world if rank == 0 else None
     dist.gather_object(mine, shards, dst=0)
     if rank != 0:
@@ -273,6 +284,7 @@ def evaluate_model(
     open_set: bool = True,
     shard: bool = False,
     protocol: str = "cross_camera",
+    junk_pids: Sequence[int] = (),
 ) -> Optional[EvalResult]:
     """Extract features of `query` and `gallery` with `model` and evaluate them per `cfg.TEST`.
 
@@ -286,10 +298,10 @@ def evaluate_model(
     `protocol` is the test set's (``TestSet.protocol``): "cross_camera", or "gallery_draws", under
     which query and gallery are pooled and evaluated with :func:`evaluate_draws`
     (TEST.GALLERY_DRAWS draws seeded by TEST.GALLERY_DRAW_SEED); verification and open-set
-    metrics are refused for it before any feature is extracted.
+    metrics are refused for it before any feature is extracted. Items may be tracklets (video
+    datasets: one pooled feature each); gallery items with a pid in `junk_pids` (MARS's -1) are
+    ignored by every query (left out of the ranking, reid/evaluation/tracklet_protocol.py).
     """
-    from reid.data import build_test_loader
-
     verification = bool(cfg.TEST.VERIFICATION.ENABLED) if verification is None else verification
     open_set_ids = int(cfg.TEST.OPEN_SET.HOLDOUT_IDS) if open_set else 0
     check_protocol(protocol, verification, open_set_ids)
@@ -307,7 +319,7 @@ def evaluate_model(
         if feats is None:
             return None
     else:
-        feats = extract_features(model, build_test_loader(cfg, query, gallery), device, flip=flip, amp=cfg.TEST.AMP)
+        feats = extract_items(cfg, model, list(query) + list(gallery), device, flip)
     extract_s = time.perf_counter() - t0
     nq = len(query)
     logger.info(
@@ -330,7 +342,12 @@ def evaluate_model(
         # Extracted once; every draw re-splits the same features.
         result = evaluate_draws(feats, int(cfg.TEST.GALLERY_DRAWS), int(cfg.TEST.GALLERY_DRAW_SEED), **ranking)
     else:
-        result = evaluate_features(*feats.split(nq), verification=verification, fars=list(cfg.TEST.VERIFICATION.FARS),
+        query_feats, gallery_feats = feats.split(nq)
+        gallery_feats = gallery_feats.without_pids(junk_pids)
+        if len(gallery_feats) == 0:
+            raise ValueError(f"Every gallery item has a junk pid ({', '.join(map(str, junk_pids))}): nothing to rank; "
+                             "check the dataset's test files.")
+        result = evaluate_features(query_feats, gallery_feats, verification=verification, fars=list(cfg.TEST.VERIFICATION.FARS),
                                    open_set_ids=open_set_ids, open_set_seed=int(cfg.TEST.OPEN_SET.SEED), **ranking)
     result.seconds += extract_s
     return result

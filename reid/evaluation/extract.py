@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -38,6 +38,13 @@ class Features:
             Features(self.feats[:n], self.pids[:n], self.camids[:n], self.paths[:n]),
             Features(self.feats[n:], self.pids[n:], self.camids[n:], self.paths[n:]),
         )
+
+    def without_pids(self, pids: Sequence[int]) -> "Features":
+        """These features without the items whose pid is in `pids` (a gallery without its junk)."""
+        if not len(pids):
+            return self
+        index = np.flatnonzero(~np.isin(self.pids, np.asarray(pids, dtype=np.int64)))
+        return Features(self.feats[index], self.pids[index], self.camids[index], [self.paths[i] for i in index.tolist()])
 
 
 class BadFeaturesError(ValueError):
@@ -77,6 +84,35 @@ def autocast_context(device: torch.device, amp: str):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """`model` in eval mode inside the block, its own mode restored after (also after an error)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def eval_batches(loader: Iterable[dict], device: torch.device,
+                 uses_camids: bool) -> Iterator[Tuple[dict, torch.Tensor, Optional[torch.Tensor]]]:
+    """``(batch, images, camids)`` of each batch of `loader`, the pixels (and, for a model with a
+    camera embedding, the camera ids; else None) on `device`, with a progress bar on a terminal and
+    a stop request honoured."""
+    total = len(loader) if hasattr(loader, "__len__") else None
+    # A bar only when a person is watching a terminal (evaluation runs inside training logs).
+    with progress_bar(total, "extract", enabled=sys.stderr.isatty(), leave=False) as bar:
+        for batch in loader:
+            # A run asked to stop (a scheduler's SIGTERM) gives the evaluation up rather than
+            # finish it past the scheduler's grace period (reid/utils/stop_request.py).
+            check_stop("feature extraction")
+            images = batch["images"].to(device, non_blocking=True)
+            camids = torch.as_tensor(batch["camids"]).to(device) if uses_camids else None
+            yield batch, images, camids
+            bar.update(1)
+
+
 @torch.inference_mode()
 def extract_features(
     model: torch.nn.Module,
@@ -91,36 +127,23 @@ def extract_features(
     mirror, taken before normalisation. The model's train/eval mode is restored afterwards.
     """
     device = torch.device(device)
-    was_training = model.training
-    model.eval()
     feats, pids, camids, paths = [], [], [], []
     # Imported here: reid.evaluation alone (feature files, plots) stays free of the models' imports.
     from reid.modeling import takes_camera_ids
 
-    uses_camids = takes_camera_ids(model)
-    try:
-        total = len(loader) if hasattr(loader, "__len__") else None
-        # A bar only when a person is watching a terminal (evaluation runs inside training logs).
-        with progress_bar(total, "extract", enabled=sys.stderr.isatty(), leave=False) as bar:
-            for batch in loader:
-                # A run asked to stop (a scheduler's SIGTERM) gives the evaluation up rather than
-                # finish it past the scheduler's grace period (reid/utils/stop_request.py).
-                check_stop("feature extraction")
-                images = batch["images"].to(device, non_blocking=True)
-                # Models with a camera embedding (SIE) also take the camera ids.
-                extra = {"camids": torch.as_tensor(batch["camids"]).to(device)} if uses_camids else {}
-                with autocast_context(device, amp):
-                    f = model(images, **extra).float()
-                    if flip:
-                        f = (f + model(torch.flip(images, dims=[3]), **extra).float()) / 2
-                check_feature_batch(f, batch["img_paths"], amp)
-                feats.append(F.normalize(f, dim=1).cpu())
-                pids.append(np.asarray(batch["targets"], dtype=np.int64))
-                camids.append(np.asarray(batch["camids"], dtype=np.int64))
-                paths.extend(batch["img_paths"])
-                bar.update(1)
-    finally:
-        model.train(was_training)
+    with eval_mode(model):
+        for batch, images, cams in eval_batches(loader, device, takes_camera_ids(model)):
+            # Models with a camera embedding (SIE) also take the camera ids.
+            extra = {"camids": cams} if cams is not None else {}
+            with autocast_context(device, amp):
+                f = model(images, **extra).float()
+                if flip:  # the last axis is the width, for images [B, 3, H, W] and clips [B, T, 3, H, W]
+                    f = (f + model(torch.flip(images, dims=[-1]), **extra).float()) / 2
+            check_feature_batch(f, batch["img_paths"], amp)
+            feats.append(F.normalize(f, dim=1).cpu())
+            pids.append(np.asarray(batch["targets"], dtype=np.int64))
+            camids.append(np.asarray(batch["camids"], dtype=np.int64))
+            paths.extend(batch["img_paths"])
     if not feats:
         raise ValueError("The loader yielded no images: nothing to extract.")
     return Features(torch.cat(feats), np.concatenate(pids), np.concatenate(camids), paths)

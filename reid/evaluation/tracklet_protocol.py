@@ -18,20 +18,13 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence, Tuple
 
-import numpy as np
-
 from .evaluator import EvalResult, evaluate_features, mean_of_runs
 from .extract import Features
 
 
 def without_junk(gallery: Features, junk_pids: Sequence[int]) -> Features:
     """`gallery` without the tracklets whose pid is one of `junk_pids` (see the module docstring)."""
-    if not len(junk_pids):
-        return gallery
-    keep = ~np.isin(gallery.pids, np.asarray(junk_pids, dtype=np.int64))
-    index = np.flatnonzero(keep)
-    return Features(gallery.feats[index], gallery.pids[index], gallery.camids[index],
-                    [gallery.paths[i] for i in index.tolist()])
+    return gallery.without_pids(junk_pids)
 
 
 def evaluate_tracklets(query: Features, gallery: Features, junk_pids: Sequence[int] = (), **kwargs: Any) -> EvalResult:

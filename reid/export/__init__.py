@@ -10,7 +10,8 @@
 - precision.py: fp16 / int8 versions of an ONNX file; precision_export.py: convert, check, write;
   accuracy.py: R-1/mAP of a file against PyTorch fp32; calibration_crops.py: the crops and check set;
 - boxmot.py: BoxMOT's input convention; identity.py: the weights' identity a file records;
-  camera_ids.py: the second input of models with SIE; options.py: names listed before torch loads.
+  camera_ids.py: the second input of models with SIE; clips.py: video models' clip files
+  ([batch, frames, 3, H, W], ``--clips``); options.py: names listed before torch loads.
 
 Below ``reid.inference`` (its backends run these files); see docs/inference.md.
 """

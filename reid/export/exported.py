@@ -16,6 +16,7 @@ import torch
 from reid.utils.path_kinds import check_file
 
 from .camera_ids import CamIds, check_camids
+from .clips import as_clip_batch, clip_file_refusal, image_file_refusal, is_clip_file
 from .files import (
     METADATA_KEY,
     export_format,
@@ -84,9 +85,14 @@ class ExportedModel:
     :attr:`identity` is the weights identity the file records (``weights_sha256``, ``weights_file``:
     :mod:`reid.export.identity`), None for a file that records none; :attr:`precision` the
     arithmetic it records; :attr:`record` its whole ``circle_reid`` record ({} for none).
+
+    A clip file (a video model exported with ``--clips``: :mod:`reid.export.clips`) takes clips
+    ``[B, T, 3, H, W]`` and returns one feature per clip; it opens only with ``clips=True`` (or None:
+    whichever the file takes; :attr:`clips` says which). With the default ``clips=False`` it is refused
+    in one line naming it, so that no caller feeding images runs it; ``clips=True`` refuses an image file.
     """
 
-    def __init__(self, path: PathLike, runtime: Optional[str] = None) -> None:
+    def __init__(self, path: PathLike, runtime: Optional[str] = None, clips: Optional[bool] = False) -> None:
         self.path = os.fspath(path)
         self.format = export_format(self.path)
         self.runtime = str(runtime or FORMAT_RUNTIMES[self.format][0]).lower()
@@ -96,10 +102,16 @@ class ExportedModel:
         check_file(self.path, "Exported model", "name a .onnx or .pt2 file written by tools/export.py.",
                    missing_hint="run tools/export.py first.")
         self.batch: Optional[int] = None
+        self.input_rank = 4
         if self.format == "onnx":
             self._load_onnx()
         else:
             self._load_pt2()
+        self.clips = is_clip_file(self.metadata, self.input_rank)
+        if clips is not None and bool(clips) != self.clips:
+            raise ValueError(clip_file_refusal(self.path) if self.clips else image_file_refusal(self.path))
+        if self.clips and self.runtime == "openvino":  # OpenVINOBatches fixes every axis but the batch
+            raise ValueError(f"{self.path} takes clips (a video model's file); run it with onnxruntime, not openvino.")
         self.record: Dict[str, Any] = file_record(self.metadata)
         self.num_cameras = recorded_cameras(self.metadata)
         self.precision = recorded_precision(self.metadata)
@@ -118,7 +130,10 @@ class ExportedModel:
         opened = OnnxFile(self.path, self.runtime)
         self.input_names = tuple(opened.input_names)
         dims = [str(d) for d in list(opened.input_shape)]
-        if len(dims) != 4 or not all(d.isdigit() for d in dims[1:]):
+        self.input_rank = len(dims)
+        if len(dims) == 5 and all(d.isdigit() for d in dims[2:]):  # clips [batch, frames, 3, H, W]
+            dims = [dims[0]] + dims[2:]
+        elif len(dims) != 4 or not all(d.isdigit() for d in dims[1:]):
             raise ValueError(f"{self.path} takes inputs of shape {dims}, not images [batch, 3, H, W] of a fixed size; "
                              "give a re-ID model file (tools/export.py writes them).")
         self.input_size = (int(dims[2]), int(dims[3]))
@@ -136,7 +151,8 @@ class ExportedModel:
         self.input_names = tuple(program.graph_signature.user_inputs)
         name = self.input_names[0]
         shape = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == name).meta["val"].shape
-        self.input_size = (int(shape[2]), int(shape[3]))
+        self.input_rank = len(shape)
+        self.input_size = (int(shape[-2]), int(shape[-1]))
         self.feature_dim = program_feature_dim(program)
         self.metadata = extra[f"{METADATA_KEY}.json"] or None
         module = program.module()
@@ -148,7 +164,10 @@ class ExportedModel:
         self._run = run
 
     def check_input(self, images: ImageBatch) -> torch.Tensor:
-        """`images` as float32 ``[B, 3, H, W]``; a ValueError when H x W is not the export size."""
+        """`images` as float32 ``[B, 3, H, W]`` (a clip file's: clips ``[B, T, 3, H, W]``); a ValueError
+        when H x W is not the export size, or images go to a clip file."""
+        if self.clips:
+            return as_clip_batch(images, self.path, self.input_size)
         x = _as_pixel_batch(images)
         h, w = int(x.shape[2]), int(x.shape[3])
         if (h, w) != self.input_size:
@@ -198,14 +217,15 @@ class ExportedModel:
         return np.concatenate(out)
 
 
-def load_exported(path: PathLike, runtime: Optional[str] = None) -> ExportedModel:
+def load_exported(path: PathLike, runtime: Optional[str] = None, clips: Optional[bool] = False) -> ExportedModel:
     """Load an exported model file once; returns an :class:`ExportedModel` (``run(images) -> [B, D]``,
     ``run(images, camids)`` for a model with SIE).
 
     ``.onnx`` needs onnxruntime (an ImportError says how to install it) or, with `runtime`
-    "openvino", OpenVINO; ``.pt2`` needs only torch.
+    "openvino", OpenVINO; ``.pt2`` needs only torch. `clips` True: a clip file (``run(clips [B, T, 3,
+    H, W]) -> [B, D]``), which is refused otherwise; None: whichever the file takes.
     """
-    return ExportedModel(path, runtime)
+    return ExportedModel(path, runtime, clips)
 
 
 def run_exported(path: PathLike, images: ImageBatch, camids: Optional[CamIds] = None) -> np.ndarray:

@@ -3,8 +3,9 @@
 
 The order: the model is checked against the request; the calibration crops and the labelled check
 set are read once (before any file is written, so a bad source fails first); each output is
-written; fp32 files are compared with PyTorch at batch sizes 1, 7 and 32, reduced-precision files
-were checked as they were written (``reid.export.precision_export``).
+written; fp32 files are compared with PyTorch at batch sizes 1, 7 and 32 (clip files: on clips of 1, 2
+and 5 frames, 1 to 32 of them), reduced-precision files were checked as they were written
+(``reid.export.precision_export``).
 """
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import numpy as np
 from torch import nn
 from yacs.config import CfgNode
 
+from reid.data.build import trained_on_tracklets
 from reid.data.datasets.folders import check_folder_cameras
 from reid.evaluation.thresholds import load_thresholds, resolution_known
 from reid.modeling import camera_count, takes_camera_ids
 
 from .boxmot import export_for_boxmot
 from .calibration_crops import check_loader, check_set, load_calibration
+from .clips import temporal_name
 from .identity import short, weights_hash
 from .pixels import boxmot_input
 from .precision_export import export_at_precision, report_path
@@ -80,6 +83,18 @@ def _thresholds_metadata(path: str, size: Sequence[int], log: Log) -> Optional[d
     return record
 
 
+def _note_video_model(request: ExportRequest, model: nn.Module, cfg: CfgNode, log: Log) -> None:
+    """Say what a video model's file computes: its clips (--clips), else single frames."""
+    video = trained_on_tracklets(cfg)
+    if request.clips:
+        log(f"clip files: every clip's frames through the frame encoder, pooled by {temporal_name(model)}, then the "
+            "neck (as model(clips)); a clip is all real frames (no frame mask)"
+            + ("" if video else "; note: the model was not trained on tracklets (DATASETS.NAMES)"))
+    elif video and hasattr(model, "temporal"):
+        log("note: the model was trained on tracklets; these files take single frames (each a clip of one frame, "
+            "without the temporal pooling across frames). --clips writes files that pool a clip's frames.")
+
+
 def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_sha256: Optional[str] = None,
                thresholds: Optional[str] = None, log: Log = print) -> List[Optional[ExportCheck]]:
     """Write every output of `request` from `model` (``cfg``: its inference config) and check it.
@@ -99,6 +114,8 @@ def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_s
     h, w = cfg.INPUT.SIZE_TEST
     size = list(request.size((int(h), int(w))))
     pixels = "RGB/255 with ImageNet mean/std (BoxMOT)" if request.tracker else "RGB 0-255"
+    _note_video_model(request, model, cfg, log)
+    shape = f"[batch, frames, 3, {size[0]}, {size[1]}]" if request.clips else f"[batch, 3, {size[0]}, {size[1]}]"
     cameras = camera_count(model)
     camera_input = f" and camids int64 [batch] (camera ids 0..{cameras - 1}, SIE)" if cameras else ""
     # The weights' identity (their state's hash and file name): a later --exported with --run /
@@ -118,7 +135,7 @@ def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_s
         if request.tracker:
             export_for_boxmot(model, path, size, opset=request.opset, metadata=recorded)
         else:
-            export_model(model, path, size, opset=request.opset, metadata=recorded)
+            export_model(model, path, size, opset=request.opset, metadata=recorded, clips=request.clips)
 
     checks: List[Optional[ExportCheck]] = []
     for out in request.outputs:
@@ -131,14 +148,14 @@ def run_export(request: ExportRequest, model: nn.Module, cfg: CfgNode, weights_s
                     "does (checked against it below)")
             write_fp32(out, {"precision": "fp32"})
         log(f"wrote {'onnx' if out in request.onnx_outputs else 'pt2'} model {out} ({precision}; input float32 "
-            f"[batch, 3, {size[0]}, {size[1]}] {pixels}{camera_input}, output L2-normalised [batch, {model.feature_dim}])")
+            f"{shape} {pixels}{camera_input}, output L2-normalised [batch, {model.feature_dim}])")
         if not request.check or precision != "fp32":  # reduced precision: checked as it was written
             checks.append(None)
             continue
         try:
             # The file runs in its own input convention (a tracker's gets its crops converted): its
             # features must be the model's on the same raw pixels.
-            result = compare_with_export(model, out, size, batch_sizes=CHECK_BATCH_SIZES)
+            result = compare_with_export(model, out, size, batch_sizes=CHECK_BATCH_SIZES, clips=request.clips)
         except ImportError as e:
             log(f"check of {out} skipped: {e}")
             checks.append(None)

@@ -19,6 +19,7 @@ from reid.modeling import camera_count
 from reid.utils.file_io import check_output_file
 
 from .boxmot import check_tracker_export, check_tracker_model
+from .clips import check_clip_model
 from .exported import export_format
 from .options import (
     CALIBRATION_METHODS,
@@ -47,7 +48,8 @@ class ExportRequest:
     (fp32, fp16, int8), int8's `calibration` crops (`calibration_images` of them chosen with `seed`,
     ranges by `calibration_method`, QDQ pairs placed by `quantizer`), and `check_on` (a labelled set
     on which a file losing more than `max_map_drop` mAP points against PyTorch fp32 is not written,
-    unless `force`). `notes` holds a line for each flag given that would have no effect.
+    unless `force`). `clips`: a video model's clip files (frames axis; :mod:`reid.export.clips`), fp32
+    only. `notes` holds a line for each flag given that would have no effect.
     """
 
     outputs: Sequence[str]
@@ -65,6 +67,7 @@ class ExportRequest:
     check_on: Sequence[str] = ()
     max_map_drop: float = 1.0
     force: bool = False
+    clips: bool = False
     notes: List[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -82,6 +85,8 @@ class ExportRequest:
             if export_format(check_output_file(out)) != "onnx" and self.precision != "fp32":
                 raise ValueError(f"--precision {self.precision} writes ONNX files (a .pt2 program computes in fp32, "
                                  f"as PyTorch does); name {out} *.onnx, or leave --precision at fp32.")
+        if self.clips:
+            self._check_clips()
         if self.precision == "int8" and not self.calibration:
             raise ValueError(INT8_NEEDS_CALIBRATION)
         unused = [("--quantizer", "--precision int8", self.precision != "int8" and self.quantizer != "onnxruntime"),
@@ -91,6 +96,16 @@ class ExportRequest:
                   ("--max-map-drop", "--check-on", self.max_map_drop != 1.0 and not self.check_on)]
         self.notes = [f"note: {flag} has no effect here: it applies to {applies_to}"
                       for flag, applies_to, given in unused if given]
+
+    def _check_clips(self) -> None:
+        """--clips writes fp32 files of a video model's clips: refuse the flags that write or score image files."""
+        clashes = [("--precision " + self.precision, self.precision != "fp32"), ("--for " + str(self.tracker), self.tracker),
+                   ("--calibration", self.calibration), ("--check-on", self.check_on)]
+        given = [flag for flag, on in clashes if on]
+        if given:
+            raise ValueError(f"--clips writes fp32 files that take clips and are checked against PyTorch on random clips; "
+                             f"{', '.join(given)} work on image files: leave {'them' if len(given) > 1 else 'it'} out, "
+                             "or export without --clips.")
 
     @property
     def onnx_outputs(self) -> List[str]:
@@ -106,11 +121,14 @@ class ExportRequest:
         return self.precision if export_format(out) == "onnx" else "fp32"
 
     def check_model(self, model: nn.Module) -> None:
-        """Refuse what `model` cannot be exported as (int8 and tracker exports need images only)."""
+        """Refuse what `model` cannot be exported as (int8 and tracker exports need images only; clip
+        exports a model that pools frames)."""
         if self.precision == "int8" and camera_count(model):
             raise ValueError(INT8_NO_CAMIDS)
         if self.tracker:
             check_tracker_model(self.tracker, model)
+        if self.clips:
+            check_clip_model(model)
 
     def size(self, model_size: Sequence[int]) -> Tuple[int, int]:
         """The input size of the files: `input_size`, else the model's (a tracker's must be fixed)."""

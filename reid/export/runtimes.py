@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from .clips import clip_file_refusal, is_clip_file
 from .files import METADATA_KEY, ONNX_EXTRA_HINT, onnx_feeds, unreadable
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -101,6 +102,11 @@ class OnnxFile:
         self.run = OpenVINOBatches(core, graph, threads)
 
     @property
+    def clips(self) -> bool:
+        """Whether the file takes clips ``[B, T, 3, H, W]`` (a video model's ``--clips`` file), not images."""
+        return is_clip_file(self.metadata, len(list(self.input_shape)))
+
+    @property
     def feature_dim(self) -> int:
         """D of the output ``[batch, D]``."""
         return int(str(list(self.output_shape)[1]))
@@ -110,6 +116,8 @@ def onnx_runner(path: str, runtime: str = "onnxruntime", to_input: Optional[Tran
     """``run(pixels float32 [B, 3, H, W] 0-255, camids or None) -> [B, D]`` of an ONNX file in `runtime`
     (CPU), with `to_input` applied to the pixels first (a tracker's input convention)."""
     opened = OnnxFile(path, runtime)
+    if opened.clips:  # this runner feeds images
+        raise ValueError(clip_file_refusal(path))
     convert = to_input or (lambda x: x)
     return lambda x, camids=None: opened.run(convert(torch.as_tensor(x)), camids)
 

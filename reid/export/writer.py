@@ -5,7 +5,9 @@ fixed to the size it was exported at) and returns L2-normalised features ``[B, D
 pixel normalisation is inside the model and the L2 normalisation is added here, so a
 deployment needs neither mean/std constants nor a post-processing step. A model with SIE
 (camera embedding) gets a second input, ``camids``: int64 ``[B]``, each image's camera id, on
-the same free batch axis (see :mod:`reid.export.camera_ids`); other models keep one input.
+the same free batch axis (see :mod:`reid.export.camera_ids`); other models keep one input. With
+``clips=True`` a video model takes clips ``[B, T, 3, H, W]`` instead, T free too, and returns one
+feature per clip (:mod:`reid.export.clips`).
 
 Both formats come from one ``torch.export`` program (the eval-mode graph, batch axis
 declared dynamic):
@@ -38,6 +40,7 @@ from reid.modeling import camera_count
 from reid.utils.file_io import atomic_write
 
 from .camera_ids import CAMIDS_NAME
+from .clips import CLIP_CHECK_SHAPES, CLIP_EXAMPLE, FRAMES_AXIS, clip_record, example_clips, wrap_clips
 from .exported import load_exported
 from .files import METADATA_KEY, ONNX_EXTRA_HINT, export_format, program_feature_dim
 from .identity import weights_identity
@@ -116,9 +119,12 @@ def _input_names(cameras: int) -> List[str]:
 
 
 def _metadata(input_size: Tuple[int, int], feature_dim: int, pixels: str = RAW_PIXELS,
-              extra: Optional[Dict[str, Any]] = None, cameras: int = 0) -> str:
+              extra: Optional[Dict[str, Any]] = None, cameras: int = 0, clips: Optional[nn.Module] = None) -> str:
+    """The file's ``circle_reid`` record; `clips`: the video model of a clip file (its record says so)."""
     h, w = input_size
     record: Dict[str, Any] = {"input": f"{INPUT_NAME}: float32 [batch, 3, {h}, {w}], {pixels}"}
+    if clips is not None:
+        record.update(clip_record(clips, input_size, pixels))
     if cameras:  # models without SIE keep the record they always had
         record.update({"camids": f"{CAMIDS_NAME}: int64 [batch], each image's camera id 0..{cameras - 1} (SIE)",
                        "input_names": _input_names(cameras), "num_cameras": cameras})
@@ -135,22 +141,31 @@ def _with_identity(model: nn.Module, metadata: Optional[Dict[str, Any]]) -> Dict
     return metadata
 
 
-def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.ExportedProgram:
+def _example(size: Tuple[int, int], cameras: int, clips: bool) -> Tuple[torch.Tensor, ...]:
+    """The export example: a batch of 2 images, or of 2 clips of 3 frames."""
+    return example_clips(size, *CLIP_EXAMPLE, cameras=cameras) if clips else _example_inputs(size, 2, cameras)
+
+
+def export_program(model: nn.Module, input_size: Sequence[int], clips: bool = False) -> torch.export.ExportedProgram:
     """The ``torch.export`` program of `model` wrapped with L2 normalisation (CPU, eval mode).
 
     Input ``[batch, 3, H, W]`` with the batch axis dynamic and ``H, W = input_size``; a model
-    with SIE also takes ``camids`` ``[batch]`` on the same axis.
+    with SIE also takes ``camids`` ``[batch]`` on the same axis. `clips`: a video model's clips
+    ``[batch, frames, 3, H, W]``, both axes dynamic, one feature per clip (:mod:`reid.export.clips`).
     """
     from torch._dynamo.exc import UserError, UserErrorType
 
     size = check_input_size(input_size)
-    wrapped = _wrap(model)
-    example = _example_inputs(size, batch=2, cameras=camera_count(model))
+    wrapped = wrap_clips(model) if clips else _wrap(model)
+    example = _example(size, camera_count(model), clips)
 
     def export(**bounds: int) -> torch.export.ExportedProgram:
         # A size-2 example with a declared range: export must not specialise the batch to 2 (or 1).
         batch = torch.export.Dim(BATCH_AXIS, min=1, **bounds)
-        return torch.export.export(wrapped, example, dynamic_shapes=tuple({0: batch} for _ in example), strict=False)
+        shapes = [{0: batch} for _ in example]
+        if clips:  # the frames axis likewise (an example of 3 frames)
+            shapes[0] = {0: batch, 1: torch.export.Dim(FRAMES_AXIS, min=1, **bounds)}
+        return torch.export.export(wrapped, example, dynamic_shapes=tuple(shapes), strict=False)
 
     try:
         return export()
@@ -164,19 +179,21 @@ def export_program(model: nn.Module, input_size: Sequence[int]) -> torch.export.
 
 
 def export_pt2(model: nn.Module, path: PathLike, input_size: Sequence[int],
-               metadata: Optional[Dict[str, Any]] = None) -> str:
+               metadata: Optional[Dict[str, Any]] = None, clips: bool = False) -> str:
     """Save the :func:`export_program` of `model` to `path` (``.pt2``) atomically; returns `path`.
 
     Load it with ``torch.export.load(path).module()``, or :func:`load_exported`. `metadata`
     (JSON-able) joins what the file records about its input and output (e.g. the run's
     calibrated decision thresholds); the file also records the identity of `model`'s weights
-    (``weights_sha256``, :mod:`reid.export.identity`) unless `metadata` gives it.
+    (``weights_sha256``, :mod:`reid.export.identity`) unless `metadata` gives it. `clips`: a video
+    model's clip program (see :func:`export_program`).
     """
     path = os.fspath(path)
-    program = export_program(model, input_size)
+    program = export_program(model, input_size, clips=clips)
     feature_dim = program_feature_dim(program)
     extra = {f"{METADATA_KEY}.json": _metadata(check_input_size(input_size), feature_dim,
-                                               extra=_with_identity(model, metadata), cameras=camera_count(model))}
+                                               extra=_with_identity(model, metadata), cameras=camera_count(model),
+                                               clips=model if clips else None)}
     atomic_write(path, lambda f: torch.export.save(program, f, extra_files=extra))
     return path
 
@@ -219,12 +236,13 @@ def check_opset(opset: int) -> int:
     return int(opset)
 
 
-def _name_batch_axis(onnx_model, name: str = BATCH_AXIS) -> None:
-    """Call the symbolic batch dimension `name` everywhere in the ONNX graph (torch names it s<N>)."""
+def _name_batch_axis(onnx_model, name: str = BATCH_AXIS, axis: int = 0) -> None:
+    """Call the symbolic dimension `axis` of the first input (the batch) `name` everywhere in the ONNX
+    graph (torch names it s<N>)."""
     import onnx_ir as ir
 
     graph = onnx_model.graph
-    first = graph.inputs[0].shape[0] if graph.inputs[0].shape is not None else None
+    first = graph.inputs[0].shape[axis] if graph.inputs[0].shape is not None else None
     if not isinstance(first, ir.SymbolicDim) or first.value == name:
         return
     old = first.value
@@ -235,26 +253,27 @@ def _name_batch_axis(onnx_model, name: str = BATCH_AXIS) -> None:
                                     for d in value.shape])
 
 
-def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                opset: int = DEFAULT_OPSET, pixels: str = RAW_PIXELS, metadata: Optional[Dict[str, Any]] = None) -> str:
+def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int], opset: int = DEFAULT_OPSET,
+                pixels: str = RAW_PIXELS, metadata: Optional[Dict[str, Any]] = None, clips: bool = False) -> str:
     """Export `model` (wrapped with L2 normalisation) to ONNX at `path`; returns `path`.
 
     Input ``images`` float32 ``[batch, 3, H, W]`` 0-255 (and ``camids`` int64 ``[batch]`` for a
     model with SIE), output ``features`` float32 ``[batch, D]``, batch axis dynamic. Uses ``torch.onnx.export(..., dynamo=True)``, which
     needs the ``onnx`` and ``onnxscript`` packages. `pixels` describes the input's pixel
     convention in the file's metadata (for models that take other inputs than raw pixels);
-    `metadata` (JSON-able) joins it.
+    `metadata` (JSON-able) joins it. `clips`: a video model's clips ``images [batch, frames, 3, H, W]``
+    (axes named so), one feature per clip (:mod:`reid.export.clips`).
     """
     opset = check_opset(opset)
     path = os.fspath(path)
     size = check_input_size(input_size)
     cameras = camera_count(model)
-    program = export_program(model, size)
+    program = export_program(model, size, clips=clips)
     feature_dim = program_feature_dim(program)
     program = program.run_decompositions({torch.ops.aten.adaptive_max_pool2d.default: adaptive_max_pool2d_by_bins})
     onnx_program = torch.onnx.export(
         program,
-        _example_inputs(size, batch=2, cameras=cameras),
+        _example(size, cameras, clips),
         dynamo=True,
         input_names=_input_names(cameras),
         output_names=[OUTPUT_NAME],
@@ -262,20 +281,22 @@ def export_onnx(model: nn.Module, path: PathLike, input_size: Sequence[int],
         verbose=False,
     )
     _name_batch_axis(onnx_program.model)
-    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels,
-                                                                _with_identity(model, metadata), cameras)
+    if clips:
+        _name_batch_axis(onnx_program.model, FRAMES_AXIS, axis=1)
+    onnx_program.model.metadata_props[METADATA_KEY] = _metadata(size, feature_dim, pixels, _with_identity(model, metadata),
+                                                                cameras, clips=model if clips else None)
     data = onnx_program.model_proto.SerializeToString()
     atomic_write(path, lambda f: f.write(data))
     return path
 
 
 def export_model(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                 opset: int = DEFAULT_OPSET, metadata: Optional[Dict[str, Any]] = None) -> str:
+                 opset: int = DEFAULT_OPSET, metadata: Optional[Dict[str, Any]] = None, clips: bool = False) -> str:
     """Export to ``.pt2`` or ``.onnx``, chosen by the extension of `path` (see export_format);
-    `metadata` joins what the file records (see :func:`export_pt2`)."""
+    `metadata` joins what the file records (see :func:`export_pt2`); `clips`: a video model's clip file."""
     if export_format(path) == "onnx":
-        return export_onnx(model, path, input_size, opset=opset, metadata=metadata)
-    return export_pt2(model, path, input_size, metadata=metadata)
+        return export_onnx(model, path, input_size, opset=opset, metadata=metadata, clips=clips)
+    return export_pt2(model, path, input_size, metadata=metadata, clips=clips)
 
 
 
@@ -289,6 +310,7 @@ class ExportCheck:
     batch_sizes: Tuple[int, ...]
     max_abs_diff: float
     camids: bool = False  # whether the inputs included camera ids (a model with SIE)
+    frames: Tuple[int, ...] = ()  # a clip file's: the frames of each check's clips (batch_sizes: how many clips)
 
     def passed(self, tol: float = 1e-4) -> bool:
         """Whether the largest difference is within `tol` (features are unit vectors)."""
@@ -297,35 +319,48 @@ class ExportCheck:
     def __str__(self) -> str:
         sizes = ", ".join(str(b) for b in self.batch_sizes)
         inputs = "random inputs and camera ids" if self.camids else "random inputs"
+        if self.frames:
+            sizes = ", ".join(f"{b}x{t}" for b, t in zip(self.batch_sizes, self.frames))
+            inputs = inputs.replace("inputs", "clips")
+            return (f"{self.format} {self.path}: max abs difference to PyTorch {self.max_abs_diff:.2e} "
+                    f"({inputs}, clips x frames {sizes})")
         return (f"{self.format} {self.path}: max abs difference to PyTorch {self.max_abs_diff:.2e} "
                 f"({inputs}, batch sizes {sizes})")
 
 
 def compare_with_export(model: nn.Module, path: PathLike, input_size: Sequence[int],
-                        batch_sizes: Sequence[int] = CHECK_BATCH_SIZES, seed: int = 0) -> ExportCheck:
+                        batch_sizes: Optional[Sequence[int]] = None, seed: int = 0, clips: bool = False,
+                        clip_shapes: Sequence[Tuple[int, int]] = CLIP_CHECK_SHAPES) -> ExportCheck:
     """Feed the same random pixel batches (and, for a model with SIE, random valid camera ids)
     to `model` (PyTorch, CPU) and to the exported file (which converts raw pixels to its own input
     convention: a tracker's file is checked end to end).
 
-    Batch sizes other than the example's (2) check that the batch axis really is dynamic.
+    Batch sizes other than the example's (2) check that the batch axis really is dynamic
+    (default :data:`CHECK_BATCH_SIZES`). `clips`: `path` is a clip file, fed random clips of
+    `clip_shapes` (clips, frames) as ``model(clips)`` is (several frame counts: the frames axis too).
     """
-    wrapped = _wrap(model)
+    wrapped = wrap_clips(model, reference=True) if clips else _wrap(model)
     size = check_input_size(input_size)
     cameras = camera_count(model)
-    run = load_exported(path)
+    run = load_exported(path, clips=clips)
+    shapes = [(int(b), int(t)) for b, t in clip_shapes] if clips else \
+        [(int(b), 0) for b in (CHECK_BATCH_SIZES if batch_sizes is None else batch_sizes)]
     worst = 0.0
-    for i, b in enumerate(batch_sizes):
-        inputs = _example_inputs(size, batch=int(b), cameras=cameras, seed=seed + 1 + i)
+    for i, (b, t) in enumerate(shapes):
+        inputs = example_clips(size, b, t, cameras, seed + 1 + i) if clips else \
+            _example_inputs(size, batch=b, cameras=cameras, seed=seed + 1 + i)
         with torch.no_grad():
             expected = wrapped(*inputs).numpy()
         got = run(*inputs)
         if got.shape != expected.shape:
+            what = f"{b} clips of {t} frames" if clips else f"a batch of {b}"
             raise ValueError(
-                f"Exported model {os.fspath(path)!r} returned shape {got.shape} for a batch of {b}, "
+                f"Exported model {os.fspath(path)!r} returned shape {got.shape} for {what}, "
                 f"PyTorch {expected.shape}; re-export it from this model."
             )
         worst = max(worst, float(np.abs(got - expected).max()))
-    return ExportCheck(os.fspath(path), export_format(path), tuple(int(b) for b in batch_sizes), worst, bool(cameras))
+    return ExportCheck(os.fspath(path), export_format(path), tuple(b for b, _ in shapes), worst, bool(cameras),
+                       tuple(t for _, t in shapes) if clips else ())
 
 
 __all__ = [

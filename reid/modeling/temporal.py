@@ -116,6 +116,23 @@ class TemporalPooling(nn.Module):
         values, masses = _stack(summaries)
         return _softmax_pool(masses, values, torch.isfinite(masses)).value
 
+    @staticmethod
+    def merge_grouped(chunks: ChunkSummary, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+        """:meth:`merge` for many tracklets at once: row ``k`` of `chunks` (``value [K, D]``,
+        ``log_mass [K]``) is a chunk of tracklet ``groups[k]``; returns ``[num_groups, D]``, zeros
+        for a tracklet without any valid chunk. Softmax pooling over each tracklet's chunks, the
+        shift by each tracklet's largest log-mass keeping ``exp`` in range."""
+        valid = torch.isfinite(chunks.log_mass)
+        shift = torch.full((num_groups,), float("-inf"), dtype=chunks.log_mass.dtype, device=groups.device)
+        shift = shift.scatter_reduce(0, groups, chunks.log_mass, "amax")
+        weight = torch.where(valid, torch.exp(chunks.log_mass - shift[groups].masked_fill(~valid, 0.0)),
+                             torch.zeros_like(chunks.log_mass))
+        total = torch.zeros(num_groups, dtype=weight.dtype, device=groups.device).index_add(0, groups, weight)
+        value = chunks.value.masked_fill(~valid.unsqueeze(1), 0.0) * weight.unsqueeze(1).to(chunks.value.dtype)
+        summed = torch.zeros((num_groups, chunks.value.shape[1]), dtype=chunks.value.dtype,
+                             device=groups.device).index_add(0, groups, value)
+        return summed / total.clamp_min(torch.finfo(total.dtype).tiny).unsqueeze(1).to(summed.dtype)
+
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         return self.summarize(x, mask).value
 
@@ -148,6 +165,15 @@ class TemporalMaxPool(TemporalPooling):
         """Maximum over the chunks that have a valid frame (max is associative)."""
         values, masses = _stack(summaries)
         return _masked_max(values, torch.isfinite(masses))
+
+    @staticmethod
+    def merge_grouped(chunks: ChunkSummary, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+        """Maximum over each tracklet's valid chunks (see :meth:`TemporalPooling.merge_grouped`)."""
+        valid = torch.isfinite(chunks.log_mass).unsqueeze(1)
+        value = chunks.value.masked_fill(~valid, float("-inf"))
+        out = torch.full((num_groups, value.shape[1]), float("-inf"), dtype=value.dtype, device=groups.device)
+        out = out.scatter_reduce(0, groups.unsqueeze(1).expand_as(value), value, "amax")
+        return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
 
 
 class TemporalAttention(TemporalPooling):
@@ -203,5 +229,11 @@ def pool_chunks(summaries: Sequence[ChunkSummary], method: str) -> torch.Tensor:
     return TEMPORAL_REGISTRY.get(method).merge(summaries)
 
 
+def pool_grouped(chunks: ChunkSummary, groups: torch.Tensor, num_groups: int, method: str) -> torch.Tensor:
+    """Merge chunks of many tracklets at once (``chunks.value [K, D]``, chunk ``k`` of tracklet
+    ``groups[k]``) into ``[num_groups, D]``: for each tracklet, what :func:`pool_chunks` of its chunks gives."""
+    return TEMPORAL_REGISTRY.get(method).merge_grouped(chunks, groups, num_groups)
+
+
 __all__ = ["TEMPORAL_REGISTRY", "TEMPORAL_POOLINGS", "ChunkSummary", "TemporalPooling", "TemporalAvgPool",
-           "TemporalMaxPool", "TemporalAttention", "build_temporal", "pool_chunks"]
+           "TemporalMaxPool", "TemporalAttention", "build_temporal", "pool_chunks", "pool_grouped"]

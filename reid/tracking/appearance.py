@@ -41,6 +41,10 @@ class AppearanceModel:
     _features: Callable[[List[np.ndarray]], np.ndarray] = field(repr=False)
     cfg: Any = field(default=None, repr=False)  # a checkpoint's config (MODEL.WEIGHTS): finds its thresholds.json
     predictor: Any = field(default=None, repr=False)  # what computes the features (an exported file's thresholds)
+    # the model's own pooling of a tracklet's crops (reid/inference/tracklet_pooling.py); None: hand-set only
+    frames: Any = field(default=None, repr=False)
+    # True for a model trained on tracklets: its own pooling is the tracking tools' default
+    video: bool = False
 
     @property
     def weights(self) -> Optional[str]:
@@ -106,8 +110,13 @@ def predictor_model(predictor: Any, label: str, source: str) -> AppearanceModel:
         cfg.defrost()
         cfg.TEST.FLIP = bool(predictor.flip)  # the features as extracted: a calibration on flipped ones does not hold
         cfg.freeze()
+    from reid.data.build import trained_on_tracklets
+    from reid.inference.tracklet_pooling import frame_pooling_of
+
+    frames = frame_pooling_of(predictor)
     return AppearanceModel(label, tuple(predictor.input_size), int(predictor.feature_dim), identity,
-                           lambda crops: predictor.extract_arrays(crops), cfg=cfg, predictor=predictor)
+                           lambda crops: predictor.extract_arrays(crops), cfg=cfg, predictor=predictor, frames=frames,
+                           video=frames is not None and trained_on_tracklets(cfg))
 
 
 def check_convention(predictor: Any, path: str, named: Optional[str]) -> None:
@@ -198,16 +207,21 @@ def _auto_backend(run: Optional[str], config_file: Optional[str], path: Optional
 
 
 def embed_rows(sequence: Sequence, rows: MOTRows, model: AppearanceModel,
-               progress: Optional[Progress] = None) -> np.ndarray:
+               progress: Optional[Progress] = None, frames: bool = False) -> np.ndarray:
     """Features ``[N, D]`` of the boxes `rows` of `sequence`, row for row: the crops of each
     frame are embedded in one batch (as a tracker calls its model). Boxes with no pixels inside
-    the image get a zero feature (the tracker never matches on them)."""
+    the image get a zero feature (the tracker never matches on them). With `frames`, the features
+    before the neck that the model's own pooling takes (``model.frames``)."""
     pixels = clip_boxes(rows.boxes, sequence.width, sequence.height)
-    out = np.zeros((len(rows), model.feature_dim), np.float32)
+    embed = model.frames.frame_features if frames else model.embed
+    out: Optional[np.ndarray] = None if frames else np.zeros((len(rows), model.feature_dim), np.float32)
     inside = np.flatnonzero((pixels[:, 2] > pixels[:, 0]) & (pixels[:, 3] > pixels[:, 1]))
     total = len(np.unique(rows.frame[inside]))
     for done, (_, index, crops) in enumerate(frame_crops(sequence, rows.frame[inside], pixels[inside]), 1):
-        out[inside[index]] = model.embed([np.ascontiguousarray(c[:, :, ::-1]) for c in crops])  # BGR -> RGB
+        f = embed([np.ascontiguousarray(c[:, :, ::-1]) for c in crops])  # BGR -> RGB
+        if out is None:  # the frame features' size is the model's, known at the first batch
+            out = np.zeros((len(rows), f.shape[1]), np.float32)
+        out[inside[index]] = f
         if progress is not None:
             progress(done, total)
-    return out
+    return out if out is not None else np.zeros((len(rows), model.feature_dim), np.float32)

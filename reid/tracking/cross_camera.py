@@ -31,7 +31,7 @@ from .appearance_threshold import calibrate_from_ground_truth, tracklet_identiti
 from .linking import Transitions, link_tracklets
 from .mot_files import MOTRows, read_gt, read_results, result_files, write_gt, write_results
 from .sequences import Sequence, identity_scope
-from .tracklets import DEFAULT_CROPS, Tracklets, tracklet_features
+from .tracklets import DEFAULT_CROPS, Tracklets, check_pooling, tracklet_features
 
 Log = Callable[[str], None]
 #: ``score(entries, results, workdir)``: entries ``(name, gt file, length)``, results name -> result
@@ -55,6 +55,7 @@ class LinkSettings:
     max_gap: Optional[float] = None           # seconds; tracklets of two cameras further apart: not linked
     transitions: Optional[Transitions] = None  # allowed camera pairs and travel times
     far: float = 1e-2                         # false-accept rate of a threshold calibrated from the ground truth
+    pooling: str = "auto"                     # a tracklet's crops: "quality" weights, the "model"'s own, or auto
 
     def check(self) -> "LinkSettings":
         """Self, or one line naming the setting that cannot work."""
@@ -213,10 +214,13 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
     ``fallback() -> (distance, source)`` gives it (the model's calibrated thresholds)."""
     settings.check()
     check_output_folder(output)
+    pooling = check_pooling(settings.pooling, model)
+    log(f"tracklet features: {model.label}'s crops pooled by "
+        + (f"the model's own {model.frames.method} pooling" if pooling == "model" else "the hand-set quality weights"))
     rows = read_camera_tracks(sequences, tracks)
     parts = []
     for k, (seq, r) in enumerate(zip(sequences, rows)):
-        parts.append(tracklet_features(seq, r, model, k, settings.crops_per_tracklet))
+        parts.append(tracklet_features(seq, r, model, k, settings.crops_per_tracklet, pooling=pooling))
         log(f"{seq.name} (camera {seq.camera}, scene {seq.scene}): {len(parts[-1])} tracklets, {len(r)} boxes")
     tracklets = Tracklets.concatenate(parts)
     threshold = _threshold(settings, sequences, rows, tracklets, fallback, log)
@@ -241,7 +245,7 @@ def link_cameras(sequences: Seq[Sequence], tracks: str, model: AppearanceModel, 
     multi = sum(len(i["cameras"]) > 1 for i in identities)
     record = {"tracks": os.path.abspath(tracks) if tracks != GT_TRACKS else GT_TRACKS,
               "model": model.identity, "threshold": threshold["distance"], "threshold_source": threshold,
-              "crops_per_tracklet": settings.crops_per_tracklet, "max_gap": settings.max_gap,
+              "crops_per_tracklet": settings.crops_per_tracklet, "pooling": pooling, "max_gap": settings.max_gap,
               "transitions": None if settings.transitions is None else
               [{"cameras": list(k), "min_seconds": v[0], "max_seconds": v[1]}
                for k, v in sorted(settings.transitions.pairs.items())],

@@ -18,7 +18,8 @@ Quality of a box ``i`` (each factor in [0, 1]; :func:`crop_quality`)::
 The tracklet's feature is the quality-weighted mean of its crops' L2-normalised features,
 L2-normalised again (:func:`pool_features`): ``f = normalize(sum_i q_i f_i)``. A tracklet whose
 chosen crops all have quality 0 (e.g. always fully covered) gets their plain mean instead, so every
-tracklet has a feature.
+tracklet has a feature. A model trained on tracklets pools the same crops itself instead (``pooling``
+"model", its default: its features before the neck through its temporal module, then its neck).
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ from .sequences import Sequence
 FULL_HEIGHT = 128.0
 #: Crops pooled per tracklet unless told otherwise.
 DEFAULT_CROPS = 8
+#: How a tracklet's crops are pooled: the hand-set quality weights, the model's own temporal
+#: aggregation, or auto (the model's own for a model trained on tracklets).
+POOLINGS = ("auto", "quality", "model")
 
 
 @dataclass(frozen=True)
@@ -135,15 +139,33 @@ def pool_features(features: np.ndarray, weights: np.ndarray, group: np.ndarray, 
     return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def check_pooling(pooling: str, model: AppearanceModel) -> str:
+    """The pooling to use ("quality" or "model") for `pooling` ("auto", "quality", "model"): auto is
+    the model's own for a model trained on tracklets, the hand-set weights otherwise. One line when
+    "model" is asked of a model that cannot pool frames."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling {pooling!r}: valid: {', '.join(POOLINGS)}.")
+    if pooling == "auto":
+        return "model" if model.video else "quality"
+    if pooling == "model" and model.frames is None:
+        raise ValueError(f"--pooling model: {model.label} cannot pool frames itself (an exported file, or a model "
+                         "without MODEL.VIDEO.TEMPORAL such as MGN); use --pooling quality.")
+    return pooling
+
+
 def tracklet_features(sequence: Sequence, rows: MOTRows, model: AppearanceModel, sequence_index: int = 0,
-                      crops_per_tracklet: int = DEFAULT_CROPS, progress: Optional[Progress] = None) -> Tracklets:
+                      crops_per_tracklet: int = DEFAULT_CROPS, progress: Optional[Progress] = None,
+                      pooling: str = "quality") -> Tracklets:
     """The tracklets (one per track id) of `rows`, boxes of `sequence`, each with its pooled feature
-    from `model` (module docstring); the crops of one frame are embedded in one batch."""
+    from `model` (module docstring); the crops of one frame are embedded in one batch. `pooling`
+    "model" pools the same crops with the model's own temporal aggregation instead of the quality
+    weights (reid/inference/tracklet_pooling.py)."""
     ids, track = np.unique(rows.track_id, return_inverse=True)
     track = track.reshape(-1)
     quality = crop_quality(rows, sequence.width, sequence.height)
     chosen = select_crops(track, rows.frame, quality, crops_per_tracklet)
-    feats = embed_rows(sequence, rows.select(chosen), model, progress)
+    own = check_pooling(pooling, model) == "model"
+    feats = embed_rows(sequence, rows.select(chosen), model, progress, frames=own)
     first = np.full(len(ids), np.iinfo(np.int64).max)
     last = np.zeros(len(ids), np.int64)
     np.minimum.at(first, track, rows.frame)
@@ -154,8 +176,9 @@ def tracklet_features(sequence: Sequence, rows: MOTRows, model: AppearanceModel,
         local_id=ids.astype(np.int64), first=first, last=last,
         start_s=(first - 1) / float(sequence.frame_rate), end_s=(last - 1) / float(sequence.frame_rate),
         num_boxes=np.bincount(track, minlength=n).astype(np.int64),
-        features=pool_features(feats, quality[chosen], track[chosen], n))
+        features=model.frames.pool(feats, track[chosen], n) if own else
+        pool_features(feats, quality[chosen], track[chosen], n))
 
 
-__all__ = ["DEFAULT_CROPS", "FULL_HEIGHT", "Tracklets", "crop_quality", "pool_features", "select_crops",
+__all__ = ["DEFAULT_CROPS", "FULL_HEIGHT", "POOLINGS", "check_pooling", "Tracklets", "crop_quality", "pool_features", "select_crops",
            "tracklet_features"]

@@ -28,7 +28,7 @@ def make_eval_fn(
             # The validation identities come from the training datasets: named after them.
             records.append({"split": "val", "dataset": "+".join(map(str, cfg.DATASETS.NAMES)), **res.metrics["plain"]})
         for name, test in test_sets.items():
-            res = evaluate_model(cfg, model, test.query, test.gallery, protocol=test.protocol)
+            res = evaluate_model(cfg, model, test.query, test.gallery, protocol=test.protocol, junk_pids=test.junk_pids)
             for row, metrics in res.metrics.items():
                 label = name if row == "plain" else f"{name}+{row}"
                 records.append({"split": "test", "dataset": label, **metrics})

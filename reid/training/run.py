@@ -26,11 +26,12 @@ from torch import nn
 
 from reid.config.sie_keys import sie_node
 from reid.data import TrainData, build_train_data, build_train_loader
-from reid.data.build import check_dataset_names
+from reid.data.build import check_dataset_names, is_tracklet_items
 from reid.engine import HookBase, NonFiniteLossError, PeerFailedError, Trainer, TrainingInterrupted
 from reid.engine.checkpoint_files import CheckpointError, last_checkpoint, load_checkpoint
 from reid.engine.distributed import DistInfo, cleanup_distributed, init_distributed
 from reid.evaluation.eval_sets import TestSets, check_test_settings, load_test_sets
+from reid.evaluation.tracklet_extract import check_video_model
 from reid.inference.decision_thresholds import calibrate_run
 from reid.inference.loading import run_weights
 from reid.modeling import build_model
@@ -213,6 +214,8 @@ class TrainingRun:
         test_sets = self.build_test_sets()
         self.complete_config(data)
         model = self.build_model()  # the trainer's start banner describes it
+        if is_tracklet_items(data.items) or any(is_tracklet_items(t.query) for t in test_sets.values()):
+            check_video_model(model)  # before any step: a model that cannot pool frames fails at its first clip
         eval_fn = self.build_eval_fn(data, test_sets)
         if self.request.eval_only:
             return self.evaluate_only(model, eval_fn)

@@ -37,11 +37,15 @@ _Key = Tuple[int, int]  # (st_dev, st_ino)
 
 
 def _stat(path: str) -> Optional[Tuple[_Key, int]]:
-    """((device, inode), size) of the regular file `path` (links followed), or None."""
+    """((device, inode), size) of the regular file `path` (links followed); a folder (a tracklet of
+    frames) has size -1, so it is the same item only as the same folder, never by content; None
+    for anything else."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
+    if stat.S_ISDIR(st.st_mode):
+        return (st.st_dev, st.st_ino), -1
     return ((st.st_dev, st.st_ino), st.st_size) if stat.S_ISREG(st.st_mode) else None
 
 
@@ -79,7 +83,8 @@ def first_copies(paths: Sequence[str]) -> List[Copy]:
             result[i] = (first_of_file[st[0]], SAME_FILE)
             continue
         first_of_file[st[0]] = i
-        by_size.setdefault(st[1], []).append(i)
+        if st[1] >= 0:  # folders are compared by identity only
+            by_size.setdefault(st[1], []).append(i)
     shared = [i for members in by_size.values() if len(members) > 1 for i in members]
     digests = _digests(paths[i] for i in shared)
     first_of_content: Dict[Tuple[int, bytes], int] = {}
@@ -104,7 +109,8 @@ def copies_of(references: Sequence[str], candidates: Sequence[str]) -> List[Copy
     for i, st in enumerate(ref_stats):
         if st is not None and st[0] not in ref_file:
             ref_file[st[0]] = i
-            ref_sizes.setdefault(st[1], []).append(i)
+            if st[1] >= 0:  # folders are compared by identity only
+                ref_sizes.setdefault(st[1], []).append(i)
     result: List[Copy] = [None] * len(candidates)
     pending: List[Tuple[int, int]] = []  # (candidate, size) to compare by content
     for j, path in enumerate(candidates):

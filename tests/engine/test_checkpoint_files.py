@@ -301,3 +301,29 @@ def test_a_file_that_is_not_a_checkpoint_is_named_for_what_it_is(tmp_path, make,
     msg = _unreadable(path)
     assert f"Could not read checkpoint {path}: it is {kind}, not a checkpoint (a file written by torch.save)" in msg
     assert "\n" not in msg
+
+
+def test_an_image_models_weights_start_a_temporal_attention_model_at_the_frames_mean(tmp_path, caplog):
+    from reid.modeling import build_model
+    from tests.modeling.test_models import images, make_cfg
+
+    torch.manual_seed(0)
+    image = build_model(make_cfg()).eval()
+    path = str(tmp_path / "image.pth")
+    save_checkpoint(path, model=image.state_dict())
+    video = build_model(make_cfg(MODEL__VIDEO__TEMPORAL="attention"))
+    with torch.no_grad():
+        video.temporal.score.weight.fill_(1.0)  # not the initial zeros: the load must not need them
+    with caplog.at_level("INFO", logger="reid.engine.checkpoint_files"):
+        load_checkpoint(path, model=video)
+    assert "has no temporal.score.weight (an image model's): it starts at zero" in caplog.text
+    assert not video.temporal.score.weight.any()
+    with torch.no_grad():
+        clip = images(6).view(2, 3, 3, *images(1).shape[-2:])
+        # the attention model from the image model's weights is the image model on clips (avg over frames)
+        torch.testing.assert_close(video.eval()(clip), image(clip))
+    # any other missing tensor is still refused
+    state = {k: v for k, v in image.state_dict().items() if not k.startswith("neck.")}
+    save_checkpoint(path, model=state)
+    with pytest.raises(CheckpointError, match="lacks tensors the model needs: neck"):
+        load_checkpoint(path, model=build_model(make_cfg(MODEL__VIDEO__TEMPORAL="attention")))

@@ -159,3 +159,25 @@ def test_bad_inputs():
         tp.pool_chunks([], "max")
     with pytest.raises(ValueError, match=r"^temporal attention needs the feature size dim >= 1, got 0"):
         tp.build_temporal("attention", 0)
+
+
+@pytest.mark.parametrize("method", ["avg", "max", "attention"])
+def test_grouped_merge_of_chunks_from_many_batches_equals_pooling_each_tracklet_at_once(method):
+    """Tracklets of 7, 4 and 1 frames cut into the chunks a flat frame loader of 3 frames per batch
+    gives (a chunk never crosses a batch or a tracklet), merged all at once by pool_grouped."""
+    module = trained_attention() if method == "attention" else tp.build_temporal(method, D)
+    x, (mask, lengths) = frames(seed=3), ragged_mask()
+    flat = torch.cat([x[b, : int(n)] for b, n in enumerate(lengths)])  # 12 frames in order
+    owner = torch.repeat_interleave(torch.arange(B), lengths)
+    values, masses, groups = [], [], []
+    for start in range(0, len(flat), 3):
+        f, o = flat[start:start + 3], owner[start:start + 3]
+        for t in o.unique().tolist():
+            chunk = f[o == t].unsqueeze(0)
+            s = module.summarize(chunk)
+            values.append(s.value), masses.append(s.log_mass), groups.append(t)
+    merged = tp.pool_grouped(tp.ChunkSummary(torch.cat(values), torch.cat(masses)), torch.tensor(groups), B, method)
+    torch.testing.assert_close(merged, module(x, mask))
+    # A tracklet with no chunk (an empty group) gives zeros, not NaN.
+    more = tp.pool_grouped(tp.ChunkSummary(torch.cat(values), torch.cat(masses)), torch.tensor(groups), B + 1, method)
+    assert torch.equal(more[B], torch.zeros(D, dtype=x.dtype)) and torch.isfinite(more).all()

@@ -130,6 +130,7 @@ class PRID2011(VideoReIDDataset):
             notes.update(split_source=f"generated (seed {split_seed})",
                          splits_file=self._record_generated(self.splits))
         self.split_id = check_split_id(split_id, len(self.splits), notes["splits_file"] or "the generated splits")
+        self.num_splits = len(self.splits)
         split = self.splits[self.split_id]
         super().__init__(*split_tracklets(cam_dirs, split["train"], split["test"], _PERSON_RE, "person_0001"))
         self.test_notes.update(notes, split_id=self.split_id)

@@ -48,6 +48,18 @@ class Baseline(ReIDModel):
         cluster memory here; the optimizer is not told, so `head` should have no parameters)."""
         self.head = head
 
+    def frame_features(self, images: torch.Tensor, camids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Each image's feature before the neck ``[N, D]`` (what the temporal pooling pools): video
+        extraction runs long tracklets through it a batch of frames at a time."""
+        x = self.preprocess(images)
+        fmap = self.backbone(x, camids) if self.uses_camids else self.backbone(x)
+        return self.embedding(self.pool(fmap))
+
+    def embed_pooled(self, before: torch.Tensor) -> torch.Tensor:
+        """The eval-mode feature of pooled features ``before`` ``[B, D]``: after the neck, or
+        ``before`` itself (``MODEL.HEADS.NECK_FEAT``)."""
+        return self.neck(before) if self.neck_feat == "after" else before
+
     def forward(
         self, images: torch.Tensor, targets: Optional[torch.Tensor] = None, camids: Optional[torch.Tensor] = None,
         frame_mask: Optional[torch.Tensor] = None,
@@ -57,14 +69,12 @@ class Baseline(ReIDModel):
             num, frames = images.shape[:2]
             images = images.flatten(0, 1)
             camids = camids.repeat_interleave(frames) if camids is not None else None
-        x = self.preprocess(images)
-        fmap = self.backbone(x, camids) if self.uses_camids else self.backbone(x)
-        before = self.embedding(self.pool(fmap))
+        before = self.frame_features(images, camids)
         if clips:
             before = self.temporal(before.view(num, frames, -1), frame_mask)
-        after = self.neck(before)
         if not self.training:
-            return after if self.neck_feat == "after" else before
+            return self.embed_pooled(before)
+        after = self.neck(before)
         if targets is None:
             raise missing_targets_error()
         heads = [self.head] if self.head is not None else []
