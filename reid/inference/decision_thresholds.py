@@ -13,8 +13,8 @@ import logging
 import os
 from typing import Any, Dict, List, Tuple
 
-from reid.data import build_test_loader
-from reid.evaluation.extract import extract_features
+from reid.data.build import is_tracklet_items
+from reid.evaluation.evaluator import extract_items
 from reid.evaluation.thresholds import (
     calibrate,
     calibrated_for,
@@ -41,12 +41,14 @@ def calibrate_run(cfg, run_dir: str, val_query: List[Item], val_gallery: List[It
     (path, record)."""
     weights = run_weights(run_dir)
     model = build_inference_model(cfg, weights)
-    feats = extract_features(model, build_test_loader(cfg, val_query, val_gallery), next(model.parameters()).device,
-                             flip=bool(cfg.TEST.FLIP), amp=str(cfg.TEST.AMP))
+    # Images or tracklets (a video model's validation split: one pooled feature each), as the evaluator makes them.
+    feats = extract_items(cfg, model, list(val_query) + list(val_gallery), next(model.parameters()).device,
+                          bool(cfg.TEST.FLIP))
     q, g = feats.split(len(val_query))
+    unit = "tracklets" if is_tracklet_items(val_query) else "images"
     record = calibrate(q.feats, g.feats, q.pids, g.pids, q.camids, g.camids, list(cfg.TEST.VERIFICATION.FARS),
                        source=f"validation split: {int(cfg.TEST.VAL_IDS)} identities held out of training "
-                              f"({len(val_query)} query / {len(val_gallery)} gallery images)")
+                              f"({len(val_query)} query / {len(val_gallery)} gallery {unit})")
     record["weights"] = os.path.basename(weights)
     # The thresholds hold for features made this way only: search --far compares (input size, flip).
     record["extraction"] = extraction_settings(cfg)

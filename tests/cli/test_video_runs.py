@@ -51,3 +51,14 @@ def test_a_trained_video_model_beats_its_own_single_frame_features(tmp_path, tem
     if temporal == "attention":  # the learned frame weights were trained (they start at zero: exactly avg)
         state = load_checkpoint(str(run / "model_final.pth"))["model"]
         assert float(state["temporal.score.weight"].abs().sum()) > 0
+
+
+@pytest.mark.slow
+def test_a_validation_split_of_tracklets_selects_the_model_and_calibrates_its_thresholds(tmp_path):
+    run = tmp_path / "run"
+    opts = video_opts(tmp_path / "data", run) + ["SOLVER.MAX_EPOCH", "2", "TEST.EVAL_PERIOD", "1", "TEST.VAL_IDS", "6"]
+    assert cli_train.main(["--config-file", VIDEO_DEMO] + opts) == 0
+    log = (run / "log.txt").read_text()
+    assert "Eval epoch 2 [val synthetic_video]" in log and (run / "model_best.pth").is_file()
+    record = json.loads((run / "thresholds.json").read_text())
+    assert "6 identities held out of training (6 query / " in record["source"] and "gallery tracklets" in record["source"]

@@ -751,3 +751,30 @@ def test_progress_bar_when_asked(tmp_path, capsys):
     lines = [line for line in err.splitlines() if line.startswith("epoch 1/1:")]
     assert "\r" not in err and len(lines) == IPE
     assert lines[-1].startswith(f"epoch 1/1: 100% {IPE}/{IPE} it [") and "loss=" in lines[-1]
+
+
+@pytest.mark.slow
+def test_a_video_run_stopped_mid_epoch_resumes_to_the_straight_runs_weights(synthetic_root, tmp_path):
+    # Clips drawn at random from tracklets: the frames a clip takes follow from the sample's seed, as its
+    # augmentation does, so a resume mid-epoch with persistent workers draws the same clips.
+    extra = {"DATASETS.NAMES": ["synthetic_video"], "DATASETS.TESTS": ["synthetic_video"], "DATASETS.VIDEO.FRAMES": 3,
+             "DATALOADER.VIDEO.SAMPLER": "random", "DATALOADER.VIDEO.SEQ_LEN": 2, "SOLVER.MAX_EPOCH": 2,
+             "DATALOADER.NUM_WORKERS": 2, "SOLVER.IMS_PER_BATCH": 4, "MODEL.VIDEO.TEMPORAL": "attention"}
+    straight = real_trainer(real_cfg(synthetic_root, tmp_path / "a", **extra))
+    straight.train()
+    ipe = straight.loop.iters_per_epoch
+    assert ipe >= 2
+
+    def on_forward(call):
+        if call == ipe + 1:  # mid epoch 2
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    interrupted = real_trainer(real_cfg(synthetic_root, tmp_path / "b", **extra), on_forward)
+    with pytest.raises(TrainingInterrupted):
+        interrupted.train()
+    resumed = real_trainer(real_cfg(synthetic_root, tmp_path / "b", **extra), resume=True)
+    assert (resumed.loop.epoch, resumed.loop.start_batch) == (1, 2)
+    resumed.train()
+    a = model_state(str(tmp_path / "a" / "model_final.pth"))
+    assert "temporal.score.weight" in a
+    assert_same_weights(a, model_state(str(tmp_path / "b" / "model_final.pth")))
