@@ -124,7 +124,7 @@ def _extract_tracklets(predictor: Predictor, sources: Sequence[str], output: str
     frames = sum(len(f) for _, f in found)
     log(f"extracting features of {len(found)} tracklets ({frames} frames, each tracklet's pooled by the model's "
         f"{method} pooling; device {predictor.device}, flip off)")
-    with progress_bar(len(found), "extract", enabled=progress, unit="tracklet") as bar:
+    with progress_bar(frames, "extract", enabled=progress, unit="frame") as bar:
         feats = tracklet_folder_features(predictor, found, progress=lambda done, total: bar.update(done - bar.n))
     meta = {**predictor.describe(), "tracklets": f"frames pooled by {method}"}
     gallery = Gallery(feats=feats, paths=[folder for folder, _ in found], pids=None, camids=None, meta=meta)

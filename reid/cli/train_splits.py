@@ -44,8 +44,14 @@ def _claim(output: str, settings: Dict) -> None:
     """Record `settings` in `output`, or refuse a folder holding other settings or another tool's files."""
     path = os.path.join(output, SETTINGS)
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            recorded = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                recorded = json.load(f)
+            if not isinstance(recorded, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ValueError(f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:200]}): this tool "
+                             "wrote it, so it was changed by hand; restore it or use another --output.") from None
         for key in settings:
             if recorded.get(key) != settings[key]:
                 raise ValueError(f"{output} holds the splits of other settings ({key}: {recorded.get(key)!r} there, "

@@ -53,28 +53,53 @@ class FramePooling:
         return torch.cat(out).numpy() if out else np.zeros((0, 0), np.float32)
 
     @torch.inference_mode()
-    def pool(self, feats: np.ndarray, group: np.ndarray, num: int) -> np.ndarray:
-        """L2-normalised ``[num, feature_dim]``: row ``t`` pools the frame features of `feats` whose
-        `group` is ``t`` (the model's temporal module, then its neck); a group without any row
-        gets zeros. With flip, the mean of the crops' and the mirrors' pooled features (as the
-        evaluator's flip: reid/evaluation/tracklet_extract.py)."""
+    def summarize(self, feats: np.ndarray, group: np.ndarray) -> List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Chunk summaries of frame features `feats` (:meth:`frame_features`) whose tracklet is `group`:
+        per pass (the crops', then with flip the mirrors'), ``(values [S, D], log-masses [S], tracklet
+        of each chunk [S])``; :meth:`merge` turns the summaries of any number of calls into features."""
         p = self.predictor
         group = np.asarray(group, np.int64)
-        out = np.zeros((num, p.feature_dim), np.float32)
-        if len(group) == 0:
-            return out
         order = np.argsort(group, kind="stable")
         feats = torch.from_numpy(np.ascontiguousarray(feats[order])).to(p.device)
         owner = torch.from_numpy(group[order]).to(p.device)
-        pooled = None
+        parts = []
         for part in feats.chunk(2, dim=1) if p.flip else (feats,):
             x, mask, rows = pad_runs(part.contiguous(), owner)
             with autocast_context(p.device, p.amp):
-                f = self.inner.embed_pooled(self.inner.temporal(x, mask)).float()
+                summary = self.inner.temporal.summarize(x, mask)
+            parts.append((summary.value.float(), summary.log_mass.float(), rows))
+        return parts
+
+    @torch.inference_mode()
+    def merge(self, summaries: Sequence[List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]],
+              num: int) -> np.ndarray:
+        """L2-normalised ``[num, feature_dim]`` from the :meth:`summarize` results of the frames of
+        `num` tracklets: each tracklet's chunks merged (exactly its frames pooled at once), then the
+        neck; with flip, the mean of the crops' and the mirrors' (as the evaluator's flip:
+        reid/evaluation/tracklet_extract.py). A tracklet without any frame gets zeros."""
+        from reid.modeling.temporal import ChunkSummary
+
+        p = self.predictor
+        out = np.zeros((num, p.feature_dim), np.float32)
+        summaries = [s for s in summaries if len(s) and len(s[0][2])]
+        if not summaries:
+            return out
+        pooled = None
+        for k in range(len(summaries[0])):
+            values, masses, owners = (torch.cat(c) for c in zip(*(s[k] for s in summaries)))
+            present = torch.unique(owners)
+            merged = self.inner.temporal.merge_grouped(ChunkSummary(values, masses), owners, num)[present]
+            with autocast_context(p.device, p.amp):
+                f = self.inner.embed_pooled(merged).float()
             pooled = f if pooled is None else (pooled + f) / 2
         check_feature_batch(pooled, amp=p.amp)
-        out[rows.cpu().numpy()] = F.normalize(pooled, dim=1).cpu().numpy()
+        out[present.cpu().numpy()] = F.normalize(pooled, dim=1).cpu().numpy()
         return out
+
+    def pool(self, feats: np.ndarray, group: np.ndarray, num: int) -> np.ndarray:
+        """L2-normalised ``[num, feature_dim]``: row ``t`` pools the frame features of `feats` whose
+        `group` is ``t`` (the model's temporal module, then its neck; see :meth:`merge`)."""
+        return self.merge([self.summarize(feats, group)] if len(group) else [], num)
 
 
 def find_tracklets(sources: Sequence[str]) -> List[Tuple[str, List[str]]]:
@@ -104,26 +129,21 @@ def tracklet_folder_features(predictor: Any, tracklets: Sequence[Tuple[str, List
                              progress: Optional[Callable[[int, int], None]] = None,
                              frames_per_step: int = 512) -> np.ndarray:
     """L2-normalised ``[T, feature_dim]``: each tracklet's frames pooled by the model's own temporal
-    pooling (:class:`FramePooling`), about `frames_per_step` frames in memory at a time (whole
-    tracklets: a tracklet longer than that is one step). A frame that cannot be read stops with an
-    error naming it."""
+    pooling (:class:`FramePooling`), at most `frames_per_step` frames in memory at a time whatever a
+    tracklet's length (its pieces are pooled and merged, exactly as pooling it at once). A frame that
+    cannot be read stops with an error naming it. `progress(done, total)` counts frames."""
     from reid.data.image_io import read_image
 
     pooling = FramePooling(predictor)
-    out = np.zeros((len(tracklets), predictor.feature_dim), np.float32)
-    start, total = 0, len(tracklets)
-    while start < total:
-        stop, frames = start, 0
-        while stop < total and (stop == start or frames + len(tracklets[stop][1]) <= frames_per_step):
-            frames += len(tracklets[stop][1])
-            stop += 1
-        crops = [read_image(f) for _, paths in tracklets[start:stop] for f in paths]
-        group = np.repeat(np.arange(stop - start), [len(paths) for _, paths in tracklets[start:stop]])
-        out[start:stop] = pooling.pool(pooling.frame_features(crops), group, stop - start)
-        start = stop
+    frames = [(path, t) for t, (_, paths) in enumerate(tracklets) for path in paths]
+    summaries = []
+    for start in range(0, len(frames), frames_per_step):
+        part = frames[start:start + frames_per_step]
+        crops = [read_image(path) for path, _ in part]
+        summaries.append(pooling.summarize(pooling.frame_features(crops), np.array([t for _, t in part], np.int64)))
         if progress is not None:
-            progress(start, total)
-    return out
+            progress(start + len(part), len(frames))
+    return pooling.merge(summaries, len(tracklets))
 
 
 def frame_pooling_of(predictor: Any) -> "FramePooling | None":

@@ -68,3 +68,18 @@ def test_bad_settings_are_one_line_before_any_training(tmp_path, capsys):
     (tmp_path / "o2" / train_splits.SETTINGS).write_text(json.dumps({"config_file": "/other.yml", "opts": []}))
     assert "holds the splits of other settings (config_file" in error(
         ["--config-file", VIDEO_DEMO, "--output", str(tmp_path / "o2")] + opts)
+
+
+def test_a_settings_file_edited_by_hand_or_a_fifo_output_is_one_line(tmp_path, capsys):
+    write_ilidsvid(str(tmp_path / "data"))
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / train_splits.SETTINGS).write_text("{not json")
+    assert train_splits.main(["--config-file", VIDEO_DEMO, "--output", str(out)] + _opts(tmp_path / "data")) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "splits_settings.json cannot be read" in err and "changed by hand" in err
+    assert (out / train_splits.SETTINGS).read_text() == "{not json"  # left as it was
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert train_splits.main(["--config-file", VIDEO_DEMO, "--output", str(fifo)] + _opts(tmp_path / "data")) == 1
+    assert "is not an empty folder of this tool's" in capsys.readouterr().err

@@ -154,3 +154,33 @@ def test_extract_and_search_take_tracklet_folders(tmp_path, capsys):
     assert cli_extract.main(["--weights", weights, "--input", str(gallery / "p2_c1" / "f0.png"), "--output",
                              str(tmp_path / "f.npz"), "--tracklets", "--quiet", "--device", "cpu"]) == 1
     assert "not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_folder_features_in_small_steps_equal_pooling_each_tracklet_at_once(tmp_path, flip):
+    """Memory is bounded by frames_per_step whatever a tracklet's length: a 12-frame tracklet read 5 frames
+    at a time (its pieces pooled, then merged) gives what pooling its 12 frames at once gives."""
+    from reid.inference.tracklet_pooling import tracklet_folder_features
+    import cv2
+
+    rng = np.random.default_rng(4)
+    tracklets = []
+    for name, n in (("a", 12), ("b", 1), ("c", 4)):
+        paths = []
+        for k in range(n):
+            path = tmp_path / name / f"{k}.png"
+            path.parent.mkdir(exist_ok=True)
+            assert cv2.imwrite(str(path), rng.integers(0, 256, (64, 32, 3), dtype=np.uint8))
+            paths.append(str(path))
+        tracklets.append((str(tmp_path / name), paths))
+    predictor = load_predictor(weights=_checkpoint(tmp_path / "m.pth"), device="cpu", backend="torch", flip=flip)
+    pooling = FramePooling(predictor)
+    seen = []
+    small = tracklet_folder_features(predictor, tracklets, progress=lambda done, total: seen.append((done, total)),
+                                     frames_per_step=5)
+    assert seen == [(5, 17), (10, 17), (15, 17), (17, 17)]
+    import reid.data.image_io as image_io
+
+    crops = [image_io.read_image(p) for _, paths in tracklets for p in paths]
+    group = np.repeat(np.arange(3), [12, 1, 4])
+    np.testing.assert_allclose(small, pooling.pool(pooling.frame_features(crops), group, 3), rtol=1e-4, atol=1e-5)
